@@ -1,0 +1,50 @@
+# pk — one build command: `make` (library, the pk tool, tests); `make test` runs the tests.
+# Variants: `make SAN=address` (ASan+UBSan), `make SAN=thread` (TSan), each into its own build dir.
+CC      ?= cc
+SAN     ?=
+BUILD   ?= build$(if $(SAN),-$(SAN))
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+CPPFLAGS := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -I/usr/include/cjson
+LDLIBS  := -lcjson -lpcre2-8 -lpthread -lm -ldl
+ifeq ($(SAN),address)
+  CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(SAN),thread)
+  CFLAGS += -fsanitize=thread
+  LDFLAGS += -fsanitize=thread
+endif
+
+LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c src/*/*/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_SRCS:%.c=$(BUILD)/%.d)
+
+all: $(BUILD)/pk $(TESTS)
+
+$(BUILD)/libpk.a: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libpk.a $(LDLIBS) -o $@
+
+test: all
+	@BUILD=$(BUILD) bash tests/run.sh
+
+clean:
+	rm -rf build build-address build-thread
+
+.PHONY: all test clean
+-include $(DEPS)

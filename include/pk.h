@@ -1,0 +1,262 @@
+/* pk.h — the one public header of pk, a persistent-kernel LLM decoder.
+ *
+ * A decode step is described as a graph of layers over tensors (the seed's PersistentKernel:
+ * attach_input, new_tensor, fuse_tensors, *_layer, compile, run, finalize). pk splits each layer
+ * into `grid` tasks, links tasks by events, and runs every decode step of a generation inside one
+ * persistent runtime (worker threads on the CPU backend, one resident kernel on the CUDA backend).
+ *
+ * Errors: every call that can fail returns a pk_status (or NULL) and leaves a one-line message
+ * on the kernel object (pk_kernel_error) naming the tensor and the numbers. The library never
+ * aborts or exits on user input. A pk_kernel is not thread-safe: call it from one thread.
+ *
+ * Shapes: T = cfg.max_tokens_per_step (rows of every activation), all tensors row-major.
+ */
+#ifndef PK_H
+#define PK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PK_VERSION_MAJOR 0
+#define PK_VERSION_MINOR 1
+#define PK_VERSION_STRING "0.1.0"
+#define PK_MAX_DIMS 4
+
+typedef enum pk_status {
+    PK_OK = 0,
+    PK_ERR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, bad enum or config value */
+    PK_ERR_SHAPE = 2,            /* tensor shapes do not fit the layer */
+    PK_ERR_STRIDE = 3,           /* strides are not row-major */
+    PK_ERR_GRID = 4,             /* grid < 1 or does not divide the dimension it splits */
+    PK_ERR_DTYPE = 5,            /* unknown dtype, or one the layer does not take */
+    PK_ERR_STATE = 6,            /* call out of order: a layer after compile, run before compile */
+    PK_ERR_NO_MEMORY = 7,
+    PK_ERR_IO = 8,               /* a file could not be opened, read or written */
+    PK_ERR_FORMAT = 9,           /* a malformed model, config or tokenizer file */
+    PK_ERR_UNSUPPORTED = 10,     /* unknown architecture, backend not built in */
+    PK_ERR_LIMIT = 11,           /* prompt too long, token id out of range, KV cache full */
+    PK_ERR_BACKEND = 12,         /* nvcc missing or failing, no GPU, CUDA error */
+} pk_status;
+
+/* A short constant name for a status ("PK_ERR_SHAPE"). */
+const char *pk_status_name(pk_status s);
+
+typedef enum pk_dtype {
+    PK_DTYPE_BF16 = 0,
+    PK_DTYPE_FP16 = 1,
+    PK_DTYPE_FP32 = 2,
+    PK_DTYPE_INT32 = 3,
+    PK_DTYPE_INT64 = 4,
+} pk_dtype;
+
+/* Bytes per element; 0 for a value outside the enum. */
+size_t pk_dtype_size(pk_dtype d);
+const char *pk_dtype_name(pk_dtype d);
+
+typedef enum pk_io_category {
+    PK_IO_LOCAL = 0,  /* this rank's memory */
+    PK_IO_SHARED = 1, /* visible to every rank (NVSHMEM on the GPU); one rank on the CPU backend */
+} pk_io_category;
+
+typedef enum pk_sched_mode {
+    PK_SCHED_STATIC = 0,  /* every task assigned to a worker at compile time (the fast path) */
+    PK_SCHED_DYNAMIC = 1, /* schedulers hand fired events' tasks to workers (MPK's protocol) */
+} pk_sched_mode;
+
+typedef enum pk_backend {
+    PK_BACKEND_CPU = 0,
+    PK_BACKEND_CUDA = 1,
+} pk_backend;
+
+typedef struct pk_config {
+    int world_size;            /* ranks (GPUs) running the graph together; 1 for now */
+    int rank;                  /* this rank, 0 <= rank < world_size */
+    int num_workers;           /* worker threads (CPU) / worker CTAs (CUDA); 0: one per core/SM */
+    int num_local_schedulers;  /* scheduler threads / warps (dynamic mode) */
+    int num_remote_schedulers; /* schedulers for events from other ranks; 0 when world_size 1 */
+    int max_seq_length;        /* longest request, prompt + generated tokens */
+    int max_requests;          /* requests decoded together; more wait for a free slot */
+    int max_tokens_per_step;   /* T: tokens one step carries (prefill chunk + decodes) */
+    int page_size;             /* KV cache tokens per page */
+    int num_pages;             /* KV cache pages shared by all requests */
+    int64_t eos_token_id;      /* generation stops after this token; -1: never */
+    pk_sched_mode sched_mode;
+    pk_backend backend;
+    const char *trace_path;    /* if set, pk_run writes a Perfetto/Chrome trace there */
+    const char *cache_dir;     /* CUDA backend: where compiled kernels are cached; NULL: default */
+} pk_config;
+
+/* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
+ * page 16, pages enough for max_requests full-length requests, no EOS, static mode, CPU. */
+pk_config pk_config_default(void);
+
+typedef struct pk_kernel pk_kernel;
+typedef struct pk_tensor pk_tensor;
+
+/* Creates a kernel. Returns NULL only when out of memory; an invalid config gives a kernel in
+ * the error state (pk_kernel_status != PK_OK, message in pk_kernel_error), on which every other
+ * call returns that error. The kernel copies cfg (trace_path and cache_dir strings too).
+ * Free with pk_kernel_free. */
+pk_kernel *pk_kernel_new(const pk_config *cfg);
+/* Frees the kernel, its tensors and its runtime. Accepts NULL. */
+void pk_kernel_free(pk_kernel *k);
+/* The status of the last failed call (PK_OK if none), and its message ("" if none). The string
+ * stays valid until the next call on k. */
+pk_status pk_kernel_status(const pk_kernel *k);
+const char *pk_kernel_error(const pk_kernel *k);
+/* The kernel's config after defaults were filled in. */
+const pk_config *pk_kernel_config(const pk_kernel *k);
+
+/* ---- tensors ---------------------------------------------------------------------------- */
+
+/* Wraps caller memory as a tensor (weights, inputs). `strides` in elements, or NULL for
+ * row-major; any other strides give PK_ERR_STRIDE. The memory must stay valid and unchanged
+ * until pk_kernel_free; pk never writes it. Returns a handle owned by k, or NULL on error. */
+pk_tensor *pk_attach_input(pk_kernel *k, const char *name, pk_dtype dtype, int ndim,
+                           const int64_t *dims, const int64_t *strides, const void *data);
+
+/* A tensor whose memory pk owns (activations, KV cache), zero-filled, freed with k. */
+pk_tensor *pk_new_tensor(pk_kernel *k, const char *name, pk_dtype dtype, int ndim,
+                         const int64_t *dims, pk_io_category category);
+
+/* Concatenates `n` attached tensors along dim 0 in `num_groups` groups, without copying: the
+ * result's rows are, for each group g, rows [g·d_i/G, (g+1)·d_i/G) of input 0, then of input 1,
+ * ... Every input must have dim 0 divisible by num_groups and equal other dims and dtype.
+ * Fused tensors can be read by layers as weights (up to 4 inputs). fused_dim must be 0. */
+pk_tensor *pk_fuse_tensors(pk_kernel *k, const char *name, pk_tensor *const *inputs, int n,
+                           int fused_dim, int num_groups);
+
+/* Shape queries; NULL-safe (return 0 / "" / PK_DTYPE_BF16). */
+int pk_tensor_ndim(const pk_tensor *t);
+int64_t pk_tensor_dim(const pk_tensor *t, int i);
+pk_dtype pk_tensor_dtype(const pk_tensor *t);
+const char *pk_tensor_name(const pk_tensor *t);
+/* Looks a tensor up by name; NULL if none. */
+pk_tensor *pk_find_tensor(const pk_kernel *k, const char *name);
+
+/* Copies a tensor's current contents (all of it, row-major) to dst of `bytes` bytes. Works on
+ * both backends; after pk_run it holds the values of the last step. */
+pk_status pk_tensor_read(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes);
+
+/* Tensors pk owns for the decode state (the seed's meta tensors):
+ *   pk_step_tokens:  int32 [T], the token ids fed to the model this step (embedding input);
+ *   pk_step_output:  int32 [T], the token chosen for each row (argmax output). */
+pk_tensor *pk_step_tokens(pk_kernel *k);
+pk_tensor *pk_step_output(pk_kernel *k);
+
+/* ---- layers ------------------------------------------------------------------------------
+ * Each layer splits into `grid` tasks along the dimension its comment names; the grid must
+ * divide that dimension. A tensor may be written by one layer only, and a layer may only read
+ * tensors that are inputs or written by earlier layers. Activations are [T, ·] bf16. */
+
+/* out[t, :] = weight[tokens[t], :].  tokens int32 [T], weight [V, H], out [T, H]; grid splits H. */
+pk_status pk_embedding_layer(pk_kernel *k, pk_tensor *tokens, pk_tensor *weight, pk_tensor *out,
+                             int grid);
+
+/* out = rmsnorm(x) · w.  x [T, H], w [H], out [T, H]; grid splits T. */
+pk_status pk_rmsnorm_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, float eps,
+                           int grid);
+
+/* out = (rmsnorm(x) · norm_w) · Wᵀ.  x [T, K], norm_w [K], W [N, K], out [T, N]; grid splits N. */
+pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
+                                  pk_tensor *out, float eps, int grid);
+
+/* out = x · Wᵀ.  x [T, K], W [N, K], out [T, N]; grid splits N. */
+pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, int grid);
+
+/* out = x · Wᵀ + residual.  residual and out [T, N]; grid splits N. */
+pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
+                                        pk_tensor *residual, pk_tensor *out, int grid);
+
+/* out[t, i] = silu(x[t, i]) · x[t, I + i].  x [T, 2I] (gate then up), out [T, I]; grid splits I. */
+pk_status pk_silu_mul_layer(pk_kernel *k, pk_tensor *x, pk_tensor *out, int grid);
+
+/* out = silu_mul(x) · Wᵀ + residual.  x [T, 2I], W [N, I], residual, out [T, N]; grid splits N. */
+pk_status pk_silu_mul_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
+                                                 pk_tensor *residual, pk_tensor *out, int grid);
+
+typedef enum pk_rope_scaling_type {
+    PK_ROPE_SCALING_NONE = 0,
+    PK_ROPE_SCALING_LLAMA3 = 1,
+} pk_rope_scaling_type;
+
+typedef struct pk_attention_params {
+    int num_q_heads;   /* Hq */
+    int num_kv_heads;  /* Hkv, divides Hq (GQA) */
+    int head_dim;      /* D, even */
+    float rope_theta;
+    pk_rope_scaling_type rope_scaling;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 scaling */
+    int rope_original_max_position;                                 /* llama3 scaling */
+    float qk_norm_eps; /* eps of the per-head q/k RMSNorm, when q_norm/k_norm are given */
+} pk_attention_params;
+
+/* Causal attention with a paged KV cache, GQA and RoPE; appends this step's K/V to the cache.
+ *   qkv      [T, Hkv·(Hq/Hkv + 2)·D], grouped by KV head g: the Hq/Hkv query heads of g, then
+ *            K of g, then V of g (pk_fuse_tensors of Wq, Wk, Wv with num_groups = Hkv);
+ *   k_cache, v_cache [num_pages, page_size, Hkv, D] bf16 (pk_new_tensor);
+ *   q_norm, k_norm   [D] per-head RMSNorm weights applied before RoPE (Qwen3), or both NULL;
+ *   out      [T, Hq·D].   grid splits the KV heads. */
+pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, pk_tensor *v_cache,
+                             pk_tensor *q_norm, pk_tensor *k_norm, pk_tensor *out,
+                             const pk_attention_params *params, int grid);
+
+/* out[t] = argmax_v logits[t, v] (smallest index on ties), as `grid` partial tasks over V and
+ * one reduce task. logits [T, V], out int32 [T] (pk_step_output for generation). */
+pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid);
+
+/* ---- compile and run ---------------------------------------------------------------------- */
+
+typedef struct pk_compile_options {
+    const char *output_dir; /* if set: task_graph.json (and kernel.cu for CUDA) are written here */
+} pk_compile_options;
+
+/* Builds the task graph (and, for CUDA, generates, compiles and loads the kernel). No layer can
+ * be added afterwards. opts may be NULL. */
+pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts);
+
+typedef enum pk_finish_reason {
+    PK_FINISH_NONE = 0,   /* not finished (run failed) */
+    PK_FINISH_EOS = 1,    /* produced eos_token_id (included in the output) */
+    PK_FINISH_LENGTH = 2, /* reached max_new_tokens or max_seq_length */
+} pk_finish_reason;
+
+typedef struct pk_request {
+    const int32_t *prompt; /* [prompt_len] token ids, each in [0, vocab) */
+    int prompt_len;        /* >= 1 and < max_seq_length */
+    int max_new_tokens;    /* >= 1 */
+    int32_t *output;       /* caller's buffer of max_new_tokens entries */
+    int num_output;        /* out: tokens written to output */
+    pk_finish_reason finish; /* out */
+} pk_request;
+
+/* Called once per generated token from the runtime's step boundary (prepare_next_step), in
+ * order per request. `row` is the step row whose output produced it (its logits row). */
+typedef void (*pk_token_fn)(void *user, int request, int32_t token, int row);
+
+/* Runs requests to completion: each is prefilled in chunks of up to T tokens, then decodes one
+ * token per step until EOS, max_new_tokens or max_seq_length. At most max_requests run at once;
+ * the rest wait for a slot. on_token may be NULL. Can be called again with new requests. */
+pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, void *user);
+
+typedef struct pk_graph_stats {
+    int num_layers;
+    int num_tasks;  /* including the BEGIN task */
+    int num_events;
+    int num_workers;
+    int64_t steps_run; /* decode steps of the last pk_run */
+} pk_graph_stats;
+
+pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out);
+
+/* Writes the compiled task graph as JSON (tasks, events, layers, schedule). */
+pk_status pk_write_task_graph(pk_kernel *k, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PK_H */

@@ -1,0 +1,129 @@
+/* pk_abi.h — the task ABI: the plain structs both backends run, compiled by C11 and nvcc.
+ *
+ * The compiler (src/taskgraph) fills tables of pk_task and pk_event; the CPU runtime walks them
+ * directly and the CUDA codegen bakes them into kernel.cu. Nothing here holds a pointer: a view
+ * names a buffer (tensor id) and element offsets, so the same table works over host or device
+ * memory. Any change to a struct bumps PK_ABI_VERSION, which generated code checks.
+ *
+ * Protocol (docs/DESIGN.md): a task waits until counter(dep_event) >= num_triggers(dep) · step,
+ * runs, then release-adds 1 to counter(trig_event). Counters are 64-bit and never reset.
+ */
+#ifndef PK_ABI_H
+#define PK_ABI_H
+
+#include <stdint.h>
+
+#define PK_ABI_VERSION 1
+#define PK_TASK_MAX_VIEWS 12
+#define PK_FUSE_MAX 4
+#define PK_NO_EVENT 0xffffffffu
+
+#ifndef __cplusplus
+#define PK_STATIC_ASSERT _Static_assert
+#else
+#define PK_STATIC_ASSERT static_assert
+#endif
+
+typedef enum pk_task_kind {
+    PK_TASK_BEGIN = 0, /* the step's start: signals the BEGIN event */
+    PK_TASK_EMBEDDING = 1,
+    PK_TASK_RMSNORM = 2,
+    PK_TASK_RMSNORM_LINEAR = 3,
+    PK_TASK_LINEAR = 4,
+    PK_TASK_LINEAR_RESIDUAL = 5,
+    PK_TASK_SILU_MUL = 6,
+    PK_TASK_SILU_MUL_LINEAR_RESIDUAL = 7,
+    PK_TASK_ATTENTION = 8,
+    PK_TASK_ARGMAX_PARTIAL = 9,
+    PK_TASK_ARGMAX_REDUCE = 10,
+    PK_TASK_TERMINATE = 11, /* dynamic mode: tells a worker to exit */
+    PK_TASK_KIND_COUNT = 12,
+} pk_task_kind;
+
+typedef enum pk_event_kind {
+    PK_EVENT_BEGIN = 0,        /* fired by prepare_next_step; its tasks read only inputs */
+    PK_EVENT_NORMAL = 1,       /* producer tasks → a contiguous range of consumer tasks */
+    PK_EVENT_END_OF_GRAPH = 2, /* every leaf task signals it; completing it ends the step */
+} pk_event_kind;
+
+/* A tile of a tensor. Rows of the tile are rows [row0, row0 + rows) of the tensor; columns
+ * [col0, col0 + cols). A tensor is a list of segments (one for a plain tensor; the inputs of a
+ * pk_fuse_tensors otherwise): tensor row r lies in group g = r / Σseg_rows, at offset
+ * o = r % Σseg_rows, which falls in segment i; its data is row g·seg_rows[i] + o' of buffer
+ * seg_buffer[i] (o' = o minus the rows of the segments before i). row_stride is in elements. */
+typedef struct pk_view {
+    uint32_t nseg;                    /* 1 .. PK_FUSE_MAX */
+    uint32_t dtype;                   /* pk_dtype */
+    uint32_t seg_buffer[PK_FUSE_MAX]; /* tensor ids of the storage */
+    uint32_t seg_rows[PK_FUSE_MAX];   /* rows of each segment per group */
+    uint32_t row0, rows;
+    uint32_t col0, cols;
+    uint64_t row_stride;
+} pk_view;
+
+typedef struct pk_task {
+    uint32_t kind;       /* pk_task_kind */
+    uint32_t layer;      /* index into the layer table */
+    uint32_t index;      /* position in the layer's grid */
+    uint32_t dep_event;  /* waited on (PK_NO_EVENT: none) */
+    uint32_t trig_event; /* signalled when done */
+    uint32_t nviews;
+    uint64_t cost_bytes; /* estimated bytes moved: the static schedule balances these */
+    pk_view views[PK_TASK_MAX_VIEWS]; /* per kind: see src/taskgraph/views.h */
+} pk_task;
+
+typedef struct pk_event {
+    uint32_t kind;         /* pk_event_kind */
+    uint32_t num_triggers; /* tasks that signal it per step */
+    uint32_t first_task;   /* consumer tasks: [first_task, last_task) */
+    uint32_t last_task;
+} pk_event;
+
+/* Per-layer scalars a task needs besides its views. */
+typedef struct pk_layer_params {
+    uint32_t kind;       /* pk_task_kind of its tasks (partial for argmax) */
+    uint32_t grid;
+    float eps;
+    /* attention */
+    int32_t num_q_heads, num_kv_heads, head_dim;
+    float rope_theta;
+    int32_t rope_scaling;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int32_t rope_original_max_position;
+    float qk_norm_eps;
+    int32_t has_qk_norm;
+} pk_layer_params;
+
+PK_STATIC_ASSERT(sizeof(pk_view) == 64, "pk_view layout is part of the ABI");
+PK_STATIC_ASSERT(sizeof(pk_event) == 16, "pk_event layout is part of the ABI");
+PK_STATIC_ASSERT(sizeof(pk_task) == 32 + 64 * PK_TASK_MAX_VIEWS, "pk_task layout");
+PK_STATIC_ASSERT(sizeof(pk_layer_params) == 56, "pk_layer_params layout");
+
+/* The views of each task kind, in order (the tile each view covers in brackets). Row ranges
+ * cover T rows; kernels touch only the first num_tokens (pk.step_info) of them. */
+enum {
+    PK_V_EMB_TOKENS = 0, PK_V_EMB_WEIGHT = 1 /* [V, col tile] */, PK_V_EMB_OUT = 2 /* [T, col tile] */,
+    PK_V_NORM_X = 0 /* [row tile, H] */, PK_V_NORM_W = 1, PK_V_NORM_OUT = 2 /* [row tile, H] */,
+    PK_V_NL_X = 0 /* [T, K] */, PK_V_NL_NORM_W = 1, PK_V_NL_W = 2 /* [n tile, K] */,
+    PK_V_NL_OUT = 3 /* [T, n tile] */,
+    PK_V_LIN_X = 0, PK_V_LIN_W = 1, PK_V_LIN_OUT = 2,
+    PK_V_LR_X = 0, PK_V_LR_W = 1, PK_V_LR_RES = 2 /* [T, n tile] */, PK_V_LR_OUT = 3,
+    PK_V_SM_X = 0 /* [T, 2I] */, PK_V_SM_OUT = 1 /* [T, i tile] */,
+    PK_V_SML_X = 0 /* [T, 2I] */, PK_V_SML_W = 1, PK_V_SML_RES = 2, PK_V_SML_OUT = 3,
+    PK_V_ATT_QKV = 0 /* [T, group cols of the task's KV heads] */, PK_V_ATT_K_CACHE = 1,
+    PK_V_ATT_V_CACHE = 2, PK_V_ATT_Q_NORM = 3, PK_V_ATT_K_NORM = 4 /* nseg 0 when absent */,
+    PK_V_ATT_OUT = 5 /* [T, heads tile · D] */, PK_V_ATT_TOKEN_POS = 6, PK_V_ATT_TOKEN_REQ = 7,
+    PK_V_ATT_PAGE_TABLE = 8,
+    PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] */,
+    PK_V_AMP_IDX = 2 /* int32 [T, 1 col] */,
+    PK_V_AMR_VAL = 0 /* [T, grid] */, PK_V_AMR_IDX = 1, PK_V_AMR_OUT = 2 /* int32 [T] */,
+};
+
+/* The step's decode metadata, in the pk-owned int32 tensor "pk.step_info". */
+enum {
+    PK_STEP_INFO_NUM_TOKENS = 0, /* rows of this step holding a token */
+    PK_STEP_INFO_STEP = 1,       /* 1-based step number */
+    PK_STEP_INFO_LEN = 4,
+};
+
+#endif /* PK_ABI_H */

@@ -1,0 +1,40 @@
+/* check.h — the tiny assertion layer of pk's tests.
+ * CHECK(cond, fmt, ...) counts a pass or prints the failure with file:line; a test program
+ * ends with `return check_report("name");`, which prints "<name>: N passed, N failed" and
+ * returns non-zero when anything failed. tests/run.sh sums the lines into the final total. */
+#ifndef PK_TEST_CHECK_H
+#define PK_TEST_CHECK_H
+
+#include <stdio.h>
+#include <stdint.h>
+
+static int check_passed_, check_failed_;
+
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (cond) {                                                              \
+            check_passed_++;                                                     \
+        } else {                                                                 \
+            check_failed_++;                                                     \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
+    } while (0)
+
+static inline int check_report(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, check_passed_, check_failed_);
+    return check_failed_ ? 1 : 0;
+}
+
+/* Deterministic random numbers for tests (xorshift64*). */
+static inline uint64_t check_rand_u64(uint64_t *s) {
+    *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+/* Uniform in [-1, 1). */
+static inline float check_rand_f32(uint64_t *s) {
+    return (float)((check_rand_u64(s) >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+#endif

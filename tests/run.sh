@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test program in $BUILD/tests and ends with the total "N passed, N failed".
+# A program that crashes or prints no summary counts as one failure.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.."
+total_pass=0; total_fail=0
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    out=$("$t" 2>&1); rc=$?
+    summary=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_./-]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$summary" ]; then
+        printf '%s\n' "$out" | tail -n 20
+        echo "$(basename "$t"): crashed or printed no summary (exit $rc)"
+        total_fail=$((total_fail + 1)); continue
+    fi
+    p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\1/' <<<"$summary")
+    f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\2/' <<<"$summary")
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    [ "$f" -ne 0 ] && printf '%s\n' "$out" | grep -E '^FAIL|^error' | head -n 20
+    echo "$summary"
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
