@@ -256,6 +256,72 @@ pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out);
 /* Writes the compiled task graph as JSON (tasks, events, layers, schedule). */
 pk_status pk_write_task_graph(pk_kernel *k, const char *path);
 
+/* ---- Hugging Face model directories --------------------------------------------------------
+ * config.json + model.safetensors (or sharded, with model.safetensors.index.json); bf16, fp16 or
+ * fp32 weights, memory-mapped (copied only when converted to bf16). Qwen3ForCausalLM and
+ * LlamaForCausalLM (Llama-3.x, incl. rope_scaling "llama3"). */
+
+typedef struct pk_model pk_model;
+
+typedef struct pk_model_info {
+    char architecture[64];
+    int vocab_size, hidden_size, intermediate_size, num_layers;
+    int num_q_heads, num_kv_heads, head_dim;
+    int max_position_embeddings;
+    int tie_word_embeddings;
+    int has_qk_norm;
+    int64_t bos_token_id, eos_token_id; /* -1 when config.json names none */
+    int64_t weight_bytes;               /* bytes of the weights the decode step reads */
+} pk_model_info;
+
+/* Opens a model directory, checks every tensor against config.json, creates a kernel with cfg
+ * (NULL: pk_config_default(); an eos_token_id of -1 takes the model's), and builds the decode
+ * graph through the layer API. The kernel is not compiled yet. On error returns NULL and writes
+ * a one-line reason naming the file, tensor or number into err (err_len bytes, may be 0). */
+pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len);
+/* Frees the model, its kernel and its mapped weights. Accepts NULL. */
+void pk_model_free(pk_model *m);
+pk_kernel *pk_model_kernel(pk_model *m);
+const pk_model_info *pk_model_get_info(const pk_model *m);
+/* The LM head's output: bf16 [T, vocab] logits of the last step. */
+pk_tensor *pk_model_logits(pk_model *m);
+
+/* ---- tokenizer (Hugging Face tokenizer.json, byte-level BPE) -------------------------------- */
+
+typedef struct pk_tokenizer pk_tokenizer;
+
+/* Loads tokenizer.json. On error returns NULL with a one-line reason in err. */
+pk_tokenizer *pk_tokenizer_load(const char *path, char *err, size_t err_len);
+void pk_tokenizer_free(pk_tokenizer *t); /* accepts NULL */
+/* Ids are in [0, vocab_size): the largest id of the vocabulary and added tokens, plus one. */
+int pk_tokenizer_vocab_size(const pk_tokenizer *t);
+/* The id of a token string (an added/special token like "<|im_end|>" or a vocabulary entry), or
+ * -1 if there is none. */
+int32_t pk_tokenizer_token_id(const pk_tokenizer *t, const char *token);
+
+/* Encodes `len` bytes of UTF-8 text; added/special tokens written in the text are matched as
+ * such. Writes at most cap ids and returns how many the text needs (call again with a larger
+ * buffer if that is more than cap), or -1 on error (then pk_tokenizer_error says why). */
+int pk_tokenizer_encode(pk_tokenizer *t, const char *text, size_t len, int32_t *ids, int cap);
+const char *pk_tokenizer_error(const pk_tokenizer *t);
+
+/* Streaming decode: bytes are released only when they complete UTF-8 characters, so text
+ * printed token by token is never cut inside a character. */
+typedef struct pk_decoder pk_decoder;
+pk_decoder *pk_decoder_new(const pk_tokenizer *t); /* NULL when out of memory */
+void pk_decoder_free(pk_decoder *d);               /* accepts NULL */
+/* Adds one id; writes the newly complete text to out (NUL-terminated, at most cap - 1 bytes)
+ * and returns its length, or -1 if the id is out of range or cap is too small (cap >= 64 plus
+ * the longest token is always enough). */
+int pk_decoder_push(pk_decoder *d, int32_t id, char *out, size_t cap);
+/* Ends the stream: bytes of an incomplete character come out as U+FFFD. Returns the length. */
+int pk_decoder_flush(pk_decoder *d, char *out, size_t cap);
+
+/* The prompt wrapped in the chat template of the tokenizer's family (Qwen/ChatML or Llama-3,
+ * told by their special tokens), as one user turn and the assistant's header. Returns a malloc'd
+ * string the caller frees, or NULL (with pk_tokenizer_error) when no template is known. */
+char *pk_tokenizer_chat_prompt(pk_tokenizer *t, const char *prompt);
+
 #ifdef __cplusplus
 }
 #endif
