@@ -1,0 +1,186 @@
+/* kernel.c — the kernel object: config defaults and checks, error state, status names.
+ *
+ * A kernel whose config is invalid is still returned (hiredis style), in an error state that
+ * every later call reports; only out-of-memory gives NULL.
+ */
+#include <string.h>
+
+#include "pk_internal.h"
+#include "runtime/runtime.h"
+
+const char *pk_status_name(pk_status s) {
+    static const char *const names[] = {
+        "PK_OK",           "PK_ERR_INVALID_ARGUMENT", "PK_ERR_SHAPE",     "PK_ERR_STRIDE",
+        "PK_ERR_GRID",     "PK_ERR_DTYPE",            "PK_ERR_STATE",     "PK_ERR_NO_MEMORY",
+        "PK_ERR_IO",       "PK_ERR_FORMAT",           "PK_ERR_UNSUPPORTED", "PK_ERR_LIMIT",
+        "PK_ERR_BACKEND",
+    };
+    if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
+    return "PK_ERR_UNKNOWN";
+}
+
+size_t pk_dtype_size(pk_dtype d) {
+    switch (d) {
+    case PK_DTYPE_BF16: case PK_DTYPE_FP16: return 2;
+    case PK_DTYPE_FP32: case PK_DTYPE_INT32: return 4;
+    case PK_DTYPE_INT64: return 8;
+    }
+    return 0;
+}
+
+const char *pk_dtype_name(pk_dtype d) {
+    switch (d) {
+    case PK_DTYPE_BF16: return "bf16";
+    case PK_DTYPE_FP16: return "fp16";
+    case PK_DTYPE_FP32: return "fp32";
+    case PK_DTYPE_INT32: return "int32";
+    case PK_DTYPE_INT64: return "int64";
+    }
+    return "unknown";
+}
+
+pk_config pk_config_default(void) {
+    pk_config c;
+    memset(&c, 0, sizeof c);
+    c.world_size = 1;
+    c.rank = 0;
+    c.num_workers = 4;
+    c.num_local_schedulers = 1;
+    c.num_remote_schedulers = 0;
+    c.max_seq_length = 512;
+    c.max_requests = 4;
+    c.max_tokens_per_step = 64;
+    c.page_size = 16;
+    c.num_pages = 0; /* 0: enough for max_requests full-length requests */
+    c.eos_token_id = -1;
+    c.sched_mode = PK_SCHED_STATIC;
+    c.backend = PK_BACKEND_CPU;
+    return c;
+}
+
+pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->err, sizeof k->err, fmt, ap);
+    va_end(ap);
+    k->status = s;
+    return s;
+}
+
+/* A config error is sticky: status stays, later calls repeat it. */
+static int config_failed(const pk_kernel *k) { return k->cfg.world_size == 0; }
+
+pk_status pk_enter(pk_kernel *k) {
+    if (config_failed(k)) return k->status;
+    k->status = PK_OK;
+    k->err[0] = '\0';
+    return PK_OK;
+}
+
+static pk_status check_config(pk_kernel *k, const pk_config *c) {
+#define REQUIRE(cond, ...) \
+    if (!(cond)) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, __VA_ARGS__)
+    REQUIRE(c->world_size == 1, "config: world_size %d: only 1 rank is supported so far",
+            c->world_size);
+    REQUIRE(c->rank == 0, "config: rank %d outside [0, world_size %d)", c->rank, c->world_size);
+    REQUIRE(c->num_workers >= 1 && c->num_workers <= 1024,
+            "config: num_workers %d outside [1, 1024]", c->num_workers);
+    REQUIRE(c->num_local_schedulers >= 1 && c->num_local_schedulers <= 64,
+            "config: num_local_schedulers %d outside [1, 64]", c->num_local_schedulers);
+    REQUIRE(c->num_remote_schedulers == 0,
+            "config: num_remote_schedulers %d: remote schedulers need world_size > 1",
+            c->num_remote_schedulers);
+    REQUIRE(c->max_seq_length >= 2 && c->max_seq_length <= (1 << 24),
+            "config: max_seq_length %d outside [2, 16777216]", c->max_seq_length);
+    REQUIRE(c->max_requests >= 1 && c->max_requests <= 4096,
+            "config: max_requests %d outside [1, 4096]", c->max_requests);
+    REQUIRE(c->max_tokens_per_step >= c->max_requests && c->max_tokens_per_step <= 65536,
+            "config: max_tokens_per_step %d must be in [max_requests %d, 65536] (every running "
+            "request decodes one token per step)",
+            c->max_tokens_per_step, c->max_requests);
+    REQUIRE(c->page_size >= 1 && c->page_size <= 4096, "config: page_size %d outside [1, 4096]",
+            c->page_size);
+    REQUIRE(c->num_pages >= 1 && c->num_pages <= (1 << 24), "config: num_pages %d outside [1, 2^24]",
+            c->num_pages);
+    REQUIRE(c->eos_token_id >= -1 && c->eos_token_id < INT32_MAX,
+            "config: eos_token_id %lld must be -1 (none) or a token id",
+            (long long)c->eos_token_id);
+    REQUIRE(c->sched_mode == PK_SCHED_STATIC || c->sched_mode == PK_SCHED_DYNAMIC,
+            "config: unknown sched_mode %d", (int)c->sched_mode);
+    REQUIRE(c->backend == PK_BACKEND_CPU || c->backend == PK_BACKEND_CUDA,
+            "config: unknown backend %d", (int)c->backend);
+#undef REQUIRE
+    return PK_OK;
+}
+
+static void copy_path(char *dst, size_t cap, const char **field) {
+    if (*field) {
+        snprintf(dst, cap, "%s", *field);
+        *field = dst;
+    }
+}
+
+pk_kernel *pk_kernel_new(const pk_config *cfg) {
+    pk_kernel *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    if (!cfg) {
+        pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_kernel_new: config is NULL");
+        return k;
+    }
+    pk_config c = *cfg;
+    if (c.num_pages == 0 && c.page_size >= 1 && c.max_requests >= 1 && c.max_seq_length >= 1)
+        c.num_pages = c.max_requests * ((c.max_seq_length + c.page_size - 1) / c.page_size);
+    if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
+    if ((int64_t)c.num_pages * c.page_size > (int64_t)INT32_MAX) {
+        pk_fail(k, PK_ERR_INVALID_ARGUMENT, "config: num_pages %d x page_size %d is too large",
+                c.num_pages, c.page_size);
+        return k;
+    }
+    k->cfg = c;
+    copy_path(k->trace_path, sizeof k->trace_path, &k->cfg.trace_path);
+    copy_path(k->cache_dir, sizeof k->cache_dir, &k->cfg.cache_dir);
+    if (pk_runtime_create_state_tensors(k) != PK_OK) {
+        k->cfg.world_size = 0; /* keep the error sticky */
+    }
+    return k;
+}
+
+void pk_kernel_free(pk_kernel *k) {
+    if (!k) return;
+    pk_runtime_free(k);
+    pk_taskgraph_free(&k->graph);
+    for (int i = 0; i < k->ntensors; i++) {
+        pk_tensor *t = k->tensors[i];
+        if (t->storage == PK_STORAGE_OWNED) free(t->data);
+        free(t);
+    }
+    free(k->tensors);
+    free(k->layers);
+    free(k);
+}
+
+pk_status pk_kernel_status(const pk_kernel *k) { return k ? k->status : PK_ERR_INVALID_ARGUMENT; }
+
+const char *pk_kernel_error(const pk_kernel *k) { return k ? k->err : "kernel is NULL"; }
+
+const pk_config *pk_kernel_config(const pk_kernel *k) { return k ? &k->cfg : NULL; }
+
+pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out) {
+    if (!k || !out) return PK_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    out->num_layers = k->nlayers;
+    out->num_tasks = k->graph.ntasks;
+    out->num_events = k->graph.nevents;
+    out->num_workers = k->cfg.num_workers;
+    out->steps_run = k->steps_run;
+    return PK_OK;
+}
+
+const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, len - n, "[");
+    for (int i = 0; i < ndim && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}

@@ -1,0 +1,365 @@
+/* layers.c — one public function per layer kind: check every argument, record the layer.
+ *
+ * Each check names the layer, the tensor and the numbers. A recorded layer lists its tensors
+ * and how its grid splits each one (pk_split), which is all the task graph builder needs.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pk_internal.h"
+
+typedef struct layer_builder {
+    pk_kernel *k;
+    const char *fn; /* public function name, for messages */
+    pk_layer l;
+} layer_builder;
+
+static pk_status begin(layer_builder *b, pk_kernel *k, const char *fn, pk_task_kind kind, int grid) {
+    memset(b, 0, sizeof *b);
+    b->k = k;
+    b->fn = fn;
+    b->l.kind = kind;
+    b->l.grid = grid;
+    b->l.params.kind = (uint32_t)kind;
+    b->l.params.grid = (uint32_t)grid;
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status s = pk_enter(k);
+    if (s != PK_OK) return s;
+    if (k->compiled) return pk_fail(k, PK_ERR_STATE, "%s: the kernel is compiled already", fn);
+    if (grid < 1) return pk_fail(k, PK_ERR_GRID, "%s: grid %d < 1", fn, grid);
+    return PK_OK;
+}
+
+static int owned_by(const pk_kernel *k, const pk_tensor *t) {
+    return t && t->id >= 0 && t->id < k->ntensors && k->tensors[t->id] == t;
+}
+
+/* Checks a tensor argument: present, of this kernel, dtype, ndim and the dims given (-1: any). */
+static pk_status check_tensor(layer_builder *b, const char *role, const pk_tensor *t, pk_dtype dtype,
+                              int ndim, const int64_t *dims) {
+    pk_kernel *k = b->k;
+    if (!t) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s tensor is NULL", b->fn, role);
+    if (!owned_by(k, t))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s tensor '%s' belongs to another kernel", b->fn,
+                       role, t->name);
+    if (t->dtype != dtype)
+        return pk_fail(k, PK_ERR_DTYPE, "%s: %s '%s' is %s, expected %s", b->fn, role, t->name,
+                       pk_dtype_name(t->dtype), pk_dtype_name(dtype));
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = dims[i] < 0 || t->dims[i] == dims[i];
+    if (!ok) {
+        char got[96], want[96] = "[";
+        size_t n = 1;
+        for (int i = 0; i < ndim; i++) {
+            if (dims[i] < 0)
+                n += (size_t)snprintf(want + n, sizeof want - n, "%s*", i ? ", " : "");
+            else
+                n += (size_t)snprintf(want + n, sizeof want - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+        }
+        snprintf(want + n, sizeof want - n, "]");
+        return pk_fail(k, PK_ERR_SHAPE, "%s: %s '%s' has shape %s, expected %s", b->fn, role, t->name,
+                       pk_dims_str(t->dims, t->ndim, got, sizeof got), want);
+    }
+    return PK_OK;
+}
+
+static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
+    pk_kernel *k = b->k;
+    if (t->storage == PK_STORAGE_FUSED && split.dim != 0 && split.dim != -1)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: fused tensor '%s' can only be read as a weight",
+                       b->fn, t->name);
+    PK_ASSERT(b->l.ninputs < PK_LAYER_MAX_TENSORS);
+    (void)role;
+    b->l.inputs[b->l.ninputs] = t->id;
+    b->l.in_split[b->l.ninputs++] = split;
+    return PK_OK;
+}
+
+static pk_status add_output(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
+    pk_kernel *k = b->k;
+    if (t->storage != PK_STORAGE_OWNED)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is not a pk_new_tensor (pk never writes attached or fused tensors)",
+                       b->fn, role, t->name);
+    if (t->producer >= 0)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is written by layer %s already", b->fn,
+                       role, t->name, k->layers[t->producer].name);
+    for (int i = 0; i < b->l.ninputs; i++)
+        if (b->l.inputs[i] == t->id)
+            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is also an input", b->fn, role, t->name);
+    PK_ASSERT(b->l.noutputs < 2);
+    b->l.outputs[b->l.noutputs] = t->id;
+    b->l.out_split[b->l.noutputs++] = split;
+    return PK_OK;
+}
+
+/* The grid must split `extent` evenly. */
+static pk_status check_grid(layer_builder *b, const char *what, int64_t extent) {
+    if (extent % b->l.grid != 0)
+        return pk_fail(b->k, PK_ERR_GRID, "%s: grid %d does not divide %s (%lld)", b->fn, b->l.grid, what,
+                       (long long)extent);
+    return PK_OK;
+}
+
+static pk_status commit(layer_builder *b, const char *kind_name) {
+    pk_kernel *k = b->k;
+    if (k->nlayers == k->layers_cap) {
+        int cap = k->layers_cap ? 2 * k->layers_cap : 64;
+        pk_layer *p = realloc(k->layers, (size_t)cap * sizeof *p);
+        if (!p) return pk_fail(k, PK_ERR_NO_MEMORY, "%s: out of memory", b->fn);
+        k->layers = p;
+        k->layers_cap = cap;
+    }
+    snprintf(b->l.name, sizeof b->l.name, "L%d.%s", k->nlayers, kind_name);
+    for (int i = 0; i < b->l.noutputs; i++) k->tensors[b->l.outputs[i]]->producer = k->nlayers;
+    k->layers[k->nlayers++] = b->l;
+    return PK_OK;
+}
+
+static const pk_split WHOLE = {-1, 1};
+static pk_split split_dim(const layer_builder *b, int dim) {
+    pk_split s = {dim, b->l.grid};
+    return s;
+}
+
+#define TRY(expr)                          \
+    do {                                   \
+        pk_status s_ = (expr);             \
+        if (s_ != PK_OK) return s_;        \
+    } while (0)
+
+static int64_t T_of(const pk_kernel *k) { return k->cfg.max_tokens_per_step; }
+
+pk_status pk_embedding_layer(pk_kernel *k, pk_tensor *tokens, pk_tensor *weight, pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_embedding_layer", PK_TASK_EMBEDDING, grid));
+    int64_t T = T_of(k);
+    TRY(check_tensor(&b, "tokens", tokens, PK_DTYPE_INT32, 1, (int64_t[]){T}));
+    TRY(check_tensor(&b, "weight", weight, PK_DTYPE_BF16, 2, (int64_t[]){-1, -1}));
+    int64_t V = weight->dims[0], H = weight->dims[1];
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, H}));
+    TRY(check_grid(&b, "the hidden size", H));
+    if (V > INT32_MAX) return pk_fail(k, PK_ERR_SHAPE, "%s: vocabulary of %lld rows", b.fn, (long long)V);
+    if (k->vocab_size && k->vocab_size != V)
+        return pk_fail(k, PK_ERR_SHAPE, "%s: weight '%s' has %lld rows; an earlier embedding has %d", b.fn,
+                       weight->name, (long long)V, k->vocab_size);
+    TRY(add_input(&b, "tokens", tokens, WHOLE));
+    TRY(add_input(&b, "weight", weight, split_dim(&b, 1)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    TRY(commit(&b, "embedding"));
+    k->vocab_size = (int)V;
+    return PK_OK;
+}
+
+pk_status pk_rmsnorm_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, float eps, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_rmsnorm_layer", PK_TASK_RMSNORM, grid));
+    int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    int64_t H = x->dims[1];
+    TRY(check_tensor(&b, "weight", w, PK_DTYPE_BF16, 1, (int64_t[]){H}));
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, H}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    TRY(check_grid(&b, "max_tokens_per_step", T));
+    b.l.params.eps = eps;
+    TRY(add_input(&b, "x", x, split_dim(&b, 0)));
+    TRY(add_input(&b, "weight", w, WHOLE));
+    TRY(add_output(&b, "out", out, split_dim(&b, 0)));
+    return commit(&b, "rmsnorm");
+}
+
+/* Shared by the linear family: x [T, K] read whole, W [N, K] split by rows, out [T, N]. */
+static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_tensor *w, pk_tensor *out,
+                               int64_t *N) {
+    int64_t T = T_of(b->k);
+    TRY(check_tensor(b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
+    *N = w->dims[0];
+    TRY(check_tensor(b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, *N}));
+    TRY(check_grid(b, "the output features N", *N));
+    if (x) TRY(add_input(b, "x", x, WHOLE));
+    return PK_OK;
+}
+
+pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
+                                  pk_tensor *out, float eps, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_rmsnorm_linear_layer", PK_TASK_RMSNORM_LINEAR, grid));
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
+    int64_t K = x->dims[1], N;
+    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    TRY(linear_common(&b, x, K, w, out, &N));
+    b.l.params.eps = eps;
+    TRY(add_input(&b, "norm weight", norm_w, WHOLE));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "rmsnorm_linear");
+}
+
+pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_linear_layer", PK_TASK_LINEAR, grid));
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
+    int64_t N;
+    TRY(linear_common(&b, x, x->dims[1], w, out, &N));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "linear");
+}
+
+pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                        pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_linear_with_residual_layer", PK_TASK_LINEAR_RESIDUAL, grid));
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
+    int64_t N;
+    TRY(linear_common(&b, x, x->dims[1], w, out, &N));
+    TRY(check_tensor(&b, "residual", residual, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), N}));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    TRY(add_input(&b, "residual", residual, split_dim(&b, 1)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "linear_with_residual");
+}
+
+pk_status pk_silu_mul_layer(pk_kernel *k, pk_tensor *x, pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_silu_mul_layer", PK_TASK_SILU_MUL, grid));
+    int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    if (x->dims[1] % 2) return pk_fail(k, PK_ERR_SHAPE, "%s: x '%s' has %lld columns, not 2·I", b.fn, x->name,
+                                       (long long)x->dims[1]);
+    int64_t I = x->dims[1] / 2;
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, I}));
+    TRY(check_grid(&b, "the intermediate size I", I));
+    TRY(add_input(&b, "x", x, WHOLE)); /* each task reads two column ranges: wait for all of x */
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "silu_mul");
+}
+
+pk_status pk_silu_mul_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
+                                                 pk_tensor *residual, pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_silu_mul_linear_with_residual_layer", PK_TASK_SILU_MUL_LINEAR_RESIDUAL, grid));
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
+    if (x->dims[1] % 2) return pk_fail(k, PK_ERR_SHAPE, "%s: x '%s' has %lld columns, not 2·I", b.fn, x->name,
+                                       (long long)x->dims[1]);
+    int64_t N;
+    TRY(linear_common(&b, x, x->dims[1] / 2, w, out, &N));
+    TRY(check_tensor(&b, "residual", residual, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), N}));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    TRY(add_input(&b, "residual", residual, split_dim(&b, 1)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "silu_mul_linear_with_residual");
+}
+
+pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, pk_tensor *v_cache,
+                             pk_tensor *q_norm, pk_tensor *k_norm, pk_tensor *out,
+                             const pk_attention_params *p, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_attention_layer", PK_TASK_ATTENTION, grid));
+    if (!p) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: params is NULL", b.fn);
+    int Hq = p->num_q_heads, Hkv = p->num_kv_heads, D = p->head_dim;
+    if (Hq < 1 || Hkv < 1 || Hq % Hkv != 0)
+        return pk_fail(k, PK_ERR_SHAPE, "%s: num_q_heads %d must be a positive multiple of num_kv_heads %d",
+                       b.fn, Hq, Hkv);
+    if (D < 2 || D > 512 || D % 2)
+        return pk_fail(k, PK_ERR_SHAPE, "%s: head_dim %d must be even and in [2, 512]", b.fn, D);
+    if (!(p->rope_theta > 0.0f && isfinite(p->rope_theta)))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: rope_theta %g", b.fn, p->rope_theta);
+    if (p->rope_scaling == PK_ROPE_SCALING_LLAMA3) {
+        if (!(p->rope_factor > 0 && p->rope_low_freq_factor > 0 &&
+              p->rope_high_freq_factor > p->rope_low_freq_factor && p->rope_original_max_position > 0))
+            return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                           "%s: llama3 rope scaling needs factor > 0, 0 < low_freq_factor (%g) < "
+                           "high_freq_factor (%g), original_max_position > 0 (%d)",
+                           b.fn, p->rope_low_freq_factor, p->rope_high_freq_factor,
+                           p->rope_original_max_position);
+    } else if (p->rope_scaling != PK_ROPE_SCALING_NONE) {
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: unknown rope scaling %d", b.fn, (int)p->rope_scaling);
+    }
+    int64_t T = T_of(k), group_cols = (int64_t)(Hq / Hkv + 2) * D;
+    TRY(check_tensor(&b, "qkv", qkv, PK_DTYPE_BF16, 2, (int64_t[]){T, Hkv * group_cols}));
+    int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
+    TRY(check_tensor(&b, "k_cache", k_cache, PK_DTYPE_BF16, 4, cache_dims));
+    TRY(check_tensor(&b, "v_cache", v_cache, PK_DTYPE_BF16, 4, cache_dims));
+    if (k_cache == v_cache) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: k_cache and v_cache are one tensor", b.fn);
+    if (!q_norm != !k_norm)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: give both q_norm and k_norm, or neither", b.fn);
+    if (q_norm) {
+        TRY(check_tensor(&b, "q_norm", q_norm, PK_DTYPE_BF16, 1, (int64_t[]){D}));
+        TRY(check_tensor(&b, "k_norm", k_norm, PK_DTYPE_BF16, 1, (int64_t[]){D}));
+        if (!(p->qk_norm_eps > 0.0f && isfinite(p->qk_norm_eps)))
+            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: qk_norm_eps %g", b.fn, p->qk_norm_eps);
+    }
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, (int64_t)Hq * D}));
+    TRY(check_grid(&b, "num_kv_heads", Hkv));
+    pk_layer_params *lp = &b.l.params;
+    lp->num_q_heads = Hq;
+    lp->num_kv_heads = Hkv;
+    lp->head_dim = D;
+    lp->rope_theta = p->rope_theta;
+    lp->rope_scaling = (int32_t)p->rope_scaling;
+    lp->rope_factor = p->rope_factor;
+    lp->rope_low_freq_factor = p->rope_low_freq_factor;
+    lp->rope_high_freq_factor = p->rope_high_freq_factor;
+    lp->rope_original_max_position = p->rope_original_max_position;
+    lp->qk_norm_eps = p->qk_norm_eps;
+    lp->has_qk_norm = q_norm != NULL;
+    /* Input order is the view order of pk_abi.h (PK_V_ATT_*), absent norms as -1. */
+    TRY(add_input(&b, "qkv", qkv, split_dim(&b, 1)));
+    TRY(add_input(&b, "k_cache", k_cache, WHOLE));
+    TRY(add_input(&b, "v_cache", v_cache, WHOLE));
+    if (q_norm) {
+        TRY(add_input(&b, "q_norm", q_norm, WHOLE));
+        TRY(add_input(&b, "k_norm", k_norm, WHOLE));
+    } else {
+        b.l.inputs[b.l.ninputs] = -1;
+        b.l.in_split[b.l.ninputs++] = WHOLE;
+        b.l.inputs[b.l.ninputs] = -1;
+        b.l.in_split[b.l.ninputs++] = WHOLE;
+    }
+    TRY(add_input(&b, "token_pos", k->tensors[k->t_token_pos], WHOLE));
+    TRY(add_input(&b, "token_req", k->tensors[k->t_token_req], WHOLE));
+    TRY(add_input(&b, "page_table", k->tensors[k->t_page_table], WHOLE));
+    if (k_cache->producer >= 0 || v_cache->producer >= 0)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: the KV cache tensors are used by another attention layer",
+                       b.fn);
+    if (k_cache->storage != PK_STORAGE_OWNED || v_cache->storage != PK_STORAGE_OWNED)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: the KV caches must be pk_new_tensor tensors", b.fn);
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    TRY(commit(&b, "attention"));
+    /* The caches are written by this layer and read by it in later steps only. */
+    k_cache->producer = v_cache->producer = k->nlayers - 1;
+    return PK_OK;
+}
+
+pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_argmax_layer", PK_TASK_ARGMAX_PARTIAL, grid));
+    int64_t T = T_of(k);
+    TRY(check_tensor(&b, "logits", logits, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T}));
+    TRY(check_grid(&b, "the vocabulary size", logits->dims[1]));
+    if (out->producer >= 0 || out->storage != PK_STORAGE_OWNED)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: out '%s' must be a pk_new_tensor no layer writes yet",
+                       b.fn, out->name);
+    /* The partial results live in two pk-owned tensors [T, grid]. */
+    char name[PK_NAME_MAX];
+    int idx = k->nlayers;
+    snprintf(name, sizeof name, "pk.argmax%d.val", idx);
+    pk_tensor *val = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL);
+    snprintf(name, sizeof name, "pk.argmax%d.idx", idx);
+    pk_tensor *ids = val ? pk_new_tensor(k, name, PK_DTYPE_INT32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL) : NULL;
+    if (!val || !ids) return k->status;
+    TRY(add_input(&b, "logits", logits, split_dim(&b, 1)));
+    TRY(add_output(&b, "partial values", val, split_dim(&b, 1)));
+    TRY(add_output(&b, "partial indices", ids, split_dim(&b, 1)));
+    TRY(commit(&b, "argmax_partial"));
+
+    layer_builder r;
+    TRY(begin(&r, k, "pk_argmax_layer", PK_TASK_ARGMAX_REDUCE, 1));
+    TRY(add_input(&r, "partial values", val, WHOLE));
+    TRY(add_input(&r, "partial indices", ids, WHOLE));
+    TRY(add_output(&r, "out", out, WHOLE));
+    return commit(&r, "argmax_reduce");
+}

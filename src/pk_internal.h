@@ -1,0 +1,129 @@
+/* pk_internal.h — what the kernel object holds: tensors, layers, the compiled task graph and
+ * the runtime. Shared by src/graph, src/taskgraph and src/runtime; never installed.
+ *
+ * Invariants: tensor ids are indices into k->tensors and never change; a tensor is written by at
+ * most one layer (t->producer); layers are stored in the order they were added, which is a
+ * topological order because a layer may only read tensors written before it.
+ */
+#ifndef PK_INTERNAL_H
+#define PK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pk.h"
+#include "pk_abi.h"
+
+#define PK_NAME_MAX 96
+#define PK_ERR_MAX 512
+#define PK_LAYER_MAX_TENSORS 10
+
+/* Broken internal invariant: a bug in pk, never a user error. */
+#define PK_ASSERT(cond)                                                                   \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "pk: internal error at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+typedef enum pk_storage {
+    PK_STORAGE_ATTACHED = 0, /* caller's memory */
+    PK_STORAGE_OWNED = 1,    /* pk's memory, zero-filled */
+    PK_STORAGE_FUSED = 2,    /* rows of other tensors, see pk_fuse_tensors */
+} pk_storage;
+
+struct pk_tensor {
+    int id;
+    char name[PK_NAME_MAX];
+    pk_dtype dtype;
+    int ndim;
+    int64_t dims[PK_MAX_DIMS];
+    pk_io_category category;
+    pk_storage storage;
+    void *data;              /* host memory (NULL for fused) */
+    int nfused;              /* fused: inputs and groups */
+    int fused[PK_FUSE_MAX];
+    int groups;
+    int producer;            /* layer writing it, -1 if none */
+};
+
+/* How a layer's task grid splits one tensor argument: along `dim` into `parts` tiles, or not at
+ * all (dim -1: every task touches the whole tensor). */
+typedef struct pk_split {
+    int dim;
+    int parts;
+} pk_split;
+
+typedef struct pk_layer {
+    pk_task_kind kind;
+    char name[PK_NAME_MAX];     /* "L3.attention": index and kind, for traces */
+    int grid;
+    int ninputs, noutputs;
+    int inputs[PK_LAYER_MAX_TENSORS];  /* tensor ids (-1: optional, absent) */
+    pk_split in_split[PK_LAYER_MAX_TENSORS];
+    int outputs[2];
+    pk_split out_split[2];
+    pk_layer_params params;
+    int first_task; /* filled by the task graph builder */
+} pk_layer;
+
+/* The compiled graph: the tables of pk_abi.h plus the static schedule. */
+typedef struct pk_taskgraph {
+    pk_task *tasks;
+    int ntasks;
+    pk_event *events;
+    int nevents;
+    pk_layer_params *layer_params; /* [nlayers] */
+    int nlayers;
+    int *layer_order;              /* layers in task order (roots first) */
+    uint32_t begin_event, end_event;
+    /* static schedule: worker w runs sched_tasks[sched_offset[w] .. sched_offset[w + 1]) */
+    int nworkers;
+    uint32_t *sched_offset;
+    uint32_t *sched_tasks;
+    uint64_t hash; /* FNV-1a over the tables: names the graph in generated code */
+} pk_taskgraph;
+
+typedef struct pk_runtime pk_runtime; /* backend state */
+
+struct pk_kernel {
+    pk_config cfg;
+    char trace_path[1024];
+    char cache_dir[1024];
+    pk_status status;
+    char err[PK_ERR_MAX];
+    pk_tensor **tensors;
+    int ntensors, tensors_cap;
+    pk_layer *layers;
+    int nlayers, layers_cap;
+    int compiled;
+    int vocab_size; /* rows of the embedding weight, 0 before one is added */
+    /* pk-owned decode state tensors */
+    int t_step_tokens, t_step_output, t_step_info, t_token_pos, t_token_req, t_page_table;
+    int pages_per_req;
+    pk_taskgraph graph;
+    int64_t steps_run;
+};
+
+/* Records an error on k and returns it; the message is formatted like printf. */
+pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* PK_OK, or the status a kernel in the error state carries (checked on entry of every call
+ * that needs a valid kernel: a config error sticks). Clears a previous user error. */
+pk_status pk_enter(pk_kernel *k);
+
+/* "[2, 3, 4]" into buf. */
+const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len);
+int64_t pk_tensor_numel(const pk_tensor *t);
+
+/* Task graph (src/taskgraph). */
+pk_status pk_taskgraph_build(pk_kernel *k);
+void pk_taskgraph_free(pk_taskgraph *g);
+pk_status pk_taskgraph_write_json(const pk_kernel *k, const char *path);
+
+/* Base pointer of a tensor id's host storage (the buffer table of the CPU backend). */
+static inline void *pk_buffer(const pk_kernel *k, uint32_t id) { return k->tensors[id]->data; }
+
+#endif /* PK_INTERNAL_H */

@@ -1,0 +1,122 @@
+/* cpu_dispatch.c — runs one task on the CPU: resolves its views (pk_abi.h) to pointers and
+ * calls the task kind's kernel (src/kernels/cpu). Stateless and thread-safe.
+ */
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_runtime.h"
+
+/* Address of the tile's first element (plain views). */
+static void *tile(const pk_kernel *k, const pk_view *v) {
+    PK_ASSERT(v->nseg == 1);
+    const pk_tensor *t = k->tensors[v->seg_buffer[0]];
+    size_t off = ((size_t)v->row0 * v->row_stride + v->col0) * pk_dtype_size(t->dtype);
+    return (char *)t->data + off;
+}
+
+/* Address of the tensor's first element, ignoring the tile. */
+static void *base(const pk_kernel *k, const pk_view *v) {
+    PK_ASSERT(v->nseg == 1);
+    return k->tensors[v->seg_buffer[0]]->data;
+}
+
+static pk_rows rows_of(const pk_kernel *k, const pk_view *v) {
+    pk_rows w;
+    memset(&w, 0, sizeof w);
+    w.nseg = v->nseg;
+    w.row_stride = v->row_stride;
+    for (uint32_t s = 0; s < v->nseg; s++) {
+        w.seg[s] = (const pk_bf16 *)k->tensors[v->seg_buffer[s]]->data;
+        w.seg_rows[s] = v->seg_rows[s];
+    }
+    return w;
+}
+
+/* Rows [row0, row0 + rows) of the tile that hold tokens this step. */
+static int live_rows(const pk_view *v, int n_tok) {
+    int end = (int)(v->row0 + v->rows) < n_tok ? (int)(v->row0 + v->rows) : n_tok;
+    return end > (int)v->row0 ? end - (int)v->row0 : 0;
+}
+
+void pk_cpu_run_task(const pk_kernel *k, const pk_task *t) {
+    const pk_view *v = t->views;
+    const pk_layer_params *p = &k->graph.layer_params[t->layer];
+    const int32_t *info = (const int32_t *)k->tensors[k->t_step_info]->data;
+    int n = info[PK_STEP_INFO_NUM_TOKENS];
+    pk_rows w;
+    switch ((pk_task_kind)t->kind) {
+    case PK_TASK_EMBEDDING:
+        w = rows_of(k, &v[PK_V_EMB_WEIGHT]);
+        pk_cpu_embedding(base(k, &v[PK_V_EMB_TOKENS]), n, &w, (int)v[PK_V_EMB_WEIGHT].col0,
+                         (int)v[PK_V_EMB_WEIGHT].cols, tile(k, &v[PK_V_EMB_OUT]),
+                         (int64_t)v[PK_V_EMB_OUT].row_stride);
+        break;
+    case PK_TASK_RMSNORM:
+        pk_cpu_rmsnorm(tile(k, &v[PK_V_NORM_X]), (int64_t)v[PK_V_NORM_X].row_stride, base(k, &v[PK_V_NORM_W]),
+                       live_rows(&v[PK_V_NORM_X], n), (int)v[PK_V_NORM_X].cols, p->eps,
+                       tile(k, &v[PK_V_NORM_OUT]), (int64_t)v[PK_V_NORM_OUT].row_stride);
+        break;
+    case PK_TASK_RMSNORM_LINEAR:
+        w = rows_of(k, &v[PK_V_NL_W]);
+        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NL_X]), (int64_t)v[PK_V_NL_X].row_stride, base(k, &v[PK_V_NL_NORM_W]),
+                              p->eps, n, (int)v[PK_V_NL_X].cols, &w, (int)v[PK_V_NL_W].row0,
+                              (int)v[PK_V_NL_W].rows, tile(k, &v[PK_V_NL_OUT]),
+                              (int64_t)v[PK_V_NL_OUT].row_stride);
+        break;
+    case PK_TASK_LINEAR:
+        w = rows_of(k, &v[PK_V_LIN_W]);
+        pk_cpu_linear(base(k, &v[PK_V_LIN_X]), (int64_t)v[PK_V_LIN_X].row_stride, n, (int)v[PK_V_LIN_X].cols, &w,
+                      (int)v[PK_V_LIN_W].row0, (int)v[PK_V_LIN_W].rows, NULL, 0, tile(k, &v[PK_V_LIN_OUT]),
+                      (int64_t)v[PK_V_LIN_OUT].row_stride);
+        break;
+    case PK_TASK_LINEAR_RESIDUAL:
+        w = rows_of(k, &v[PK_V_LR_W]);
+        pk_cpu_linear(base(k, &v[PK_V_LR_X]), (int64_t)v[PK_V_LR_X].row_stride, n, (int)v[PK_V_LR_X].cols, &w,
+                      (int)v[PK_V_LR_W].row0, (int)v[PK_V_LR_W].rows, tile(k, &v[PK_V_LR_RES]),
+                      (int64_t)v[PK_V_LR_RES].row_stride, tile(k, &v[PK_V_LR_OUT]),
+                      (int64_t)v[PK_V_LR_OUT].row_stride);
+        break;
+    case PK_TASK_SILU_MUL:
+        pk_cpu_silu_mul(base(k, &v[PK_V_SM_X]), (int64_t)v[PK_V_SM_X].row_stride, n, (int)v[PK_V_SM_X].cols / 2,
+                        (int)v[PK_V_SM_OUT].col0, (int)v[PK_V_SM_OUT].cols, tile(k, &v[PK_V_SM_OUT]),
+                        (int64_t)v[PK_V_SM_OUT].row_stride);
+        break;
+    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
+        w = rows_of(k, &v[PK_V_SML_W]);
+        pk_cpu_silu_mul_linear(base(k, &v[PK_V_SML_X]), (int64_t)v[PK_V_SML_X].row_stride, n,
+                               (int)v[PK_V_SML_X].cols / 2, &w, (int)v[PK_V_SML_W].row0, (int)v[PK_V_SML_W].rows,
+                               tile(k, &v[PK_V_SML_RES]), (int64_t)v[PK_V_SML_RES].row_stride,
+                               tile(k, &v[PK_V_SML_OUT]), (int64_t)v[PK_V_SML_OUT].row_stride);
+        break;
+    case PK_TASK_ATTENTION: {
+        pk_attn_step s = {
+            .n_tok = n,
+            .token_pos = base(k, &v[PK_V_ATT_TOKEN_POS]),
+            .token_req = base(k, &v[PK_V_ATT_TOKEN_REQ]),
+            .page_table = base(k, &v[PK_V_ATT_PAGE_TABLE]),
+            .pages_per_req = k->pages_per_req,
+            .page_size = k->cfg.page_size,
+        };
+        int nkv = p->num_kv_heads / (int)p->grid;
+        pk_cpu_attention(p, &s, (int)t->index * nkv, nkv, base(k, &v[PK_V_ATT_QKV]),
+                         (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
+                         base(k, &v[PK_V_ATT_V_CACHE]),
+                         v[PK_V_ATT_Q_NORM].nseg ? base(k, &v[PK_V_ATT_Q_NORM]) : NULL,
+                         v[PK_V_ATT_K_NORM].nseg ? base(k, &v[PK_V_ATT_K_NORM]) : NULL,
+                         base(k, &v[PK_V_ATT_OUT]), (int64_t)v[PK_V_ATT_OUT].row_stride);
+        break;
+    }
+    case PK_TASK_ARGMAX_PARTIAL:
+        pk_cpu_argmax_partial(tile(k, &v[PK_V_AMP_LOGITS]), (int64_t)v[PK_V_AMP_LOGITS].row_stride, n,
+                              (int)v[PK_V_AMP_LOGITS].col0, (int)v[PK_V_AMP_LOGITS].cols, tile(k, &v[PK_V_AMP_VAL]),
+                              tile(k, &v[PK_V_AMP_IDX]), (int64_t)v[PK_V_AMP_VAL].row_stride);
+        break;
+    case PK_TASK_ARGMAX_REDUCE:
+        pk_cpu_argmax_reduce(base(k, &v[PK_V_AMR_VAL]), base(k, &v[PK_V_AMR_IDX]),
+                             (int64_t)v[PK_V_AMR_VAL].row_stride, n, (int)v[PK_V_AMR_VAL].cols,
+                             base(k, &v[PK_V_AMR_OUT]));
+        break;
+    case PK_TASK_BEGIN:
+    case PK_TASK_TERMINATE:
+    case PK_TASK_KIND_COUNT:
+        PK_ASSERT(!"not a compute task");
+    }
+}

@@ -1,0 +1,24 @@
+/* cpu_runtime.h — the CPU backend's pieces: task dispatch and the trace writer. */
+#ifndef PK_CPU_RUNTIME_H
+#define PK_CPU_RUNTIME_H
+
+#include <string.h>
+
+#include "pk_internal.h"
+
+/* Runs one compute task of k's graph on the calling thread. */
+void pk_cpu_run_task(const pk_kernel *k, const pk_task *t);
+
+/* One executed task, for the trace: which task, which step, when (ns, CLOCK_MONOTONIC). */
+typedef struct pk_trace_record {
+    uint32_t task;
+    uint32_t step;
+    uint64_t start_ns, end_ns;
+} pk_trace_record;
+
+/* Writes a Chrome/Perfetto trace: one track per worker, a slice per task named by layer and
+ * kind. recs[w] holds n[w] records of worker w. */
+pk_status pk_trace_write(pk_kernel *k, const char *path, pk_trace_record *const *recs, const size_t *n,
+                         int nworkers);
+
+#endif /* PK_CPU_RUNTIME_H */

@@ -1,0 +1,308 @@
+/* build.c — layers × grids → tasks, events and the static schedule.
+ *
+ * Task order: the BEGIN task, then the tasks of every root layer (one reading no layer's
+ * output), then the other layers in the order they were added — a topological order, so a
+ * worker walking its tasks in index order can always make progress.
+ *
+ * Events (docs/DESIGN.md, "Task graph"): a consumer layer L waits only on its direct producers
+ * that no other producer of L already covers (full dependency, below). For a producer P that
+ * splits tensor X along the same dimension as L, the edge has gcd(P.grid, L.grid) events, else
+ * one; L's event count E is the gcd over its edges, event j's consumers are the tasks of L's
+ * j-th E-chunk and its triggers the tasks of each producer's j-th chunk. A producer feeds one
+ * layer's events (a task signals one event); layers no one waits on signal END_OF_GRAPH.
+ */
+#include <string.h>
+
+#include "pk_internal.h"
+
+static int gcd(int a, int b) {
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Events of the edge P → L over tensor X (input slot `in` of L). */
+static int edge_events(const pk_kernel *k, const pk_layer *P, const pk_layer *L, int in) {
+    int x = L->inputs[in];
+    pk_split cs = L->in_split[in];
+    for (int o = 0; o < P->noutputs; o++) {
+        if (P->outputs[o] != x) continue;
+        pk_split ps = P->out_split[o];
+        if (ps.dim >= 0 && ps.dim == cs.dim) return gcd(ps.parts, cs.parts);
+        return 1;
+    }
+    PK_ASSERT(!"producer does not write the tensor");
+    (void)k;
+    return 1;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The 2-D view (rows = dim 0, cols = the rest) of tensor `id`, tiled by `split` at index i. */
+static pk_view make_view(const pk_kernel *k, int id, pk_split split, int i) {
+    pk_view v;
+    memset(&v, 0, sizeof v);
+    if (id < 0) return v; /* absent optional tensor: nseg 0 */
+    const pk_tensor *t = k->tensors[id];
+    int64_t rows = t->ndim >= 2 ? t->dims[0] : 1, cols = pk_tensor_numel(t) / rows;
+    v.dtype = (uint32_t)t->dtype;
+    v.row_stride = (uint64_t)cols;
+    if (t->storage == PK_STORAGE_FUSED) {
+        v.nseg = (uint32_t)t->nfused;
+        for (int s = 0; s < t->nfused; s++) {
+            v.seg_buffer[s] = (uint32_t)t->fused[s];
+            v.seg_rows[s] = (uint32_t)(k->tensors[t->fused[s]]->dims[0] / t->groups);
+        }
+    } else {
+        v.nseg = 1;
+        v.seg_buffer[0] = (uint32_t)id;
+        v.seg_rows[0] = (uint32_t)rows;
+    }
+    v.rows = (uint32_t)rows;
+    v.cols = (uint32_t)cols;
+    if (split.dim == 0 || (split.dim >= 0 && t->ndim == 1)) {
+        int64_t n = (t->ndim == 1 ? cols : rows) / split.parts;
+        if (t->ndim == 1) {
+            v.col0 = (uint32_t)(n * i);
+            v.cols = (uint32_t)n;
+        } else {
+            v.row0 = (uint32_t)(n * i);
+            v.rows = (uint32_t)n;
+        }
+    } else if (split.dim == 1) {
+        int64_t n = cols / split.parts;
+        v.col0 = (uint32_t)(n * i);
+        v.cols = (uint32_t)n;
+    }
+    return v;
+}
+
+static uint64_t view_bytes(const pk_kernel *k, const pk_view *v, int id) {
+    if (id < 0) return 0;
+    const pk_tensor *t = k->tensors[id];
+    return (uint64_t)v->rows * v->cols * pk_dtype_size(t->dtype);
+}
+
+/* Assigns tasks to workers: in task order, each to the least-loaded worker by cost. Every
+ * worker's list stays in task order, so the static mode cannot deadlock. */
+static pk_status schedule(pk_kernel *k, pk_taskgraph *g) {
+    int W = k->cfg.num_workers;
+    uint64_t *load = calloc((size_t)W, sizeof *load);
+    int *owner = malloc((size_t)g->ntasks * sizeof *owner);
+    g->sched_offset = calloc((size_t)W + 1, sizeof *g->sched_offset);
+    g->sched_tasks = malloc((size_t)g->ntasks * sizeof *g->sched_tasks);
+    if (!load || !owner || !g->sched_offset || !g->sched_tasks) {
+        free(load);
+        free(owner);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory for the schedule");
+    }
+    g->nworkers = W;
+    for (int t = 1; t < g->ntasks; t++) { /* task 0 (BEGIN) is run by prepare_next_step */
+        int best = 0;
+        for (int w = 1; w < W; w++)
+            if (load[w] < load[best]) best = w;
+        owner[t] = best;
+        load[best] += g->tasks[t].cost_bytes + 1;
+        g->sched_offset[best + 1]++;
+    }
+    for (int w = 0; w < W; w++) g->sched_offset[w + 1] += g->sched_offset[w];
+    uint32_t *fill = calloc((size_t)W, sizeof *fill);
+    if (!fill) {
+        free(load);
+        free(owner);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory for the schedule");
+    }
+    for (int t = 1; t < g->ntasks; t++)
+        g->sched_tasks[g->sched_offset[owner[t]] + fill[owner[t]]++] = (uint32_t)t;
+    free(fill);
+    free(load);
+    free(owner);
+    return PK_OK;
+}
+
+pk_status pk_taskgraph_build(pk_kernel *k) {
+    pk_taskgraph *g = &k->graph;
+    int nl = k->nlayers;
+    if (nl == 0) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel has no layers");
+    memset(g, 0, sizeof *g);
+    g->nlayers = nl;
+    g->layer_order = malloc((size_t)nl * sizeof *g->layer_order);
+    g->layer_params = malloc((size_t)nl * sizeof *g->layer_params);
+    unsigned char *direct = calloc((size_t)nl * nl, 1); /* direct[L·nl + P]: L waits on P */
+    unsigned char *full = calloc((size_t)nl * nl, 1);   /* full[L·nl + P]: each L task follows all of P */
+    int *consumer = malloc((size_t)nl * sizeof *consumer); /* the layer whose events P signals */
+    int *nevents = calloc((size_t)nl, sizeof *nevents);
+    int *first_event = calloc((size_t)nl, sizeof *first_event);
+    pk_status st = PK_OK;
+    if (!g->layer_order || !g->layer_params || !direct || !full || !consumer || !nevents || !first_event) {
+        st = pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory");
+        goto done;
+    }
+    for (int l = 0; l < nl; l++) consumer[l] = -1;
+
+    /* Direct producers, redundancy and the event count of every layer. */
+    for (int l = 0; l < nl; l++) {
+        const pk_layer *L = &k->layers[l];
+        int events = 0; /* gcd over edges; 0 while none */
+        for (int in = 0; in < L->ninputs; in++) {
+            int x = L->inputs[in];
+            if (x < 0) continue;
+            int p = k->tensors[x]->producer;
+            if (p < 0 || p == l) continue; /* an input, or the layer's own KV cache */
+            PK_ASSERT(p < l);
+            direct[l * nl + p] = 1;
+        }
+        for (int p = 0; p < l; p++) {
+            if (!direct[l * nl + p]) continue;
+            int covered = 0;
+            for (int q = 0; q < l && !covered; q++)
+                covered = q != p && direct[l * nl + q] && full[q * nl + p];
+            if (covered) {
+                direct[l * nl + p] = 0;
+                continue;
+            }
+            int e = 0;
+            for (int in = 0; in < L->ninputs; in++)
+                if (L->inputs[in] >= 0 && k->tensors[L->inputs[in]]->producer == p)
+                    e = gcd(e, edge_events(k, &k->layers[p], L, in));
+            events = gcd(events, e);
+        }
+        for (int p = 0; p < l; p++) {
+            if (!direct[l * nl + p]) continue;
+            if (consumer[p] >= 0) {
+                st = pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                             "pk_compile: the output of layer %s is read by layers %s and %s, and "
+                             "neither waits on the other: a layer's output can feed one layer "
+                             "directly; later readers must depend on that layer (as a residual "
+                             "stream does)",
+                             k->layers[p].name, k->layers[consumer[p]].name, L->name);
+                goto done;
+            }
+            consumer[p] = l;
+            for (int x = 0; x < l; x++) full[l * nl + x] |= full[p * nl + x];
+        }
+        nevents[l] = events; /* 0: a root layer */
+        /* full[l]: each task of l waits on ≥ 1 task of every direct producer, and on all of a
+         * producer whose edge has a single event. */
+        if (events == 1)
+            for (int p = 0; p < l; p++)
+                if (direct[l * nl + p]) full[l * nl + p] = 1;
+    }
+
+    /* Task order: BEGIN, roots, the rest. */
+    int n = 0;
+    for (int l = 0; l < nl; l++)
+        if (nevents[l] == 0) g->layer_order[n++] = l;
+    int nroots = n;
+    for (int l = 0; l < nl; l++)
+        if (nevents[l] != 0) g->layer_order[n++] = l;
+    int ntasks = 1;
+    for (int i = 0; i < nl; i++) {
+        pk_layer *L = &k->layers[g->layer_order[i]];
+        L->first_task = ntasks;
+        ntasks += L->grid;
+    }
+    /* Events: BEGIN, each non-root layer's, END_OF_GRAPH. */
+    int nev = 1;
+    for (int i = nroots; i < nl; i++) {
+        first_event[g->layer_order[i]] = nev;
+        nev += nevents[g->layer_order[i]];
+    }
+    g->end_event = (uint32_t)nev++;
+    g->begin_event = 0;
+    g->tasks = calloc((size_t)ntasks, sizeof *g->tasks);
+    g->events = calloc((size_t)nev, sizeof *g->events);
+    if (!g->tasks || !g->events) {
+        st = pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory for %d tasks", ntasks);
+        goto done;
+    }
+    g->ntasks = ntasks;
+    g->nevents = nev;
+
+    g->tasks[0].kind = PK_TASK_BEGIN;
+    g->tasks[0].dep_event = PK_NO_EVENT;
+    g->tasks[0].trig_event = g->begin_event;
+    g->events[0].kind = PK_EVENT_BEGIN;
+    g->events[0].num_triggers = 1;
+    g->events[0].first_task = 1;
+    g->events[0].last_task = nroots ? (uint32_t)k->layers[g->layer_order[nroots - 1]].first_task +
+                                          (uint32_t)k->layers[g->layer_order[nroots - 1]].grid
+                                    : 1;
+    g->events[g->end_event].kind = PK_EVENT_END_OF_GRAPH;
+    g->events[g->end_event].first_task = (uint32_t)ntasks; /* no consumer task: prepare_next_step */
+    g->events[g->end_event].last_task = (uint32_t)ntasks;
+
+    for (int i = 0; i < nl; i++) {
+        int l = g->layer_order[i];
+        pk_layer *L = &k->layers[l];
+        g->layer_params[l] = L->params;
+        int E = nevents[l];
+        for (int j = 0; E > 0 && j < E; j++) {
+            pk_event *ev = &g->events[first_event[l] + j];
+            ev->kind = PK_EVENT_NORMAL;
+            ev->first_task = (uint32_t)(L->first_task + j * (L->grid / E));
+            ev->last_task = ev->first_task + (uint32_t)(L->grid / E);
+        }
+        for (int t = 0; t < L->grid; t++) {
+            pk_task *task = &g->tasks[L->first_task + t];
+            task->kind = L->kind;
+            task->layer = (uint32_t)l;
+            task->index = (uint32_t)t;
+            task->dep_event = E == 0 ? g->begin_event : (uint32_t)(first_event[l] + t / (L->grid / E));
+            int c = consumer[l];
+            if (c < 0) {
+                task->trig_event = g->end_event;
+            } else {
+                int Ec = nevents[c];
+                task->trig_event = (uint32_t)(first_event[c] + (Ec == 1 ? 0 : t / (L->grid / Ec)));
+            }
+            g->events[task->trig_event].num_triggers++;
+            int nv = 0;
+            for (int in = 0; in < L->ninputs; in++) {
+                task->views[nv] = make_view(k, L->inputs[in], L->in_split[in], t);
+                /* The KV cache read depends on the positions: not known here. */
+                int kv = L->kind == PK_TASK_ATTENTION && (in == PK_V_ATT_K_CACHE || in == PK_V_ATT_V_CACHE);
+                if (!kv) task->cost_bytes += view_bytes(k, &task->views[nv], L->inputs[in]);
+                nv++;
+            }
+            for (int o = 0; o < L->noutputs; o++) {
+                task->views[nv] = make_view(k, L->outputs[o], L->out_split[o], t);
+                task->cost_bytes += view_bytes(k, &task->views[nv], L->outputs[o]);
+                nv++;
+            }
+            task->nviews = (uint32_t)nv;
+        }
+    }
+    st = schedule(k, g);
+    if (st != PK_OK) goto done;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = fnv1a(h, g->tasks, (size_t)g->ntasks * sizeof *g->tasks);
+    h = fnv1a(h, g->events, (size_t)g->nevents * sizeof *g->events);
+    h = fnv1a(h, g->layer_params, (size_t)nl * sizeof *g->layer_params);
+    g->hash = h;
+done:
+    free(direct);
+    free(full);
+    free(consumer);
+    free(nevents);
+    free(first_event);
+    if (st != PK_OK) pk_taskgraph_free(g);
+    return st;
+}
+
+void pk_taskgraph_free(pk_taskgraph *g) {
+    free(g->tasks);
+    free(g->events);
+    free(g->layer_params);
+    free(g->layer_order);
+    free(g->sched_offset);
+    free(g->sched_tasks);
+    memset(g, 0, sizeof *g);
+}
