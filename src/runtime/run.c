@@ -9,10 +9,15 @@ pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts) {
     pk_status s = pk_enter(k);
     if (s != PK_OK) return s;
     if (k->compiled) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel is compiled already");
-    if (k->cfg.backend == PK_BACKEND_CUDA)
-        return pk_fail(k, PK_ERR_UNSUPPORTED, "pk_compile: the CUDA backend is not built into this pk yet");
     s = pk_taskgraph_build(k);
     if (s != PK_OK) return s;
+    if (k->cfg.backend == PK_BACKEND_CUDA) {
+        s = pk_cuda_compile(k, opts);
+        if (s != PK_OK) {
+            pk_taskgraph_free(&k->graph);
+            return s;
+        }
+    }
     k->compiled = 1;
     if (opts && opts->output_dir) {
         if (mkdir(opts->output_dir, 0755) != 0) {
@@ -49,9 +54,11 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     s = pk_decode_init(&d, k, reqs, n, on_token, user);
     if (s != PK_OK) return s;
     k->steps_run = 0;
-    s = pk_cpu_run(k, &d);
+    s = k->cfg.backend == PK_BACKEND_CUDA ? pk_cuda_run(k, &d) : pk_cpu_run(k, &d);
     pk_decode_free(&d);
     return s;
 }
 
-void pk_runtime_free(pk_kernel *k) { (void)k; }
+void pk_runtime_free(pk_kernel *k) {
+    if (k->cfg.backend == PK_BACKEND_CUDA) pk_cuda_free(k);
+}

@@ -51,4 +51,12 @@ int pk_decode_plan_step(pk_decode *d);
 /* The CPU backend: runs the compiled graph until pk_decode_plan_step says done. */
 pk_status pk_cpu_run(pk_kernel *k, pk_decode *d);
 
+/* The CUDA backend (src/runtime/cuda). libpk never links CUDA: pk_cuda_compile generates
+ * kernel.cu, runs nvcc into a cached shared object and dlopens it; the object brings the CUDA
+ * runtime with it. Without a GPU, compile still works when only_codegen_and_nvcc is set. */
+pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts);
+pk_status pk_cuda_run(pk_kernel *k, pk_decode *d);
+pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes);
+void pk_cuda_free(pk_kernel *k);
+
 #endif /* PK_RUNTIME_H */
