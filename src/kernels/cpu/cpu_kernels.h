@@ -18,6 +18,12 @@
 #include "common/bf16.h"
 #include "pk_abi.h"
 
+/* Products are rounded to fp32 before they are added: no a·b + c contracted into an FMA. GCC does
+ * not contract in ISO mode (-std=c11); clang needs the pragma. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* The rows of a (possibly fused) weight: see pk_view in pk_abi.h. Row r of the tensor is
  * group g = r / Σseg_rows, offset o = r % Σseg_rows in segment i at row g·seg_rows[i] + o'. */
 typedef struct pk_rows {
@@ -51,6 +57,13 @@ void pk_cpu_embedding(const int32_t *tokens, int n_tok, const pk_rows *w, int co
 void pk_cpu_rmsnorm(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *w, int n_tok, int hidden,
                     float eps, pk_bf16 *out, int64_t out_stride);
 
+/* RMSNorm's scale of one row x[0 .. n): 1/sqrt(Σ x² / n + eps), the sum in fp32, k ascending.
+ * Element k of the normalised row is then pk_cpu_rmsnorm1(x[k], scale, w[k]). */
+float pk_cpu_rms_scale(const pk_bf16 *x, int n, float eps);
+static inline float pk_cpu_rmsnorm1(pk_bf16 x, float scale, pk_bf16 w) {
+    return pk_round_bf16(pk_round_bf16(pk_bf16_to_f32(x) * scale) * pk_bf16_to_f32(w));
+}
+
 /* acc[t, j] = Σ_k xn[t, k] · W[n0 + j, k], an fp32 sum over k ascending;
  *   without residual: out = bf16(acc);
  *   with residual (HF: o_proj output is a bf16 tensor, then added): out = bf16(bf16(acc) + r).
@@ -71,6 +84,8 @@ void pk_cpu_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K
  * (g / (1 + exp(-g))). out points at the tile's first column. */
 void pk_cpu_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
                      pk_bf16 *out, int64_t out_stride);
+/* One element of silu_mul: bf16(bf16(silu(g)) · u), as an fp32 holding a bf16 value. */
+float pk_cpu_silu_mul1(float g, float u);
 
 /* The step's decode metadata attention needs. */
 typedef struct pk_attn_step {
@@ -90,11 +105,17 @@ typedef struct pk_attn_step {
  *     rounded to bf16; q·cos and rotate(q)·sin each rounded to bf16, their sum rounded to bf16);
  *  2. row t's rotated K and its V are written to the cache at (page_table[req][pos / page_size],
  *     pos % page_size, head) — all rows first, so a prefill chunk sees its own earlier tokens;
- *  3. for each row t and query head h of the task's KV heads: scores s_j = (q · k_j) / sqrt(D)
- *     in fp32 over positions j = 0 .. pos (causal, same request), softmax in fp32 (max
- *     subtracted), out = bf16(Σ_j p_j v_j) accumulated in fp32, j ascending.
+ *  3. for each row t and query head h of the task's KV heads: scores s_j = (q · k_j) · (1/sqrt(D))
+ *     in fp32 (q the rotated bf16 q, dot over i ascending) over positions j = 0 .. pos (causal,
+ *     same request); softmax in fp32 with the max m subtracted, normalised once at the end:
+ *     out = bf16((Σ_j e_j v_j) / Σ_j e_j), e_j = exp(s_j - m), both sums fp32, j ascending.
  * qkv points at column 0 of the full qkv row (task's groups found from kv0); k_cache and v_cache
- * point at the cache base [num_pages, page_size, Hkv, D]; out at column 0 of the full out row. */
+ * point at the cache base [num_pages, page_size, Hkv, D]; out at column 0 of the full out row.
+ * D must be even and <= PK_CPU_ATTN_MAX_HEAD_DIM (per-head vectors live on the stack; the layer
+ * API rejects larger heads); otherwise nothing is written. A row whose request or position lies
+ * outside the page table, or whose pages are unmapped (< 0), gets zeros in out and writes nothing
+ * to the cache. */
+#define PK_CPU_ATTN_MAX_HEAD_DIM 512
 void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv,
                       const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
                       const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
