@@ -75,7 +75,7 @@ typedef enum pk_backend {
 typedef struct pk_config {
     int world_size;            /* ranks (GPUs) running the graph together; 1 for now */
     int rank;                  /* this rank, 0 <= rank < world_size */
-    int num_workers;           /* worker threads (CPU) / worker CTAs (CUDA); 0: one per core/SM */
+    int num_workers;           /* worker threads (CPU) / worker CTAs (CUDA); 0: one per core / SM */
     int num_local_schedulers;  /* scheduler threads / warps (dynamic mode) */
     int num_remote_schedulers; /* schedulers for events from other ranks; 0 when world_size 1 */
     int max_seq_length;        /* longest request, prompt + generated tokens */

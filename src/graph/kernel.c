@@ -83,8 +83,8 @@ static pk_status check_config(pk_kernel *k, const pk_config *c) {
     REQUIRE(c->world_size == 1, "config: world_size %d: only 1 rank is supported so far",
             c->world_size);
     REQUIRE(c->rank == 0, "config: rank %d outside [0, world_size %d)", c->rank, c->world_size);
-    REQUIRE(c->num_workers >= 1 && c->num_workers <= 1024,
-            "config: num_workers %d outside [1, 1024]", c->num_workers);
+    REQUIRE(c->num_workers >= 0 && c->num_workers <= 1024,
+            "config: num_workers %d outside [0 (auto), 1024]", c->num_workers);
     REQUIRE(c->num_local_schedulers >= 1 && c->num_local_schedulers <= 64,
             "config: num_local_schedulers %d outside [1, 64]", c->num_local_schedulers);
     REQUIRE(c->num_remote_schedulers == 0,
@@ -131,6 +131,12 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
     if (c.num_pages == 0 && c.page_size >= 1 && c.max_requests >= 1 && c.max_seq_length >= 1)
         c.num_pages = c.max_requests * ((c.max_seq_length + c.page_size - 1) / c.page_size);
     if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
+    if (c.num_workers == 0 && c.backend == PK_BACKEND_CPU) c.num_workers = pk_cpu_core_count();
+    if (c.num_workers == 0 && c.backend == PK_BACKEND_CUDA &&
+        pk_cuda_sm_count(&c.num_workers, k->err, sizeof k->err) != PK_OK) {
+        k->status = PK_ERR_BACKEND;
+        return k;
+    }
     if ((int64_t)c.num_pages * c.page_size > (int64_t)INT32_MAX) {
         pk_fail(k, PK_ERR_INVALID_ARGUMENT, "config: num_pages %d x page_size %d is too large",
                 c.num_pages, c.page_size);

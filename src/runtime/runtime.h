@@ -54,6 +54,10 @@ pk_status pk_cpu_run(pk_kernel *k, pk_decode *d);
 /* The CUDA backend (src/runtime/cuda). libpk never links CUDA: pk_cuda_compile generates
  * kernel.cu, runs nvcc into a cached shared object and dlopens it; the object brings the CUDA
  * runtime with it. Without a GPU, compile still works when only_codegen_and_nvcc is set. */
+/* "auto" worker counts (src/runtime/device_query.c). */
+int pk_cpu_core_count(void);
+pk_status pk_cuda_sm_count(int *out, char *err, size_t err_len);
+
 pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts);
 pk_status pk_cuda_run(pk_kernel *k, pk_decode *d);
 pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes);

@@ -1,0 +1,221 @@
+/* model.c — a Hugging Face model directory as a pk graph: Qwen3ForCausalLM and
+ * LlamaForCausalLM, built only through pk.h's public layer API.
+ *
+ * Per decoder layer (T rows, H hidden, fused weights without copies):
+ *   qkv  = rmsnorm_linear(h, input_layernorm, [Wq|Wk|Wv] grouped by KV head)
+ *   att  = attention(qkv, caches, q_norm/k_norm for Qwen3)
+ *   h'   = linear_with_residual(att, o_proj, h)
+ *   gu   = rmsnorm_linear(h', post_attention_layernorm, [gate|up])
+ *   h''  = silu_mul_linear_with_residual(gu, down_proj, h')
+ * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax.
+ */
+#include <string.h>
+
+#include "model/hf_config.h"
+#include "model/weights.h"
+#include "pk_internal.h"
+
+struct pk_model {
+    pk_kernel *k;
+    pk_weights *w;
+    pk_model_info info;
+    pk_tensor *logits;
+};
+
+/* The largest divisor of n that is at most target (at least 1). */
+static int pick_grid(int64_t n, int target) {
+    if (target < 1) target = 1;
+    for (int g = target; g > 1; g--)
+        if (n % g == 0) return g;
+    return 1;
+}
+
+typedef struct builder {
+    pk_model *m;
+    const pk_hf_config *c;
+    char *err;
+    size_t err_len;
+    int target; /* tasks per layer to aim for */
+} builder;
+
+static pk_tensor *weight(builder *b, const char *name, int ndim, int64_t d0, int64_t d1) {
+    const pk_bf16 *data = NULL;
+    int64_t dims[2] = {d0, d1};
+    if (pk_weights_get_bf16(b->m->w, name, ndim, dims, &data, b->err, b->err_len) != PK_OK) return NULL;
+    pk_tensor *t = pk_attach_input(b->m->k, name, PK_DTYPE_BF16, ndim, dims, NULL, data);
+    if (!t) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    return t;
+}
+
+static pk_tensor *activation(builder *b, const char *name, int64_t cols) {
+    int64_t dims[2] = {b->m->k->cfg.max_tokens_per_step, cols};
+    pk_tensor *t = pk_new_tensor(b->m->k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
+    if (!t) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    return t;
+}
+
+/* Copies the kernel's message into err when a layer call fails. */
+static int layer_ok(builder *b, pk_status s) {
+    if (s != PK_OK) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    return s == PK_OK;
+}
+
+static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
+    const pk_hf_config *c = b->c;
+    pk_kernel *k = b->m->k;
+    const int64_t H = c->hidden_size, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    const int64_t I = c->intermediate_size;
+    char n[160], p[64];
+    snprintf(p, sizeof p, "model.layers.%d.", l);
+#define W(suffix, nd, d0, d1) (snprintf(n, sizeof n, "%s%s", p, suffix), weight(b, n, nd, d0, d1))
+#define A(suffix, cols) (snprintf(n, sizeof n, "%s%s", p, suffix), activation(b, n, cols))
+    pk_tensor *attn_norm = W("input_layernorm.weight", 1, H, 0);
+    pk_tensor *qkv_parts[3] = {W("self_attn.q_proj.weight", 2, Hq * D, H), W("self_attn.k_proj.weight", 2, Hkv * D, H),
+                               W("self_attn.v_proj.weight", 2, Hkv * D, H)};
+    pk_tensor *wo = W("self_attn.o_proj.weight", 2, H, Hq * D);
+    pk_tensor *q_norm = NULL, *k_norm = NULL;
+    if (c->has_qk_norm) {
+        q_norm = W("self_attn.q_norm.weight", 1, D, 0);
+        k_norm = W("self_attn.k_norm.weight", 1, D, 0);
+        if (!q_norm || !k_norm) return 0;
+    }
+    pk_tensor *mlp_norm = W("post_attention_layernorm.weight", 1, H, 0);
+    pk_tensor *gu_parts[2] = {W("mlp.gate_proj.weight", 2, I, H), W("mlp.up_proj.weight", 2, I, H)};
+    pk_tensor *wd = W("mlp.down_proj.weight", 2, H, I);
+    if (!attn_norm || !qkv_parts[0] || !qkv_parts[1] || !qkv_parts[2] || !wo || !mlp_norm || !gu_parts[0] ||
+        !gu_parts[1] || !wd)
+        return 0;
+    snprintf(n, sizeof n, "%sself_attn.qkv_proj.weight(fused)", p);
+    pk_tensor *wqkv = pk_fuse_tensors(k, n, qkv_parts, 3, 0, (int)Hkv);
+    snprintf(n, sizeof n, "%smlp.gate_up_proj.weight(fused)", p);
+    pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, 1) : NULL;
+    if (!wqkv || !wgu) return layer_ok(b, pk_kernel_status(k));
+
+    int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
+    snprintf(n, sizeof n, "%sk_cache", p);
+    pk_tensor *kc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+    snprintf(n, sizeof n, "%sv_cache", p);
+    pk_tensor *vc = kc ? pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL) : NULL;
+    pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
+    pk_tensor *gu = A("gate_up", 2 * I), *h_mlp = A("h_mlp", H);
+    if (!kc || !vc || !qkv || !att || !h_attn || !gu || !h_mlp) return layer_ok(b, pk_kernel_status(k));
+#undef W
+#undef A
+    pk_attention_params ap;
+    pk_hf_config_attention_params(c, &ap);
+    float eps = (float)c->rms_norm_eps;
+    int t = b->target;
+    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, pick_grid(qkv->dims[1], t))) ||
+        !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, pick_grid(Hkv, t))) ||
+        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, pick_grid(H, t))) ||
+        !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
+        !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
+        return 0;
+    *h = h_mlp;
+    return 1;
+}
+
+static int build(builder *b) {
+    const pk_hf_config *c = b->c;
+    pk_kernel *k = b->m->k;
+    const int64_t V = c->vocab_size, H = c->hidden_size;
+    if (pk_weights_has(b->m->w, "model.layers.0.self_attn.q_proj.bias")) {
+        snprintf(b->err, b->err_len, "%s: attention biases (self_attn.q_proj.bias) are not supported",
+                 pk_weights_dir(b->m->w));
+        return 0;
+    }
+    pk_tensor *embed = weight(b, "model.embed_tokens.weight", 2, V, H);
+    pk_tensor *h = activation(b, "embed_out", H);
+    if (!embed || !h) return 0;
+    if (!layer_ok(b, pk_embedding_layer(k, pk_step_tokens(k), embed, h, pick_grid(H, b->target)))) return 0;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (!build_decoder_layer(b, l, &h)) return 0;
+    pk_tensor *norm = weight(b, "model.norm.weight", 1, H, 0);
+    pk_tensor *head = c->tie_word_embeddings ? embed : weight(b, "lm_head.weight", 2, V, H);
+    pk_tensor *logits = activation(b, "logits", V);
+    if (!norm || !head || !logits) return 0;
+    int g = pick_grid(V, b->target);
+    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, (float)c->rms_norm_eps, g)) ||
+        !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
+        return 0;
+    b->m->logits = logits;
+    return 1;
+}
+
+pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, size_t err_len) {
+    char dummy[8];
+    if (!err || err_len == 0) {
+        err = dummy;
+        err_len = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!dir) {
+        snprintf(err, err_len, "pk_model_load: directory is NULL");
+        return NULL;
+    }
+    pk_hf_config c;
+    if (pk_hf_config_load(dir, &c, err, err_len) != PK_OK) return NULL;
+    pk_config cfg = cfg_in ? *cfg_in : pk_config_default();
+    if (cfg.eos_token_id == -1) cfg.eos_token_id = c.eos_token_id;
+    if (!cfg_in && cfg.max_seq_length > c.max_position_embeddings) cfg.max_seq_length = c.max_position_embeddings;
+    if (cfg.max_seq_length > c.max_position_embeddings) {
+        snprintf(err, err_len, "max_seq_length %d exceeds the model's max_position_embeddings %d (%s/config.json)",
+                 cfg.max_seq_length, c.max_position_embeddings, dir);
+        return NULL;
+    }
+    if (cfg.eos_token_id >= c.vocab_size) {
+        snprintf(err, err_len, "eos_token_id %lld is outside the vocabulary [0, %d)", (long long)cfg.eos_token_id,
+                 c.vocab_size);
+        return NULL;
+    }
+    pk_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    if (pk_weights_open(dir, &m->w, err, err_len) != PK_OK) {
+        free(m);
+        return NULL;
+    }
+    m->k = pk_kernel_new(&cfg);
+    if (!m->k || pk_kernel_status(m->k) != PK_OK) {
+        snprintf(err, err_len, "%s", m->k ? pk_kernel_error(m->k) : "out of memory");
+        pk_model_free(m);
+        return NULL;
+    }
+    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? cfg.num_workers : 2 * cfg.num_workers};
+    if (!build(&b)) {
+        pk_model_free(m);
+        return NULL;
+    }
+    pk_model_info *i = &m->info;
+    snprintf(i->architecture, sizeof i->architecture, "%s", c.architecture);
+    i->vocab_size = c.vocab_size;
+    i->hidden_size = c.hidden_size;
+    i->intermediate_size = c.intermediate_size;
+    i->num_layers = c.num_hidden_layers;
+    i->num_q_heads = c.num_attention_heads;
+    i->num_kv_heads = c.num_key_value_heads;
+    i->head_dim = c.head_dim;
+    i->max_position_embeddings = c.max_position_embeddings;
+    i->tie_word_embeddings = c.tie_word_embeddings;
+    i->has_qk_norm = c.has_qk_norm;
+    i->bos_token_id = c.bos_token_id;
+    i->eos_token_id = c.eos_token_id;
+    /* Bytes a decode step reads: every weight but the embedding table (one row of it), plus the
+     * LM head even when tied. */
+    i->weight_bytes = pk_weights_bytes_handed_out(m->w) - (int64_t)c.vocab_size * c.hidden_size * 2;
+    if (c.tie_word_embeddings) i->weight_bytes += (int64_t)c.vocab_size * c.hidden_size * 2;
+    return m;
+}
+
+void pk_model_free(pk_model *m) {
+    if (!m) return;
+    pk_kernel_free(m->k); /* before the weights it points into */
+    pk_weights_close(m->w);
+    free(m);
+}
+
+pk_kernel *pk_model_kernel(pk_model *m) { return m ? m->k : NULL; }
+const pk_model_info *pk_model_get_info(const pk_model *m) { return m ? &m->info : NULL; }
+pk_tensor *pk_model_logits(pk_model *m) { return m ? m->logits : NULL; }

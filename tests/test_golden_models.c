@@ -1,0 +1,208 @@
+/* test_golden_models.c — pk's CPU backend against Hugging Face transformers.
+ *
+ * tests/data/golden/<name>/ holds a tiny random model (config.json, model.safetensors) and
+ * golden.json made by scripts/make_goldens.py on the GPU machine: prompts, transformers' greedy
+ * continuations and the bf16 logits at each prompt's last position. tests/data/golden/pk-tiny.json
+ * holds the same for the shipped model in models/pk-tiny. All prompts of a model run as
+ * concurrent requests (chunked prefill, paged KV); tokens must be identical, logits within bf16
+ * tolerance: |pk - hf| <= 0.02 · max|hf| + 0.02 · |hf|, checked per element.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "common/bf16.h"
+#include "pk.h"
+
+#define MAX_PROMPTS 8
+
+typedef struct golden {
+    int n, max_new, vocab;
+    int32_t *prompt[MAX_PROMPTS];
+    int prompt_len[MAX_PROMPTS];
+    int32_t *greedy[MAX_PROMPTS];
+    int greedy_len[MAX_PROMPTS];
+    float *logits[MAX_PROMPTS]; /* [vocab] or NULL */
+} golden;
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int32_t *int_array(const cJSON *a, int *n) {
+    *n = cJSON_GetArraySize(a);
+    int32_t *p = malloc((size_t)(*n ? *n : 1) * sizeof *p);
+    for (int i = 0; i < *n; i++) p[i] = (int32_t)cJSON_GetArrayItem(a, i)->valuedouble;
+    return p;
+}
+
+static int load_golden(const char *path, golden *g) {
+    memset(g, 0, sizeof *g);
+    char *text = slurp(path);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!root) return 0;
+    const cJSON *prompts = cJSON_GetObjectItem(root, "prompts"), *greedy = cJSON_GetObjectItem(root, "greedy");
+    const cJSON *logits = cJSON_GetObjectItem(root, "prompt_last_logits");
+    const cJSON *max_new = cJSON_GetObjectItem(root, "max_new_tokens");
+    g->n = cJSON_GetArraySize(prompts);
+    if (g->n > MAX_PROMPTS) g->n = MAX_PROMPTS;
+    g->max_new = max_new ? (int)max_new->valuedouble : 0;
+    for (int i = 0; i < g->n; i++) {
+        g->prompt[i] = int_array(cJSON_GetArrayItem(prompts, i), &g->prompt_len[i]);
+        g->greedy[i] = int_array(cJSON_GetArrayItem(greedy, i), &g->greedy_len[i]);
+        const cJSON *l = logits ? cJSON_GetArrayItem(logits, i) : NULL;
+        if (l) {
+            g->vocab = cJSON_GetArraySize(l);
+            g->logits[i] = malloc((size_t)g->vocab * sizeof(float));
+            for (int v = 0; v < g->vocab; v++) g->logits[i][v] = (float)cJSON_GetArrayItem(l, v)->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    return g->n > 0;
+}
+
+static void free_golden(golden *g) {
+    for (int i = 0; i < g->n; i++) {
+        free(g->prompt[i]);
+        free(g->greedy[i]);
+        free(g->logits[i]);
+    }
+}
+
+typedef struct capture {
+    pk_kernel *k;
+    pk_tensor *logits;
+    int vocab, T;
+    pk_bf16 *buf;     /* [T, vocab] */
+    float *first[MAX_PROMPTS]; /* logits that produced each request's first token */
+} capture;
+
+/* Runs at the step boundary (all workers idle): the logits tensor holds this step's rows. */
+static void on_token(void *user, int request, int32_t token, int row) {
+    capture *c = user;
+    (void)token;
+    if (c->first[request]) return;
+    if (pk_tensor_read(c->k, c->logits, c->buf, (size_t)c->T * c->vocab * sizeof(pk_bf16)) != PK_OK) return;
+    c->first[request] = malloc((size_t)c->vocab * sizeof(float));
+    for (int v = 0; v < c->vocab; v++) c->first[request][v] = pk_bf16_to_f32(c->buf[(size_t)row * c->vocab + v]);
+}
+
+static void check_model(const char *name, const char *model_dir, const char *golden_path, int workers,
+                        pk_sched_mode mode) {
+    golden g;
+    if (!load_golden(golden_path, &g)) {
+        CHECK(0, "%s: cannot read %s", name, golden_path);
+        return;
+    }
+    int longest = 0;
+    for (int i = 0; i < g.n; i++)
+        if (g.prompt_len[i] + g.greedy_len[i] > longest) longest = g.prompt_len[i] + g.greedy_len[i];
+    pk_config cfg = pk_config_default();
+    cfg.max_seq_length = longest + 1;
+    cfg.max_requests = 2; /* fewer slots than prompts: admission is exercised */
+    cfg.max_tokens_per_step = 16;
+    cfg.page_size = 8;
+    cfg.num_workers = workers;
+    cfg.sched_mode = mode;
+    cfg.eos_token_id = -1; /* goldens were made without EOS stopping */
+    char err[512];
+    pk_model *m = pk_model_load(model_dir, &cfg, err, sizeof err);
+    CHECK(m != NULL, "%s: %s", name, err);
+    if (!m) {
+        free_golden(&g);
+        return;
+    }
+    pk_kernel *k = pk_model_kernel(m);
+    CHECK(pk_compile(k, NULL) == PK_OK, "%s: %s", name, pk_kernel_error(k));
+    const pk_model_info *info = pk_model_get_info(m);
+    capture cap = {.k = k, .logits = pk_model_logits(m), .vocab = info->vocab_size, .T = cfg.max_tokens_per_step};
+    cap.buf = malloc((size_t)cap.T * cap.vocab * sizeof(pk_bf16));
+    pk_request req[MAX_PROMPTS];
+    int32_t *out[MAX_PROMPTS];
+    for (int i = 0; i < g.n; i++) {
+        out[i] = calloc((size_t)g.greedy_len[i] + 1, sizeof(int32_t));
+        req[i] = (pk_request){.prompt = g.prompt[i], .prompt_len = g.prompt_len[i],
+                              .max_new_tokens = g.greedy_len[i], .output = out[i]};
+    }
+    pk_status s = pk_run(k, req, g.n, on_token, &cap);
+    CHECK(s == PK_OK, "%s: %s", name, pk_kernel_error(k));
+    for (int i = 0; i < g.n && s == PK_OK; i++) {
+        int same = req[i].num_output == g.greedy_len[i] &&
+                   memcmp(out[i], g.greedy[i], (size_t)g.greedy_len[i] * sizeof(int32_t)) == 0;
+        CHECK(same, "%s (%d workers, mode %d) prompt %d: greedy tokens differ from transformers", name, workers,
+              (int)mode, i);
+        if (!same) {
+            fprintf(stderr, "  pk:");
+            for (int j = 0; j < req[i].num_output; j++) fprintf(stderr, " %d", out[i][j]);
+            fprintf(stderr, "\n  hf:");
+            for (int j = 0; j < g.greedy_len[i]; j++) fprintf(stderr, " %d", g.greedy[i][j]);
+            fputc('\n', stderr);
+        }
+        if (!g.logits[i] || !cap.first[i]) continue;
+        CHECK(g.vocab == cap.vocab, "%s: golden logits have %d entries, vocab is %d", name, g.vocab, cap.vocab);
+        if (g.vocab != cap.vocab) continue;
+        float scale = 0, max_err = 0;
+        for (int v = 0; v < g.vocab; v++) scale = fmaxf(scale, fabsf(g.logits[i][v]));
+        int bad = 0;
+        for (int v = 0; v < g.vocab; v++) {
+            float e = fabsf(cap.first[i][v] - g.logits[i][v]);
+            max_err = fmaxf(max_err, e);
+            bad += !(e <= 0.02f * scale + 0.02f * fabsf(g.logits[i][v]));
+        }
+        CHECK(bad == 0, "%s prompt %d: %d logits outside bf16 tolerance (max err %.4f, max |logit| %.2f)", name, i, bad,
+              max_err, scale);
+        if (workers == 1) printf("  %s prompt %d: logits max |pk - hf| = %.4f (max |logit| %.2f)\n", name, i, max_err, scale);
+    }
+    for (int i = 0; i < g.n; i++) {
+        free(out[i]);
+        free(cap.first[i]);
+    }
+    free(cap.buf);
+    pk_model_free(m);
+    free_golden(&g);
+}
+
+int main(void) {
+    const char *root = "tests/data/golden";
+    DIR *d = opendir(root);
+    CHECK(d != NULL, "cannot open %s (run from the repository root)", root);
+    int models = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char dir[1024], golden_path[1100];
+        snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
+        snprintf(golden_path, sizeof golden_path, "%s/golden.json", dir);
+        FILE *f = fopen(golden_path, "r");
+        if (!f) continue;
+        fclose(f);
+        models++;
+        check_model(e->d_name, dir, golden_path, 1, PK_SCHED_STATIC);
+        check_model(e->d_name, dir, golden_path, 3, PK_SCHED_DYNAMIC);
+    }
+    if (d) closedir(d);
+    CHECK(models >= 4, "found %d golden models in %s, expected 4", models, root);
+    FILE *f = fopen("tests/data/golden/pk-tiny.json", "r");
+    CHECK(f != NULL, "tests/data/golden/pk-tiny.json is missing");
+    if (f) {
+        fclose(f);
+        check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 2, PK_SCHED_STATIC);
+    }
+    return check_report("golden_models");
+}

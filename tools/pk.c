@@ -1,0 +1,367 @@
+/* pk.c — the pk command: generate, tokenize, detokenize, inspect, compile.
+ *
+ * Uses only pk.h. Every error ends the program with exit status 1 and one line on stderr
+ * ("pk: <reason>"); usage errors exit with 2.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pk.h"
+
+#define MAX_IDS 65536
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pk: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void usage(void) {
+    fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
+          "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
+          "       pk tokenize [--model DIR] TEXT\n"
+          "       pk detokenize [--model DIR] ID...\n"
+          "       pk inspect [--model DIR] [--task-graph FILE]\n"
+          "       pk compile [--model DIR] --out DIR [--arch sm_90a]\n"
+          "Without --model, pk uses the small model that ships with it (models/pk-tiny).\n",
+          stderr);
+    exit(2);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* models/pk-tiny next to the binary's build folder, else relative to the working directory. */
+static const char *default_model_dir(void) {
+    static char path[PATH_MAX + 32];
+    const char *env = getenv("PK_MODEL");
+    if (env && *env) return env;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(path, sizeof path, "%s/../models/pk-tiny", exe);
+            if (is_dir(path)) return path;
+        }
+    }
+    return "models/pk-tiny";
+}
+
+static long parse_long(const char *s, const char *what, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) die("%s '%s' is not a number in [%ld, %ld]", what, s, lo, hi);
+    return v;
+}
+
+typedef struct options {
+    const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch;
+    const char *backend;
+    int max_tokens, threads, chat, print_ids;
+    int nargs;
+    char **args; /* positional arguments */
+} options;
+
+static void parse(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_tokens = 64;
+    o->backend = "cpu";
+    o->args = calloc((size_t)argc + 1, sizeof *o->args);
+    if (!o->args) die("out of memory");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+#define VALUE() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), ""))
+        if (!strcmp(a, "--model")) o->model = VALUE();
+        else if (!strcmp(a, "--prompt")) o->prompt = VALUE();
+        else if (!strcmp(a, "--prompt-ids")) o->prompt_ids = VALUE();
+        else if (!strcmp(a, "--max-tokens")) o->max_tokens = (int)parse_long(VALUE(), "--max-tokens", 1, 1 << 20);
+        else if (!strcmp(a, "--backend")) o->backend = VALUE();
+        else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(VALUE(), "--threads", 1, 1024);
+        else if (!strcmp(a, "--trace")) o->trace = VALUE();
+        else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
+        else if (!strcmp(a, "--out")) o->out = VALUE();
+        else if (!strcmp(a, "--arch")) o->arch = VALUE();
+        else if (!strcmp(a, "--chat")) o->chat = 1;
+        else if (!strcmp(a, "--print-ids")) o->print_ids = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
+        else if (a[0] == '-' && a[1] == '-') die("unknown option %s (pk --help lists them)", a);
+        else o->args[o->nargs++] = argv[i];
+#undef VALUE
+    }
+    if (!o->model) o->model = default_model_dir();
+}
+
+static pk_tokenizer *load_tokenizer(const char *model_dir, int required) {
+    char path[PATH_MAX + 32], err[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    if (access(path, F_OK) != 0) {
+        if (required) die("%s has no tokenizer.json (use --prompt-ids)", model_dir);
+        return NULL;
+    }
+    pk_tokenizer *t = pk_tokenizer_load(path, err, sizeof err);
+    if (!t) die("%s", err);
+    return t;
+}
+
+/* "1,2,3" or "1 2 3" → ids. */
+static int parse_ids(const char *s, int32_t *ids, int cap) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) die("bad token id near '%.20s' in '%s'", p, s);
+        if (n == cap) die("more than %d token ids", cap);
+        ids[n++] = (int32_t)v;
+        p = end;
+        if (*p && *p != ',' && *p != ' ') die("bad token id near '%.20s' in '%s'", p, s);
+    }
+    if (n == 0) die("no token ids in '%s'", s);
+    return n;
+}
+
+static int encode_or_die(pk_tokenizer *t, const char *text, int32_t *ids, int cap) {
+    int n = pk_tokenizer_encode(t, text, strlen(text), ids, cap);
+    if (n < 0) die("tokenizer: %s", pk_tokenizer_error(t));
+    if (n > cap) die("the prompt has %d tokens; pk takes at most %d", n, cap);
+    return n;
+}
+
+typedef struct stream {
+    pk_decoder *dec;
+    int print_text;
+    int count;
+    double t_first, t_last;
+    char buf[4096];
+} stream;
+
+static void on_token(void *user, int request, int32_t token, int row) {
+    stream *s = user;
+    (void)request, (void)row;
+    s->t_last = now_s();
+    if (s->count++ == 0) s->t_first = s->t_last;
+    if (s->print_text && s->dec) {
+        int n = pk_decoder_push(s->dec, token, s->buf, sizeof s->buf);
+        if (n > 0) {
+            fwrite(s->buf, 1, (size_t)n, stdout);
+            fflush(stdout);
+        }
+    }
+}
+
+static pk_config make_config(const options *o, int prompt_len, const pk_model_info *info) {
+    pk_config c = pk_config_default();
+    if (!strcmp(o->backend, "cuda")) c.backend = PK_BACKEND_CUDA;
+    else if (strcmp(o->backend, "cpu")) die("unknown backend '%s' (cpu or cuda)", o->backend);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c.num_workers = o->threads ? o->threads : (cores > 0 ? (int)cores : 1);
+    if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
+    c.max_requests = 1;
+    c.max_tokens_per_step = 64;
+    int64_t need = (int64_t)prompt_len + o->max_tokens;
+    if (info && need > info->max_position_embeddings) need = info->max_position_embeddings;
+    c.max_seq_length = need < 2 ? 2 : (int)need;
+    c.trace_path = o->trace;
+    return c;
+}
+
+static pk_model *load_model(const char *dir, const pk_config *c) {
+    char err[1024];
+    pk_model *m = pk_model_load(dir, c, err, sizeof err);
+    if (!m) die("%s", err);
+    return m;
+}
+
+static int cmd_generate(options *o) {
+    if (!!o->prompt == !!o->prompt_ids) die("generate needs exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+    pk_tokenizer *tok = load_tokenizer(o->model, o->prompt != NULL);
+    int32_t *ids = malloc(MAX_IDS * sizeof *ids);
+    if (!ids) die("out of memory");
+    int n;
+    if (o->prompt_ids) {
+        if (o->chat) die("--chat needs --prompt TEXT");
+        n = parse_ids(o->prompt_ids, ids, MAX_IDS);
+    } else if (o->chat) {
+        char *wrapped = pk_tokenizer_chat_prompt(tok, o->prompt);
+        if (!wrapped) die("--chat: %s", pk_tokenizer_error(tok));
+        n = encode_or_die(tok, wrapped, ids, MAX_IDS);
+        free(wrapped);
+    } else {
+        n = encode_or_die(tok, o->prompt, ids, MAX_IDS);
+    }
+    /* The model's limits come from config.json: load once with a provisional config to read
+     * them, then size the real run. Loading maps the weights; it does not copy bf16 ones. */
+    pk_config probe = make_config(o, 1, NULL);
+    probe.max_seq_length = 2;
+    probe.backend = PK_BACKEND_CPU;
+    probe.num_workers = 1;
+    probe.trace_path = NULL;
+    pk_model *m = load_model(o->model, &probe);
+    pk_model_info info = *pk_model_get_info(m);
+    pk_model_free(m);
+    if (o->prompt && !o->chat && !strcmp(info.architecture, "LlamaForCausalLM") && info.bos_token_id >= 0 &&
+        ids[0] != info.bos_token_id) {
+        if (n == MAX_IDS) die("the prompt has too many tokens");
+        memmove(ids + 1, ids, (size_t)n * sizeof *ids); /* Llama-3 expects <|begin_of_text|> */
+        ids[0] = (int32_t)info.bos_token_id;
+        n++;
+    }
+    if (n >= info.max_position_embeddings)
+        die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings)", n,
+            info.max_position_embeddings);
+    pk_config c = make_config(o, n, &info);
+    m = load_model(o->model, &c);
+    pk_kernel *k = pk_model_kernel(m);
+    double t0 = now_s();
+    if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    int32_t *out = malloc((size_t)o->max_tokens * sizeof *out);
+    if (!out) die("out of memory");
+    pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
+    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
+    if (!o->print_ids && !tok) s.print_text = 0;
+    if (s.print_text && o->prompt) {
+        fputs(o->chat ? "" : o->prompt, stdout);
+        fflush(stdout);
+    }
+    double t_run = now_s();
+    if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
+    if (s.print_text) {
+        int len = pk_decoder_flush(s.dec, s.buf, sizeof s.buf);
+        if (len > 0) fwrite(s.buf, 1, (size_t)len, stdout);
+        fputc('\n', stdout);
+    }
+    if (o->print_ids || !tok) {
+        for (int i = 0; i < req.num_output; i++) printf("%s%d", i ? " " : "", out[i]);
+        printf("\n");
+    }
+    double prefill_ms = (s.t_first - t_run) * 1e3;
+    double per_tok = req.num_output > 1 ? (s.t_last - s.t_first) * 1e3 / (req.num_output - 1) : 0;
+    fprintf(stderr, "pk: %s backend, %d workers: prompt %d tokens, generated %d (%s), prefill %.1f ms, %.2f ms/token, compile %.0f ms\n",
+            o->backend, pk_kernel_config(k)->num_workers, n, req.num_output,
+            req.finish == PK_FINISH_EOS ? "eos" : "length", prefill_ms, per_tok, (t_run - t0) * 1e3);
+    pk_decoder_free(s.dec);
+    pk_tokenizer_free(tok);
+    pk_model_free(m);
+    free(out);
+    free(ids);
+    return 0;
+}
+
+static int cmd_tokenize(options *o) {
+    if (o->nargs != 1) die("tokenize takes one TEXT argument");
+    pk_tokenizer *t = load_tokenizer(o->model, 1);
+    int32_t *ids = malloc(MAX_IDS * sizeof *ids);
+    if (!ids) die("out of memory");
+    int n = encode_or_die(t, o->args[0], ids, MAX_IDS);
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+    free(ids);
+    pk_tokenizer_free(t);
+    return 0;
+}
+
+static int cmd_detokenize(options *o) {
+    if (o->nargs < 1) die("detokenize takes token ids");
+    pk_tokenizer *t = load_tokenizer(o->model, 1);
+    pk_decoder *d = pk_decoder_new(t);
+    if (!d) die("out of memory");
+    char buf[4096];
+    for (int i = 0; i < o->nargs; i++) {
+        long id = parse_long(o->args[i], "token id", 0, INT32_MAX);
+        int n = pk_decoder_push(d, (int32_t)id, buf, sizeof buf);
+        if (n < 0) die("token id %ld is outside the vocabulary [0, %d)", id, pk_tokenizer_vocab_size(t));
+        fwrite(buf, 1, (size_t)n, stdout);
+    }
+    int n = pk_decoder_flush(d, buf, sizeof buf);
+    if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+    printf("\n");
+    pk_decoder_free(d);
+    pk_tokenizer_free(t);
+    return 0;
+}
+
+static int cmd_inspect(options *o) {
+    pk_config c = make_config(o, 1, NULL);
+    c.max_seq_length = 2;
+    c.backend = PK_BACKEND_CPU;
+    pk_model *m = load_model(o->model, &c);
+    const pk_model_info *i = pk_model_get_info(m);
+    pk_kernel *k = pk_model_kernel(m);
+    if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    const char *path = o->task_graph ? o->task_graph : "task_graph.json";
+    if (pk_write_task_graph(k, path) != PK_OK) die("%s", pk_kernel_error(k));
+    pk_graph_stats st;
+    pk_kernel_stats(k, &st);
+    printf("model        %s\n", o->model);
+    printf("architecture %s\n", i->architecture);
+    printf("layers       %d decoder layers, hidden %d, intermediate %d, vocab %d\n", i->num_layers, i->hidden_size,
+           i->intermediate_size, i->vocab_size);
+    printf("attention    %d query heads, %d KV heads, head_dim %d%s\n", i->num_q_heads, i->num_kv_heads, i->head_dim,
+           i->has_qk_norm ? ", q/k norm" : "");
+    printf("embeddings   %s\n", i->tie_word_embeddings ? "tied" : "untied");
+    printf("weights read %.3f GB per decode step\n", (double)i->weight_bytes / 1e9);
+    printf("task graph   %d graph layers, %d tasks, %d events, %d workers (written to %s)\n", st.num_layers,
+           st.num_tasks, st.num_events, st.num_workers, path);
+    pk_model_free(m);
+    return 0;
+}
+
+static int cmd_compile(options *o) {
+    if (!o->out) die("compile needs --out DIR");
+    if (o->arch) setenv("PK_CUDA_ARCH", o->arch, 1);
+    pk_config c = make_config(o, 1, NULL);
+    c.backend = PK_BACKEND_CUDA;
+    c.max_seq_length = 2;
+    if (!c.num_workers) c.num_workers = 132;
+    pk_model *m = load_model(o->model, &c);
+    pk_kernel *k = pk_model_kernel(m);
+    pk_compile_options opts = {.output_dir = o->out};
+    if (pk_compile(k, &opts) != PK_OK) die("%s", pk_kernel_error(k));
+    printf("wrote %s/kernel.cu, %s/task_graph.json and the compiled kernel\n", o->out, o->out);
+    pk_model_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) usage();
+    options o;
+    parse(argc - 2, argv + 2, &o);
+    const char *cmd = argv[1];
+    int rc;
+    if (!strcmp(cmd, "generate")) rc = cmd_generate(&o);
+    else if (!strcmp(cmd, "tokenize")) rc = cmd_tokenize(&o);
+    else if (!strcmp(cmd, "detokenize")) rc = cmd_detokenize(&o);
+    else if (!strcmp(cmd, "inspect")) rc = cmd_inspect(&o);
+    else if (!strcmp(cmd, "compile")) rc = cmd_compile(&o);
+    else if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) usage();
+    else die("unknown command '%s' (generate, tokenize, detokenize, inspect, compile)", cmd);
+    free(o.args);
+    return rc;
+}
