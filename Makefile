@@ -43,8 +43,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h
 test: all
 	@BUILD=$(BUILD) bash tests/run.sh
 
+check:
+	@bash tests/check_all.sh
+
 clean:
 	rm -rf build build-address build-thread
 
-.PHONY: all test clean
+.PHONY: all test check clean
 -include $(DEPS)

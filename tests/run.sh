@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 total_pass=0; total_fail=0
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
+    # ONLY="test_a test_b" restricts the run to those programs.
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $(basename "$t") "* ]]; then continue; fi
     out=$("$t" 2>&1); rc=$?
     summary=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_./-]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$summary" ]; then

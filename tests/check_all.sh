@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The full suite, as CI runs it (README: `make check`):
+#   1. the normal build and every test;
+#   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the runtime and task-graph tests built with ThreadSanitizer;
+#   4. the fuzz targets replaying their seed corpora, and a short libFuzzer run when clang has it;
+#   5. `pk compile` of the shipped model for the CUDA backend (compile only) when nvcc is present.
+# Ends with the total line "N passed, N failed"; exits non-zero if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+pass=0; fail=0
+tally() { # adds "P passed, F failed" from the last line of $1
+    local line; line=$(tail -n 1 "$1")
+    if [[ "$line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+    else
+        echo "$2: no summary line"; fail=$((fail + 1))
+    fi
+}
+log=$(mktemp -d)
+
+echo "== build and test"
+if make -j"$JOBS" >"$log/build.txt" 2>&1; then
+    BUILD=build bash tests/run.sh | tee "$log/normal.txt"; tally "$log/normal.txt" normal
+else
+    tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
+fi
+
+echo "== AddressSanitizer + UBSan"
+if make -j"$JOBS" SAN=address >"$log/asan-build.txt" 2>&1; then
+    ASAN_OPTIONS=detect_leaks=1 BUILD=build-address bash tests/run.sh | tee "$log/asan.txt"; tally "$log/asan.txt" asan
+else
+    tail -n 30 "$log/asan-build.txt"; echo "ASan build failed"; fail=$((fail + 1))
+fi
+
+echo "== ThreadSanitizer (runtime tests)"
+tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph"
+targets=""; for t in $tsan_tests; do [ -f "tests/$t.c" ] && targets="$targets build-thread/tests/$t"; done
+if make -j"$JOBS" SAN=thread $targets >"$log/tsan-build.txt" 2>&1; then
+    ONLY="$tsan_tests" BUILD=build-thread bash tests/run.sh | tee "$log/tsan.txt"; tally "$log/tsan.txt" tsan
+else
+    tail -n 30 "$log/tsan-build.txt"; echo "TSan build failed"; fail=$((fail + 1))
+fi
+
+if [ -x fuzz/run.sh ] || [ -f fuzz/run.sh ]; then
+    echo "== fuzz"
+    if FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash fuzz/run.sh >"$log/fuzz.txt" 2>&1; then
+        tail -n 5 "$log/fuzz.txt"; pass=$((pass + 1)); echo "fuzz: 1 passed, 0 failed"
+    else
+        tail -n 30 "$log/fuzz.txt"; fail=$((fail + 1)); echo "fuzz: 0 passed, 1 failed"
+    fi
+fi
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "== CUDA compile-only (pk compile of the shipped model)"
+    out=$(mktemp -d)
+    if PK_CACHE_DIR="$out/cache" ./build/pk compile --out "$out/kernel" --arch sm_90a >"$log/cuda.txt" 2>&1; then
+        tail -n 3 "$log/cuda.txt"; pass=$((pass + 1)); echo "cuda_compile_only: 1 passed, 0 failed"
+    else
+        tail -n 30 "$log/cuda.txt"; fail=$((fail + 1)); echo "cuda_compile_only: 0 passed, 1 failed"
+    fi
+    rm -rf "$out"
+fi
+rm -rf "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
