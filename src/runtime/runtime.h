@@ -2,40 +2,29 @@
  *
  * pk_decode is the host's view of a generation: request slots, the paged KV cache's free list,
  * and the step tensors it fills. prepare_next_step (pk_decode_finish_step + pk_decode_plan_step)
- * is the one place that moves state between steps.
+ * is the one place that moves state between steps; its logic lives in decode_step.h so that the
+ * CUDA kernel runs the same code on the device.
  */
 #ifndef PK_RUNTIME_H
 #define PK_RUNTIME_H
 
 #include "pk_internal.h"
+#include "runtime/decode_step.h"
 
 pk_status pk_runtime_create_state_tensors(pk_kernel *k);
 void pk_runtime_free(pk_kernel *k);
 
-typedef struct pk_slot {
-    int req;        /* index into the requests, -1 when free */
-    int len;        /* tokens known: prompt + generated */
-    int cached;     /* tokens whose K/V are in the cache */
-    int npages;     /* pages held */
-    int reserved;   /* pages reserved for the request's whole life */
-    int sample_row; /* row of this step whose output is the next token, -1 if none */
-} pk_slot;
-
+/* The host side of a generation: the step state of decode_step.h over host arrays, plus the
+ * caller's requests and callback. */
 typedef struct pk_decode {
     pk_kernel *k;
     pk_request *reqs;
-    int nreqs, next_req, ndone;
+    int nreqs;
     pk_token_fn on_token;
     void *user;
-    int R, T, max_seq, page_size, pages_per_req;
-    int32_t *tokens;      /* [R, max_seq]: every slot's tokens */
-    pk_slot *slots;       /* [R] */
-    int32_t *free_pages;  /* stack of free page ids */
-    int nfree, unreserved;
-    int64_t step;         /* steps planned so far */
-    /* the step tensors (host memory of the CPU backend, or staging for the GPU) */
-    int32_t *step_tokens, *token_pos, *token_req, *page_table, *step_info, *step_output;
-    pk_status error;      /* set when a step cannot be planned */
+    pk_step_state s;        /* what prepare_next_step moves (host memory of the CPU backend) */
+    pk_step_req *sreqs;     /* [nreqs] */
+    pk_step_token *emitted; /* [max_requests]: one step's tokens */
 } pk_decode;
 
 /* Validates the requests and sets up d; PK_OK or an error on k naming the request. */

@@ -1,0 +1,218 @@
+/* decode_step.h — prepare_next_step's logic, shared by both backends: the host runs it for the
+ * CPU backend (decode.c) and the CUDA persistent kernel runs the same code on the device (the
+ * header is embedded into kernel.cu and compiled by nvcc).
+ *
+ * A step carries up to T rows: first one row for every decoding slot, then prefill chunks of the
+ * slots still reading their prompt, in slot order. A request is admitted only when the pool can
+ * reserve every page its whole life may need (prompt + max_new_tokens, capped at max_seq_length),
+ * so running requests never starve each other of pages. Tokens come back per row: a slot samples
+ * from the row of its last token when that token is its newest one.
+ *
+ * Plain C over plain arrays (host or device pointers alike): no allocation, no I/O, one thread.
+ */
+#ifndef PK_DECODE_STEP_H
+#define PK_DECODE_STEP_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pk_abi.h"
+
+#ifdef __CUDACC__
+#define PK_HD static inline __host__ __device__
+#else
+#define PK_HD static inline
+#endif
+
+/* A broken invariant of this file (a bug in pk, never user input). */
+#if defined(__CUDA_ARCH__)
+#define PK_STEP_ASSERT(cond) \
+    do {                     \
+        if (!(cond)) __trap(); \
+    } while (0)
+#else
+#define PK_STEP_ASSERT(cond)                                                                   \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "pk: internal error at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+#endif
+
+/* pk_finish_reason of pk.h (checked equal in decode.c). */
+enum { PK_STEP_FINISH_NONE = 0, PK_STEP_FINISH_EOS = 1, PK_STEP_FINISH_LENGTH = 2 };
+
+typedef struct pk_slot {
+    int32_t req;        /* index into the requests, -1 when free */
+    int32_t len;        /* tokens known: prompt + generated */
+    int32_t cached;     /* tokens whose K/V are in the cache */
+    int32_t npages;     /* pages held */
+    int32_t reserved;   /* pages reserved for the request's whole life */
+    int32_t sample_row; /* row of this step whose output is the next token, -1 if none */
+} pk_slot;
+
+/* One request as the step logic sees it (validated by pk_decode_init). */
+typedef struct pk_step_req {
+    const int32_t *prompt;  /* [prompt_len] */
+    int32_t prompt_len;
+    int32_t max_new_tokens;
+    int32_t num_output;     /* out: tokens generated so far */
+    int32_t finish;         /* out: pk_finish_reason */
+} pk_step_req;
+
+/* A generated token, in the order prepare_next_step produced it. */
+typedef struct pk_step_token {
+    int32_t req, token, row, pad;
+} pk_step_token;
+
+typedef struct pk_step_state {
+    /* config */
+    int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
+    int64_t eos;               /* -1: none */
+    /* progress */
+    int32_t nreqs, next_req, ndone;
+    int32_t nfree, unreserved; /* free pages; pages no admitted request has reserved */
+    int64_t step;              /* steps planned so far */
+    pk_step_req *reqs;         /* [nreqs] */
+    int32_t *tokens;           /* [R, max_seq]: every slot's tokens */
+    pk_slot *slots;            /* [R] */
+    int32_t *free_pages;       /* [num_pages]: stack of free page ids */
+    /* the step tensors (pk.step_tokens, ... of pk_runtime_create_state_tensors) */
+    int32_t *step_tokens;      /* [T] */
+    int32_t *token_pos;        /* [T] */
+    int32_t *token_req;        /* [T] */
+    int32_t *page_table;       /* [R, pages_per_req] */
+    int32_t *step_info;        /* [PK_STEP_INFO_LEN] */
+    const int32_t *step_output; /* [T] */
+    /* pk_step_finish appends here; the caller consumes (and may reset nemitted) */
+    pk_step_token *emitted;    /* [capacity: at least R per step not consumed] */
+    uint32_t nemitted;
+} pk_step_state;
+
+PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
+
+/* Every slot free, every page free. The config fields and arrays must be set. */
+PK_HD void pk_step_reset(pk_step_state *s) {
+    s->next_req = s->ndone = 0;
+    s->step = 0;
+    s->nemitted = 0;
+    for (int i = 0; i < s->R; i++) {
+        pk_slot *sl = &s->slots[i];
+        sl->req = -1;
+        sl->len = sl->cached = sl->npages = sl->reserved = 0;
+        sl->sample_row = -1;
+    }
+    for (int i = 0; i < s->R * s->pages_per_req; i++) s->page_table[i] = 0;
+    s->nfree = s->unreserved = s->num_pages;
+    for (int p = 0; p < s->num_pages; p++) s->free_pages[p] = s->num_pages - 1 - p;
+    for (int i = 0; i < s->nreqs; i++) {
+        s->reqs[i].num_output = 0;
+        s->reqs[i].finish = PK_STEP_FINISH_NONE;
+    }
+}
+
+PK_HD void pk_step_retire(pk_step_state *s, pk_slot *sl, int32_t why) {
+    s->reqs[sl->req].finish = why;
+    int32_t *pt = s->page_table + (int64_t)(sl - s->slots) * s->pages_per_req;
+    for (int p = 0; p < sl->npages; p++) s->free_pages[s->nfree++] = pt[p];
+    s->unreserved += sl->reserved;
+    sl->req = -1;
+    sl->npages = sl->reserved = 0;
+    s->ndone++;
+}
+
+/* Reads step_output for the rows that sample, appends tokens (to the slot and to emitted),
+ * retires finished requests. */
+PK_HD void pk_step_finish(pk_step_state *s) {
+    for (int i = 0; i < s->R; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->req < 0 || sl->sample_row < 0) continue;
+        pk_step_req *r = &s->reqs[sl->req];
+        int32_t tok = s->step_output[sl->sample_row];
+        s->tokens[(int64_t)i * s->max_seq + sl->len++] = tok;
+        r->num_output++;
+        pk_step_token *e = &s->emitted[s->nemitted++];
+        e->req = sl->req;
+        e->token = tok;
+        e->row = sl->sample_row;
+        e->pad = 0;
+        if (s->eos >= 0 && tok == s->eos)
+            pk_step_retire(s, sl, PK_STEP_FINISH_EOS);
+        else if (r->num_output >= r->max_new_tokens || sl->len >= s->max_seq)
+            pk_step_retire(s, sl, PK_STEP_FINISH_LENGTH);
+    }
+}
+
+PK_HD void pk_step_admit(pk_step_state *s) {
+    for (int i = 0; i < s->R && s->next_req < s->nreqs; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->req >= 0) continue;
+        const pk_step_req *r = &s->reqs[s->next_req];
+        int life = r->prompt_len + r->max_new_tokens;
+        if (life > s->max_seq) life = s->max_seq;
+        int need = pk_step_pages_for(life, s->page_size);
+        if (need > s->unreserved) return; /* wait, in order, for pages to come back */
+        s->unreserved -= need;
+        sl->req = s->next_req++;
+        sl->reserved = need;
+        sl->len = r->prompt_len;
+        sl->cached = 0;
+        sl->npages = 0;
+        int32_t *dst = s->tokens + (int64_t)i * s->max_seq;
+        for (int j = 0; j < r->prompt_len; j++) dst[j] = r->prompt[j];
+    }
+}
+
+/* Gives slot i the rows for tokens [cached, cached + n), taking pages as needed. */
+PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
+    pk_slot *sl = &s->slots[i];
+    int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
+    while (sl->npages < pk_step_pages_for(sl->cached + n, s->page_size)) {
+        PK_STEP_ASSERT(s->nfree > 0 && sl->npages < sl->reserved);
+        pt[sl->npages++] = s->free_pages[--s->nfree];
+    }
+    for (int j = 0; j < n; j++) {
+        int pos = sl->cached + j;
+        s->step_tokens[*row] = s->tokens[(int64_t)i * s->max_seq + pos];
+        s->token_pos[*row] = pos;
+        s->token_req[*row] = i;
+        (*row)++;
+    }
+    sl->cached += n;
+    sl->sample_row = sl->cached == sl->len ? *row - 1 : -1;
+}
+
+/* Admits waiting requests and fills the step tensors for the next step. Returns 1 if there is a
+ * step to run, 0 when every request is done. */
+PK_HD int pk_step_plan(pk_step_state *s) {
+    pk_step_admit(s);
+    int row = 0;
+    for (int i = 0; i < s->R; i++) s->slots[i].sample_row = -1;
+    /* Decoding slots first: one row each (T >= R, so they always fit). */
+    for (int i = 0; i < s->R; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->req >= 0 && sl->len - sl->cached == 1 && sl->cached > 0) pk_step_place_rows(s, i, 1, &row);
+    }
+    for (int i = 0; i < s->R && row < s->T; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->req < 0 || sl->sample_row >= 0 || sl->cached == sl->len) continue;
+        if (sl->cached > 0 && sl->len - sl->cached == 1) continue; /* placed above */
+        int n = sl->len - sl->cached;
+        if (n > s->T - row) n = s->T - row;
+        pk_step_place_rows(s, i, n, &row);
+    }
+    if (row == 0) {
+        PK_STEP_ASSERT(s->ndone == s->nreqs); /* reservations make a stall impossible */
+        return 0;
+    }
+    /* Unused rows keep in-range values so every kernel can read them safely. */
+    for (int r = row; r < s->T; r++) s->step_tokens[r] = s->token_pos[r] = s->token_req[r] = 0;
+    s->step++;
+    s->step_info[PK_STEP_INFO_NUM_TOKENS] = row;
+    s->step_info[PK_STEP_INFO_STEP] = (int32_t)s->step;
+    return 1;
+}
+
+#endif /* PK_DECODE_STEP_H */
