@@ -39,6 +39,15 @@ static int edge_events(const pk_kernel *k, const pk_layer *P, const pk_layer *L,
     return 1;
 }
 
+/* Events of all edges P → L (gcd over the inputs of L that P writes). */
+static int layer_edge_events(const pk_kernel *k, int p, const pk_layer *L) {
+    int e = 0;
+    for (int in = 0; in < L->ninputs; in++)
+        if (L->inputs[in] >= 0 && k->tensors[L->inputs[in]]->producer == p)
+            e = gcd(e, edge_events(k, &k->layers[p], L, in));
+    return e;
+}
+
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
@@ -137,11 +146,12 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
     g->layer_params = malloc((size_t)nl * sizeof *g->layer_params);
     unsigned char *direct = calloc((size_t)nl * nl, 1); /* direct[L·nl + P]: L waits on P */
     unsigned char *full = calloc((size_t)nl * nl, 1);   /* full[L·nl + P]: each L task follows all of P */
+    unsigned char *all = calloc((size_t)nl * nl, 1);    /* all[L·nl + P]: L's tasks together follow all of P */
     int *consumer = malloc((size_t)nl * sizeof *consumer); /* the layer whose events P signals */
     int *nevents = calloc((size_t)nl, sizeof *nevents);
     int *first_event = calloc((size_t)nl, sizeof *first_event);
     pk_status st = PK_OK;
-    if (!g->layer_order || !g->layer_params || !direct || !full || !consumer || !nevents || !first_event) {
+    if (!g->layer_order || !g->layer_params || !direct || !full || !all || !consumer || !nevents || !first_event) {
         st = pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory");
         goto done;
     }
@@ -161,18 +171,17 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
         }
         for (int p = 0; p < l; p++) {
             if (!direct[l * nl + p]) continue;
+            /* p is covered by another direct producer q whose every task follows all of p, or
+             * whose tasks together do when l waits on all of q (a single-event edge). */
             int covered = 0;
             for (int q = 0; q < l && !covered; q++)
-                covered = q != p && direct[l * nl + q] && full[q * nl + p];
+                covered = q != p && direct[l * nl + q] &&
+                          (full[q * nl + p] || (all[q * nl + p] && layer_edge_events(k, q, L) == 1));
             if (covered) {
                 direct[l * nl + p] = 0;
                 continue;
             }
-            int e = 0;
-            for (int in = 0; in < L->ninputs; in++)
-                if (L->inputs[in] >= 0 && k->tensors[L->inputs[in]]->producer == p)
-                    e = gcd(e, edge_events(k, &k->layers[p], L, in));
-            events = gcd(events, e);
+            events = gcd(events, layer_edge_events(k, p, L));
         }
         for (int p = 0; p < l; p++) {
             if (!direct[l * nl + p]) continue;
@@ -186,14 +195,22 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
                 goto done;
             }
             consumer[p] = l;
-            for (int x = 0; x < l; x++) full[l * nl + x] |= full[p * nl + x];
+            /* Every task of p signals one of l's events, and every event has consumers. */
+            all[l * nl + p] = 1;
+            for (int x = 0; x < l; x++) {
+                full[l * nl + x] |= full[p * nl + x];
+                all[l * nl + x] |= all[p * nl + x];
+            }
         }
         nevents[l] = events; /* 0: a root layer */
         /* full[l]: each task of l waits on ≥ 1 task of every direct producer, and on all of a
-         * producer whose edge has a single event. */
+         * producer whose edge has a single event — so on everything those tasks together follow. */
         if (events == 1)
             for (int p = 0; p < l; p++)
-                if (direct[l * nl + p]) full[l * nl + p] = 1;
+                if (direct[l * nl + p]) {
+                    full[l * nl + p] = 1;
+                    for (int x = 0; x < l; x++) full[l * nl + x] |= all[p * nl + x];
+                }
     }
 
     /* Task order: BEGIN, roots, the rest. */
@@ -290,6 +307,7 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
 done:
     free(direct);
     free(full);
+    free(all);
     free(consumer);
     free(nevents);
     free(first_event);
