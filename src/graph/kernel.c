@@ -128,8 +128,11 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
         return k;
     }
     pk_config c = *cfg;
-    if (c.num_pages == 0 && c.page_size >= 1 && c.max_requests >= 1 && c.max_seq_length >= 1)
-        c.num_pages = c.max_requests * ((c.max_seq_length + c.page_size - 1) / c.page_size);
+    if (c.num_pages == 0 && c.page_size >= 1 && c.max_requests >= 1 && c.max_seq_length >= 1) {
+        /* In 64 bits: out-of-range values are checked below, after this. */
+        int64_t pages = (int64_t)c.max_requests * (((int64_t)c.max_seq_length + c.page_size - 1) / c.page_size);
+        c.num_pages = pages > INT32_MAX ? INT32_MAX : (int)pages;
+    }
     if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
     if (c.num_workers == 0 && c.backend == PK_BACKEND_CPU) c.num_workers = pk_cpu_core_count();
     if (c.num_workers == 0 && c.backend == PK_BACKEND_CUDA &&

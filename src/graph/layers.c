@@ -8,6 +8,12 @@
 
 #include "pk_internal.h"
 
+#define TRY(expr)                          \
+    do {                                   \
+        pk_status s_ = (expr);             \
+        if (s_ != PK_OK) return s_;        \
+    } while (0)
+
 typedef struct layer_builder {
     pk_kernel *k;
     const char *fn; /* public function name, for messages */
@@ -75,7 +81,10 @@ static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *
     return PK_OK;
 }
 
-static pk_status add_output(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
+/* A layer may write t only if pk owns it, no layer writes it yet, no earlier layer reads it (that
+ * layer would run first and read the last step's values), and it is not decode state that
+ * prepare_next_step fills (pk_step_output excepted). */
+static pk_status check_writable(layer_builder *b, const char *role, const pk_tensor *t) {
     pk_kernel *k = b->k;
     if (t->storage != PK_STORAGE_OWNED)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
@@ -84,6 +93,25 @@ static pk_status add_output(layer_builder *b, const char *role, const pk_tensor 
     if (t->producer >= 0)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is written by layer %s already", b->fn,
                        role, t->name, k->layers[t->producer].name);
+    if (t->id == k->t_step_tokens || t->id == k->t_step_info || t->id == k->t_token_pos ||
+        t->id == k->t_token_req || t->id == k->t_page_table)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is decode state pk fills each step; of pk's tensors only "
+                       "pk_step_output(k) can be a layer's output",
+                       b->fn, role, t->name);
+    for (int l = 0; l < k->nlayers; l++)
+        for (int i = 0; i < k->layers[l].ninputs; i++)
+            if (k->layers[l].inputs[i] == t->id)
+                return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                               "%s: %s '%s' is read by layer %s, added before it: add the layer that "
+                               "writes a tensor before the layers that read it",
+                               b->fn, role, t->name, k->layers[l].name);
+    return PK_OK;
+}
+
+static pk_status add_output(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
+    pk_kernel *k = b->k;
+    TRY(check_writable(b, role, t));
     for (int i = 0; i < b->l.ninputs; i++)
         if (b->l.inputs[i] == t->id)
             return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is also an input", b->fn, role, t->name);
@@ -121,12 +149,6 @@ static pk_split split_dim(const layer_builder *b, int dim) {
     pk_split s = {dim, b->l.grid};
     return s;
 }
-
-#define TRY(expr)                          \
-    do {                                   \
-        pk_status s_ = (expr);             \
-        if (s_ != PK_OK) return s_;        \
-    } while (0)
 
 static int64_t T_of(const pk_kernel *k) { return k->cfg.max_tokens_per_step; }
 
@@ -340,9 +362,7 @@ pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int g
     TRY(check_tensor(&b, "logits", logits, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
     TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T}));
     TRY(check_grid(&b, "the vocabulary size", logits->dims[1]));
-    if (out->producer >= 0 || out->storage != PK_STORAGE_OWNED)
-        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: out '%s' must be a pk_new_tensor no layer writes yet",
-                       b.fn, out->name);
+    TRY(check_writable(&b, "out", out)); /* before the partial layer is added */
     /* The partial results live in two pk-owned tensors [T, grid]. */
     char name[PK_NAME_MAX];
     int idx = k->nlayers;

@@ -150,6 +150,11 @@ pk_tensor *pk_fuse_tensors(pk_kernel *k, const char *name, pk_tensor *const *inp
                     name ? name : "(null)", i);
             return NULL;
         }
+        if (in->id < 0 || in->id >= k->ntensors || k->tensors[in->id] != in) {
+            pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_fuse_tensors '%s': input '%s' belongs to another kernel",
+                    name ? name : "(null)", in->name);
+            return NULL;
+        }
         if (in->storage != PK_STORAGE_ATTACHED) {
             pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                     "pk_fuse_tensors '%s': input '%s' is not an attached input (only weights can be fused)",
