@@ -1,0 +1,401 @@
+/* attention.cuh — PK_TASK_ATTENTION on the device: causal GQA attention over the paged KV cache for
+ * KV heads [kv0, kv0 + nkv) of every row (pk_cpu_attention: same layouts, same rounding points).
+ *
+ * Phase 0: threads i < D/2 compute inv_freq[i] into shared memory (pk_rope_inv_freq's formula and
+ *   fp32 rounding step by step, no FMA contraction; theta^e as fp32(pow(double)), the correctly
+ *   rounded value glibc's powf returns); barrier.
+ * Phases 1+2: one warp per (row, KV head), warps round-robin. Lane i holds the RoPE pairs
+ *   (i, i + D/2), (i + 32, i + 32 + D/2), ...; cos / sin = bf16(fp32(cos / sin(double))) of
+ *   fp32(pos) · inv_freq; K is normalised (k_norm: warp sum of squares, fixed butterfly), rotated
+ *   with the CPU's bf16 rounding points and stored to the cache with V; barrier (K / V of every
+ *   row are in the cache before any row reads it: a prefill chunk sees its own tokens). The cache
+ *   is read back through L2, as are qkv, the page table and token metadata.
+ * Phase 3: work item = (row t, KV head g, chunk of HB <= 8 of its G query heads). The 8 warps form
+ *   groups of SP warps (SP = 8 / the largest power of two <= min(8, items)); a group takes one item
+ *   per round and its warp s takes the blocks of 32 positions s, s + SP, ... of 0 .. pos. Per item
+ *   a warp rotates its HB q heads into q_s (fp32), then per block: lane l scores position
+ *   32b + l against all HB heads (full D dot product in fp32, 16-byte K loads), online softmax per
+ *   head (block max by butterfly, running max m, rescale alpha = exp(m_old - m_new), lane-local
+ *   running sums), the block's e_j go to e_s; then lane l accumulates dims (2l, 2l + 1) + 64·i of
+ *   Σ_j e_j · v_j (4-byte V loads, j in order) and folds them into acc_s = acc_s · alpha + Σ.
+ *   At the end the lane sums are added by butterfly. SP = 1: out = bf16(acc_s / l). SP > 1: each
+ *   warp leaves (m, l, acc_s) in shared memory; barrier; the group combines its warps in order
+ *   (factors exp(m_s - M)) and writes out; barrier. All orders are fixed by the shapes: the same
+ *   bits on every run; the CPU's two-pass softmax agrees to rounding (bf16 tolerance).
+ * Shared memory: [0, 1024) inv_freq [D/2] f32; per warp, at 1024 + warp · WB: q_s [HB][D],
+ *   acc_s [HB][D], e_s [HB][32], m_s [HB], l_s [HB] (f32), slot_s [32] i32.
+ * Rows whose request / position lie outside the page table or whose pages are unmapped get zeros
+ * and write no cache; an invalid layer (D odd, > 512, heads not divisible) writes nothing.
+ */
+#ifndef PK_CUDA_ATTENTION_CUH
+#define PK_CUDA_ATTENTION_CUH
+
+#include "kernels/cuda/rows.cuh"
+#include "pk.h"
+
+#define PK_ATT_MAX_D 512 /* = PK_CPU_ATTN_MAX_HEAD_DIM */
+#define PK_ATT_HB_MAX 8  /* query heads a warp carries at once (register arrays) */
+#define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane */
+#define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
+
+/* Bytes of one warp's shared-memory area for HB heads of dimension D. */
+__device__ __forceinline__ int pk_att_warp_bytes(int HB, int D) {
+    return (4 * (2 * HB * D + 32 * HB + 2 * HB + 32) + 15) / 16 * 16;
+}
+
+/* inv_freq[i] of pk_rope_inv_freq, operation by operation in fp32 (the _rn intrinsics keep nvcc
+ * from contracting a product and a sum into one FMA, which the CPU never does). */
+__device__ inline float pk_dev_rope_inv_freq1(const pk_layer_params *p, int i) {
+    float e = __fdiv_rn((float)(2 * i), (float)p->head_dim);
+    float f = __fdiv_rn(1.0f, (float)pow((double)p->rope_theta, (double)e));
+    if (p->rope_scaling != PK_ROPE_SCALING_LLAMA3) return f;
+    const double two_pi = 6.283185307179586476925286766559;
+    float factor = p->rope_factor, low = p->rope_low_freq_factor, high = p->rope_high_freq_factor;
+    float old_len = (float)p->rope_original_max_position;
+    float low_freq_wavelen = (float)((double)p->rope_original_max_position / low);
+    float high_freq_wavelen = (float)((double)p->rope_original_max_position / high);
+    float band = (float)((double)high - (double)low);
+    float wavelen = __fmul_rn(__fdiv_rn(1.0f, f), (float)two_pi);
+    float scaled = wavelen > low_freq_wavelen ? __fdiv_rn(f, factor) : f;
+    if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) {
+        float smooth = __fdiv_rn(__fsub_rn(__fmul_rn(__fdiv_rn(1.0f, wavelen), old_len), low), band);
+        scaled = __fadd_rn(__fdiv_rn(__fmul_rn(__fsub_rn(1.0f, smooth), scaled), factor),
+                           __fmul_rn(smooth, scaled));
+    }
+    return scaled;
+}
+
+/* Whether row t fits the page table (pages 0 .. pos / page_size mapped); its request and position.
+ * Whole warp (the result is the same in every lane). */
+__device__ inline bool pk_att_row_valid(const pk_attn_step *s, int t, int lane, int *req_out,
+                                        int *pos_out) {
+    int req = pk_dev_ldcg_i32(s->token_req + t), pos = pk_dev_ldcg_i32(s->token_pos + t);
+    *req_out = req;
+    *pos_out = pos;
+    if (req < 0 || pos < 0 || s->page_size <= 0 || pos / s->page_size >= s->pages_per_req)
+        return false;
+    const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
+    bool bad = false;
+    for (int i = lane; i <= pos / s->page_size; i += 32) bad = bad || pk_dev_ldcg_i32(pt + i) < 0;
+    return !__any_sync(PK_DEV_FULL_MASK, bad);
+}
+
+/* Cache slot (page · page_size + offset) of position pos of request req (a valid row's). */
+__device__ __forceinline__ int64_t pk_att_slot(const pk_attn_step *s, int req, int pos) {
+    int32_t page = pk_dev_ldcg_i32(s->page_table + (int64_t)req * s->pages_per_req + pos / s->page_size);
+    return (int64_t)page * s->page_size + pos % s->page_size;
+}
+
+/* cs[i], sn[i]: bf16 cos / sin of this lane's pairs i = lane + 32·ii < half at position pos. */
+__device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half, int pos, int lane,
+                                               float *cs, float *sn) {
+#pragma unroll
+    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        int i = lane + 32 * ii;
+        cs[ii] = sn[ii] = 0.0f;
+        if (i < half) {
+            float a = (float)pos * inv_freq_s[i];
+            double sd, cd;
+            sincos((double)a, &sd, &cd);
+            cs[ii] = pk_dev_round_bf16((float)cd);
+            sn[ii] = pk_dev_round_bf16((float)sd);
+        }
+    }
+}
+
+/* y = RoPE(rmsnorm(x) · norm_w) of one head vector x [D] (no norm when norm_w is NULL), as fp32
+ * holding bf16 values, this lane's pairs: ya[ii] = y[i], yb[ii] = y[i + half], i = lane + 32·ii.
+ * Whole warp. */
+__device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *norm_w, float eps,
+                                            const float *cs, const float *sn, int D, int lane,
+                                            float *ya, float *yb) {
+    const int half = D / 2;
+    float a[PK_ATT_PAIRS], b[PK_ATT_PAIRS];
+    float ss = 0.0f;
+#pragma unroll
+    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        int i = lane + 32 * ii;
+        a[ii] = b[ii] = 0.0f;
+        if (i < half) {
+            a[ii] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + i));
+            b[ii] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + i + half));
+            ss = fmaf(a[ii], a[ii], ss);
+            ss = fmaf(b[ii], b[ii], ss);
+        }
+    }
+    if (norm_w) {
+        float scale = 1.0f / sqrtf(pk_dev_warp_sum(ss) / (float)D + eps);
+#pragma unroll
+        for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+            int i = lane + 32 * ii;
+            if (i < half) {
+                a[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * scale) *
+                                          pk_dev_bf16_to_f32(pk_dev_ldw_bf16(norm_w + i)));
+                b[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * scale) *
+                                          pk_dev_bf16_to_f32(pk_dev_ldw_bf16(norm_w + i + half)));
+            }
+        }
+    }
+#pragma unroll
+    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        ya[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * cs[ii]) -
+                                   pk_dev_round_bf16(b[ii] * sn[ii]));
+        yb[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * cs[ii]) +
+                                   pk_dev_round_bf16(a[ii] * sn[ii]));
+    }
+}
+
+/* sc[h] += q_s[h] · k for h < nh, k one cache row [D]: the lane's own position. */
+template <bool VEC>
+__device__ __forceinline__ void pk_att_scores(const float *q_s, const pk_bf16 *k, int D, int nh,
+                                              float *sc) {
+    if (VEC) {
+#pragma unroll 2
+        for (int d = 0; d < D; d += 8) {
+            float kf[8];
+            pk_dev_unpack8(pk_dev_ldcg16(k + d), kf);
+#pragma unroll
+            for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                if (h < nh) {
+                    float4 q0 = *(const float4 *)(q_s + h * D + d);
+                    float4 q1 = *(const float4 *)(q_s + h * D + d + 4);
+                    float s = sc[h];
+                    s = fmaf(q0.x, kf[0], s); s = fmaf(q0.y, kf[1], s);
+                    s = fmaf(q0.z, kf[2], s); s = fmaf(q0.w, kf[3], s);
+                    s = fmaf(q1.x, kf[4], s); s = fmaf(q1.y, kf[5], s);
+                    s = fmaf(q1.z, kf[6], s); s = fmaf(q1.w, kf[7], s);
+                    sc[h] = s;
+                }
+            }
+        }
+    } else {
+        for (int d = 0; d < D; d++) {
+            float kf = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(k + d));
+#pragma unroll
+            for (int h = 0; h < PK_ATT_HB_MAX; h++)
+                if (h < nh) sc[h] = fmaf(q_s[h * D + d], kf, sc[h]);
+        }
+    }
+}
+
+__device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0,
+                                        int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
+                                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride,
+                                        char *smem) {
+    const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
+    if (D <= 0 || D > PK_ATT_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
+        nkv < 0 || kv0 + nkv > Hkv)
+        return; /* a layer the API rejects, or a task outside it */
+    const int G = Hq / Hkv, half = D / 2, n_tok = s->n_tok;
+    const int64_t group_cols = (int64_t)(G + 2) * D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const float eps = p->qk_norm_eps;
+    float *inv_freq_s = (float *)smem; /* [half] */
+
+    /* heads per warp pass: as many as fit (<= 8) */
+    int HB = G < PK_ATT_HB_MAX ? G : PK_ATT_HB_MAX;
+    while (HB > 1 && PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) HB--;
+    if (PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) return;
+    const int WB = pk_att_warp_bytes(HB, D);
+
+    /* phase 0 */
+    for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS) inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
+    __syncthreads();
+
+    /* phases 1 + 2: rotated K and raw V of every row into the cache */
+    for (int item = warp; item < n_tok * nkv; item += PK_DEV_WARPS) {
+        const int t = item / nkv, g = kv0 + item % nkv;
+        int req, pos;
+        if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
+        float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
+        pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
+        const pk_bf16 *kx = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D; /* K [D], V [D] */
+        const pk_bf16 *vx = kx + D;
+        const int64_t off = (pk_att_slot(s, req, pos) * Hkv + g) * D;
+        pk_att_head(kx, k_norm, eps, cs, sn, D, lane, ya, yb);
+#pragma unroll
+        for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+            int i = lane + 32 * ii;
+            if (i < half) {
+                k_cache[off + i] = pk_dev_f32_to_bf16(ya[ii]);
+                k_cache[off + i + half] = pk_dev_f32_to_bf16(yb[ii]);
+            }
+        }
+        pk_bf16 *vd = v_cache + off;
+        if (pk_dev_aligned4(vx) && pk_dev_aligned4(vd)) {
+            for (int i = lane; i < half; i += 32) ((uint32_t *)vd)[i] = pk_dev_ldcg4(vx + 2 * i);
+        } else {
+            for (int i = lane; i < D; i += 32) vd[i] = pk_dev_ldcg_bf16(vx + i);
+        }
+    }
+    __syncthreads(); /* the cache holds every row's K and V (global writes of this CTA) */
+
+    /* phase 3 */
+    const int nhc = (G + HB - 1) / HB, items = n_tok * nkv * nhc;
+    int NG = PK_DEV_WARPS; /* groups */
+    while (NG > 1 && NG > items) NG >>= 1;
+    const int SP = PK_DEV_WARPS / NG, grp = warp / SP, sub = warp % SP;
+    const int rounds = (items + NG - 1) / NG;
+    const float scale = 1.0f / sqrtf((float)D);
+    const bool vec_k = D % 8 == 0 && pk_dev_aligned16(k_cache);
+    const bool v4 = pk_dev_aligned4(v_cache);
+    char *wbase = smem + PK_ATT_HDR + warp * WB;
+    float *q_s = (float *)wbase;            /* [HB][D] */
+    float *acc_s = q_s + HB * D;            /* [HB][D] */
+    float *e_s = acc_s + HB * D;            /* [HB][32] */
+    float *m_s = e_s + HB * 32;             /* [HB] */
+    float *l_s = m_s + HB;                  /* [HB] */
+    int *slot_s = (int *)(l_s + HB);        /* [32] */
+
+    for (int round = 0; round < rounds; round++) {
+        const int item = round * NG + grp;
+        int t = 0, g = 0, h0 = 0, nh = 0, req = 0, pos = -1;
+        bool valid = false;
+        if (item < items) {
+            t = item / (nkv * nhc);
+            int rem = item - t * (nkv * nhc);
+            g = kv0 + rem / nhc;
+            h0 = (rem % nhc) * HB;
+            nh = G - h0 < HB ? G - h0 : HB;
+            valid = pk_att_row_valid(s, t, lane, &req, &pos);
+        }
+        pk_bf16 *orow = out + t * out_stride + ((int64_t)g * G + h0) * D; /* [nh · D] */
+        if (item < items && !valid && sub == 0)
+            for (int i = lane; i < nh * D; i += 32) orow[i] = 0;
+        if (valid) {
+            /* q of the item's heads, rotated, into q_s; acc_s = 0 */
+            float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
+            pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
+            for (int h = 0; h < nh; h++) {
+                const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D;
+                pk_att_head(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
+#pragma unroll
+                for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+                    int i = lane + 32 * ii;
+                    if (i < half) {
+                        q_s[h * D + i] = ya[ii];
+                        q_s[h * D + i + half] = yb[ii];
+                    }
+                }
+                for (int i = lane; i < D; i += 32) acc_s[h * D + i] = 0.0f;
+            }
+            __syncwarp();
+
+            float m[PK_ATT_HB_MAX], l[PK_ATT_HB_MAX];
+#pragma unroll
+            for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                m[h] = -INFINITY;
+                l[h] = 0.0f;
+            }
+            for (int jb = 32 * sub; jb <= pos; jb += 32 * SP) {
+                const int j = jb + lane, nb = pos + 1 - jb < 32 ? pos + 1 - jb : 32;
+                float sc[PK_ATT_HB_MAX];
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++) sc[h] = 0.0f;
+                int slot = -1;
+                if (j <= pos) {
+                    slot = (int)pk_att_slot(s, req, j);
+                    const pk_bf16 *kr = k_cache + ((int64_t)slot * Hkv + g) * D;
+                    if (vec_k)
+                        pk_att_scores<true>(q_s, kr, D, nh, sc);
+                    else
+                        pk_att_scores<false>(q_s, kr, D, nh, sc);
+                }
+                slot_s[lane] = slot;
+                float alpha[PK_ATT_HB_MAX];
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                    if (h < nh) {
+                        float sv = j <= pos ? sc[h] * scale : -INFINITY;
+                        float mn = fmaxf(m[h], pk_dev_warp_max(sv));
+                        alpha[h] = expf(m[h] - mn); /* 0 on the first block: m = -inf */
+                        float e = j <= pos ? expf(sv - mn) : 0.0f;
+                        l[h] = fmaf(l[h], alpha[h], e);
+                        e_s[h * 32 + lane] = e;
+                        m[h] = mn;
+                    }
+                }
+                __syncwarp();
+                for (int d = 2 * lane; d < D; d += 64) {
+                    float a0[PK_ATT_HB_MAX], a1[PK_ATT_HB_MAX];
+#pragma unroll
+                    for (int h = 0; h < PK_ATT_HB_MAX; h++) a0[h] = a1[h] = 0.0f;
+#pragma unroll 4
+                    for (int jj = 0; jj < nb; jj++) {
+                        const pk_bf16 *vr = v_cache + ((int64_t)slot_s[jj] * Hkv + g) * D + d;
+                        float v0, v1;
+                        if (v4) {
+                            uint32_t u = pk_dev_ldcg4(vr);
+                            v0 = pk_dev_lo_f32(u);
+                            v1 = pk_dev_hi_f32(u);
+                        } else {
+                            v0 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr));
+                            v1 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr + 1));
+                        }
+#pragma unroll
+                        for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                            if (h < nh) {
+                                float e = e_s[h * 32 + jj];
+                                a0[h] = fmaf(e, v0, a0[h]);
+                                a1[h] = fmaf(e, v1, a1[h]);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                        if (h < nh) {
+                            float *ac = acc_s + h * D + d;
+                            ac[0] = fmaf(ac[0], alpha[h], a0[h]);
+                            ac[1] = fmaf(ac[1], alpha[h], a1[h]);
+                        }
+                    }
+                }
+                __syncwarp(); /* e_s and slot_s are rewritten by the next block */
+            }
+#pragma unroll
+            for (int h = 0; h < PK_ATT_HB_MAX; h++) l[h] = pk_dev_warp_sum(l[h]);
+            if (SP == 1) {
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++)
+                    if (h < nh)
+                        for (int d = lane; d < D; d += 32)
+                            orow[h * D + d] = pk_dev_f32_to_bf16(__fdiv_rn(acc_s[h * D + d], l[h]));
+            } else if (lane == 0) {
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++)
+                    if (h < nh) {
+                        m_s[h] = m[h];
+                        l_s[h] = l[h];
+                    }
+            }
+        }
+        if (SP > 1) {
+            __syncthreads(); /* every warp of the group (same item, same `valid`) is done */
+            /* group combine: thread q of the group's SP·32 takes outputs q, q + SP·32, ... */
+            if (valid) {
+                const char *gbase = smem + PK_ATT_HDR + (warp - sub) * WB;
+                for (int i = sub * 32 + lane; i < nh * D; i += SP * 32) {
+                    int h = i / D, d = i - h * D;
+                    float M = -INFINITY;
+                    for (int w = 0; w < SP; w++) {
+                        const float *wm = (const float *)(gbase + w * WB) + 2 * HB * D + 32 * HB;
+                        M = fmaxf(M, wm[h]);
+                    }
+                    float num = 0.0f, den = 0.0f;
+                    for (int w = 0; w < SP; w++) {
+                        const float *wq = (const float *)(gbase + w * WB);
+                        const float *wm = wq + 2 * HB * D + 32 * HB, *wl = wm + HB;
+                        float f = expf(wm[h] - M); /* 0 for a warp that had no positions */
+                        num = fmaf(wq[HB * D + h * D + d], f, num);
+                        den = fmaf(wl[h], f, den);
+                    }
+                    orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+                }
+            }
+            __syncthreads(); /* the group's areas are reused next round */
+        }
+    }
+}
+
+#endif /* PK_CUDA_ATTENTION_CUH */

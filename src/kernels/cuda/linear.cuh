@@ -1,0 +1,306 @@
+/* linear.cuh — PK_TASK_LINEAR, LINEAR_RESIDUAL, RMSNORM_LINEAR, SILU_MUL_LINEAR_RESIDUAL on the
+ * device: out[t, j] = bf16(acc) or bf16(bf16(acc) + residual), acc = Σ_k xn[t, k] · W[n0 + j, k]
+ * in fp32, xn = x, bf16(rmsnorm(x) · norm_w) or bf16(bf16(silu(gate)) · up) (cpu_kernels.h).
+ *
+ * Rows are taken in blocks of up to 8 (NT = 1, 2, 4 or 8 rows, a template: the accumulators live
+ * in registers). Per block:
+ *  1. rmsnorm_linear only: the block's row scales (pk_dev_rms_scales: CTA-wide, 2 barriers);
+ *  2. staging: xn of the block's rows is built once, by all threads, into shared memory as bf16
+ *     (exactly the CPU's bf16 values), rows padded with zeros to a multiple of 8 columns;
+ *     barrier. When NT · K does not fit, K is cut into chunks and each chunk is staged again for
+ *     every column round (barrier before and after each staging);
+ *  3. columns: a column group is CW consecutive weight rows. The 8 warps split into G groups of
+ *     S warps (G = the largest power of two <= min(8, column groups); S = 8 / G): in round i,
+ *     group g takes column group g + i·G; its S·32 lanes ("virtual lanes" vl) take 8-element
+ *     chunks vl, vl + 32·S, ... of K (split-K across warps when a tile has few columns). Per chunk
+ *     a lane loads one 16-byte vector of each of its CW weight rows (U chunks ahead: U·CW loads in
+ *     flight), reads the NT xn vectors from shared memory (consecutive lanes, consecutive 16
+ *     bytes: no bank conflict) and does NT·CW·8 FMAs. A weight row whose start is not 16-byte
+ *     aligned (odd K stride, fused offsets) is read with 4- or 2-byte loads; the last partial
+ *     chunk (K % 8) with 2-byte loads, zeros beyond K;
+ *  4. each accumulator is summed over the warp by a fixed butterfly; with S > 1 lane c·NT + r of
+ *     each warp writes its sum to part_s[round & 1][warp] (double-buffered), barrier, and the
+ *     group's first warp adds the S partials in warp order; lane c·NT + r writes out[r, col c].
+ * Every order is fixed by the shapes alone, so the result is the same bits on every run; it
+ * differs from the CPU's sequential k sum by rounding only (bf16 tolerance).
+ * Shared memory: [0, PK_LIN_HDR) scale_s [8] f32, red_s [8][WARPS] f32, part_s [2][WARPS][32] f32;
+ * then xs [NT][ldx] bf16.
+ * Reads: x and residual through L2 (activations), weights and norm_w through the read-only path.
+ */
+#ifndef PK_CUDA_LINEAR_CUH
+#define PK_CUDA_LINEAR_CUH
+
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rows.cuh"
+#include "kernels/cuda/silu_mul.cuh"
+
+#define PK_LIN_MAXROWS 8
+#define PK_LIN_HDR 2560 /* bytes: scale_s 32 + red_s 8·WARPS·4 + part_s 2·WARPS·32·4, 16-aligned */
+static_assert(4 * (PK_LIN_MAXROWS + PK_LIN_MAXROWS * PK_DEV_WARPS + 2 * PK_DEV_WARPS * 32) <=
+                  PK_LIN_HDR,
+              "linear's shared-memory header");
+static_assert(PK_CUDA_SMEM_BYTES >= PK_LIN_HDR + 16 * PK_LIN_MAXROWS,
+              "linear needs room for one chunk of 8 rows");
+
+enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
+
+typedef struct pk_lin_args {
+    const pk_bf16 *x; /* [n_tok, K] ([n_tok, 2K] gate then up for silu_mul), row stride x_stride */
+    int64_t x_stride;
+    int n_tok, K;
+    const pk_bf16 *norm_w; /* [K], rmsnorm only */
+    float eps;
+    const pk_rows *w; /* rows n0 .. n0 + ncols - 1, each [K] */
+    int n0, ncols;
+    const pk_bf16 *residual; /* [n_tok, ncols] or NULL */
+    int64_t res_stride;
+    pk_bf16 *out; /* [n_tok, ncols] */
+    int64_t out_stride;
+} pk_lin_args;
+
+/* Stages xn[t0 + r, k0 + c] for r < nt, c < kc into xs[r · ldx + c] (bf16); zeros for c in
+ * [kc, ldx) and for rows nt .. nrows - 1. ldx is a multiple of 8. Whole CTA; no barrier. */
+template <int XN>
+__device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nrows, int k0, int kc,
+                                    int ldx, const float *scale_s, pk_bf16 *xs) {
+    const int nch = ldx / 8;
+    for (int e = threadIdx.x; e < nrows * nch; e += PK_CUDA_THREADS) {
+        int r = e / nch, c = 8 * (e - r * nch), k = k0 + c;
+        int n = kc - c < 8 ? kc - c : 8; /* valid elements of this chunk */
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < nt && n > 0) {
+            const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride; /* [K] or [2K] */
+            if (XN == PK_LIN_PLAIN && n == 8) {
+                v = pk_dev_load8_any<true>(xr + k);
+            } else {
+                float f[8], g[8], h[8];
+                if (n == 8) {
+                    pk_dev_unpack8(pk_dev_load8_any<true>(xr + k), f);
+                    if (XN == PK_LIN_RMSNORM) pk_dev_unpack8(pk_dev_load8_any<false>(a.norm_w + k), g);
+                    if (XN == PK_LIN_SILU_MUL) pk_dev_unpack8(pk_dev_load8_any<true>(xr + a.K + k), g);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        f[i] = g[i] = 0.0f;
+                        if (i < n) {
+                            f[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + k + i));
+                            if (XN == PK_LIN_RMSNORM)
+                                g[i] = pk_dev_bf16_to_f32(pk_dev_ldw_bf16(a.norm_w + k + i));
+                            if (XN == PK_LIN_SILU_MUL)
+                                g[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + a.K + k + i));
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    if (XN == PK_LIN_PLAIN) h[i] = f[i];
+                    if (XN == PK_LIN_RMSNORM) h[i] = pk_dev_rmsnorm1(f[i], scale_s[r], g[i]);
+                    if (XN == PK_LIN_SILU_MUL) h[i] = pk_dev_silu_mul1(f[i], g[i]);
+                    if (i >= n) h[i] = 0.0f;
+                }
+                v = pk_dev_pack8(h);
+            }
+        }
+        *(uint4 *)(xs + r * ldx + c) = v;
+    }
+}
+
+/* acc[c][r] += Σ_e xc[r · ldx + e] · w[c][e], e < 8: one chunk, elements in order. */
+template <int NT, int CW>
+__device__ __forceinline__ void pk_lin_fma(const pk_bf16 *xc, int ldx, const uint4 *wv,
+                                           float (&acc)[CW][NT]) {
+    float wf[CW][8];
+#pragma unroll
+    for (int c = 0; c < CW; c++) pk_dev_unpack8(wv[c], wf[c]);
+#pragma unroll
+    for (int r = 0; r < NT; r++) {
+        float xf[8];
+        pk_dev_unpack8(*(const uint4 *)(xc + r * ldx), xf);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+#pragma unroll
+            for (int c = 0; c < CW; c++) acc[c][r] = fmaf(xf[e], wf[c][e], acc[c][r]);
+    }
+}
+
+/* The chunks vl, vl + nvl, ... of staged columns [k0, k0 + kc) against weight rows wr[c]
+ * (each [K], pointing at k = 0). VEC: every wr[c] + k0 is 16-byte aligned. */
+template <int NT, int CW, int U, bool VEC>
+__device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const pk_bf16 *const *wr,
+                                             int k0, int kc, int vl, int nvl,
+                                             float (&acc)[CW][NT]) {
+    const int nfull = kc / 8;
+    int c = vl;
+    for (; c + (U - 1) * nvl < nfull; c += U * nvl) {
+        uint4 wv[U][CW];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int i = 0; i < CW; i++) {
+                const pk_bf16 *p = wr[i] + k0 + 8 * (c + u * nvl);
+                wv[u][i] = VEC ? pk_dev_ldw16(p) : pk_dev_load8_any<false>(p);
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++) pk_lin_fma<NT, CW>(xs + 8 * (c + u * nvl), ldx, wv[u], acc);
+    }
+    for (; c < nfull; c += nvl) {
+        uint4 wv[CW];
+#pragma unroll
+        for (int i = 0; i < CW; i++) {
+            const pk_bf16 *p = wr[i] + k0 + 8 * c;
+            wv[i] = VEC ? pk_dev_ldw16(p) : pk_dev_load8_any<false>(p);
+        }
+        pk_lin_fma<NT, CW>(xs + 8 * c, ldx, wv, acc);
+    }
+    const int tail = kc - 8 * nfull;
+    if (tail > 0 && c == nfull) { /* this lane owns the partial last chunk */
+        uint4 wv[CW];
+#pragma unroll
+        for (int i = 0; i < CW; i++) {
+            const pk_bf16 *p = wr[i] + k0 + 8 * nfull;
+            uint32_t u[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                pk_bf16 lo = 2 * q < tail ? pk_dev_ldw_bf16(p + 2 * q) : (pk_bf16)0;
+                pk_bf16 hi = 2 * q + 1 < tail ? pk_dev_ldw_bf16(p + 2 * q + 1) : (pk_bf16)0;
+                u[q] = pk_dev_pack2(lo, hi);
+            }
+            wv[i] = make_uint4(u[0], u[1], u[2], u[3]);
+        }
+        pk_lin_fma<NT, CW>(xs + 8 * nfull, ldx, wv, acc);
+    }
+}
+
+/* One block of nt <= NT rows starting at row t0: steps 1-4 of the header. Whole CTA. */
+template <int XN, int NT, int CW, int U>
+__device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *smem) {
+    static_assert(CW * NT <= 32, "one partial per lane");
+    float *scale_s = (float *)smem;                         /* [8] */
+    float *red_s = scale_s + PK_LIN_MAXROWS;                /* [8][WARPS] */
+    float *part_s = red_s + PK_LIN_MAXROWS * PK_DEV_WARPS;  /* [2][WARPS][32] */
+    pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR);           /* [NT][ldx] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int K = a.K, Kp = (K + 7) / 8 * 8;
+    const int avail = PK_CUDA_SMEM_BYTES - PK_LIN_HDR;
+    const bool full = (int64_t)NT * Kp * 2 <= avail;
+    const int kcmax = full ? Kp : avail / (NT * 2) / 8 * 8;
+
+    if (XN == PK_LIN_RMSNORM)
+        pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s);
+
+    const int ngroups = (a.ncols + CW - 1) / CW; /* column groups */
+    int G = PK_DEV_WARPS;
+    while (G > ngroups) G >>= 1;
+    const int S = PK_DEV_WARPS / G, grp = warp / S, sub = warp % S;
+    const int vl = sub * 32 + lane, nvl = 32 * S;
+    const int rounds = (ngroups + G - 1) / G;
+
+    if (full) {
+        pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
+        __syncthreads();
+    }
+    for (int round = 0; round < rounds; round++) {
+        const int cg = round * G + grp, j0 = cg * CW;
+        const bool active = cg < ngroups;
+        const pk_bf16 *wr[CW];
+        bool vec = true;
+#pragma unroll
+        for (int i = 0; i < CW; i++) {
+            int j = j0 + i < a.ncols ? j0 + i : a.ncols - 1; /* a spare column repeats the last */
+            wr[i] = active ? pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j)) : a.w->seg[0];
+            vec = vec && pk_dev_aligned16(wr[i]);
+        }
+        float acc[CW][NT];
+#pragma unroll
+        for (int i = 0; i < CW; i++)
+#pragma unroll
+            for (int r = 0; r < NT; r++) acc[i][r] = 0.0f;
+
+        for (int k0 = 0; k0 < K; k0 += kcmax) {
+            const int kc = K - k0 < kcmax ? K - k0 : kcmax, ldx = full ? Kp : (kc + 7) / 8 * 8;
+            if (!full) {
+                __syncthreads(); /* everyone is done with the previous chunk */
+                pk_lin_stage<XN>(a, t0, nt, NT, k0, kc, ldx, scale_s, xs);
+                __syncthreads();
+            }
+            if (active) {
+                if (vec)
+                    pk_lin_accum<NT, CW, U, true>(xs, ldx, wr, k0, kc, vl, nvl, acc);
+                else
+                    pk_lin_accum<NT, CW, U, false>(xs, ldx, wr, k0, kc, vl, nvl, acc);
+            }
+        }
+
+        float mine = 0.0f; /* lane c·NT + r: the warp's sum of acc[c][r] */
+#pragma unroll
+        for (int i = 0; i < CW; i++)
+#pragma unroll
+            for (int r = 0; r < NT; r++) {
+                float v = pk_dev_warp_sum(acc[i][r]);
+                if (lane == i * NT + r) mine = v;
+            }
+        if (S > 1) {
+            float *pb = part_s + (round & 1) * PK_DEV_WARPS * 32; /* [WARPS][32] */
+            pb[warp * 32 + lane] = mine;
+            __syncthreads();
+            if (sub == 0)
+                for (int s = 1; s < S; s++) mine += pb[(warp + s) * 32 + lane];
+        }
+        if (active && sub == 0 && lane < CW * NT) {
+            int j = j0 + lane / NT, r = lane % NT;
+            if (j < a.ncols && r < nt) {
+                int64_t t = t0 + r;
+                float y = mine;
+                if (a.residual)
+                    y = pk_dev_round_bf16(y) +
+                        pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
+                a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
+            }
+        }
+    }
+    __syncthreads(); /* xs and scale_s are free for the next block */
+}
+
+template <int XN>
+__device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
+    if (a.ncols <= 0) return;
+    for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
+        int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
+        if (nt == 1)
+            pk_lin_rows<XN, 1, 2, 4>(a, t0, nt, smem);
+        else if (nt == 2)
+            pk_lin_rows<XN, 2, 2, 4>(a, t0, nt, smem);
+        else if (nt <= 4)
+            pk_lin_rows<XN, 4, 4, 2>(a, t0, nt, smem);
+        else
+            pk_lin_rows<XN, 8, 4, 2>(a, t0, nt, smem);
+    }
+}
+
+__device__ inline void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+                                     const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
+                                     int64_t res_stride, pk_bf16 *out, int64_t out_stride,
+                                     char *smem) {
+    pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
+                     residual, res_stride, out, out_stride};
+    pk_lin_tile<PK_LIN_PLAIN>(a, smem);
+}
+
+__device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
+                                             const pk_bf16 *norm_w, float eps, int n_tok, int K,
+                                             const pk_rows *w, int n0, int ncols, pk_bf16 *out,
+                                             int64_t out_stride, char *smem) {
+    pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols, NULL, 0, out, out_stride};
+    pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
+}
+
+__device__ inline void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+                                              const pk_rows *w, int n0, int ncols,
+                                              const pk_bf16 *residual, int64_t res_stride,
+                                              pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
+                     residual, res_stride, out, out_stride};
+    pk_lin_tile<PK_LIN_SILU_MUL>(a, smem);
+}
+
+#endif /* PK_CUDA_LINEAR_CUH */

@@ -1,0 +1,156 @@
+/* rows.cuh — what every CUDA task kernel shares: pk_rows on the device, bf16 <-> fp32 with the
+ * host's rounding, and the load paths.
+ *
+ * Load paths (DESIGN.md, "CUDA backend"): activations, the KV cache and the step metadata may have
+ * been written by another CTA of this launch, so they are read through L2 (ld.global.cg: never a
+ * possibly stale L1 line) — pk_dev_ldcg_*; weights are never written while a kernel runs and use
+ * the read-only path — pk_dev_ldw_*. 16-byte helpers need 16-byte aligned addresses: callers check
+ * with pk_dev_aligned16 and fall back to narrower loads.
+ *
+ * pk_rows and pk_attn_step are the plain structs of cpu_kernels.h (its static inline host
+ * functions stay unused here).
+ */
+#ifndef PK_CUDA_ROWS_CUH
+#define PK_CUDA_ROWS_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "kernels/cpu/cpu_kernels.h"
+}
+
+#ifndef PK_CUDA_THREADS
+#define PK_CUDA_THREADS 256 /* as cuda_kernels.cuh: each header also compiles on its own */
+#endif
+#ifndef PK_CUDA_SMEM_BYTES
+#define PK_CUDA_SMEM_BYTES (96 * 1024)
+#endif
+#define PK_DEV_WARPS (PK_CUDA_THREADS / 32)
+static_assert(PK_CUDA_THREADS % 32 == 0 && (PK_DEV_WARPS & (PK_DEV_WARPS - 1)) == 0 &&
+                  PK_DEV_WARPS <= 32,
+              "the kernels assume a power-of-two number of whole warps, at most 32");
+
+#define PK_DEV_FULL_MASK 0xffffffffu
+
+/* Row r of a (possibly fused) weight: the same arithmetic as pk_rows_get. */
+__device__ inline const pk_bf16 *pk_dev_rows_get(const pk_rows *w, uint32_t r) {
+    uint32_t nseg = w->nseg, group_rows = 0;
+    for (uint32_t i = 0; i < nseg; i++) group_rows += w->seg_rows[i];
+    uint32_t g = r / group_rows, o = r % group_rows, i = 0;
+    while (o >= w->seg_rows[i]) o -= w->seg_rows[i++];
+    return w->seg[i] + ((uint64_t)g * w->seg_rows[i] + o) * w->row_stride;
+}
+
+/* ---- bf16 <-> fp32 ----------------------------------------------------------------------------- */
+
+__device__ __forceinline__ float pk_dev_bf16_to_f32(pk_bf16 h) {
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* Round to nearest even (cvt.rn.bf16.f32), bit for bit pk_f32_to_bf16 — NaN too: the host keeps
+ * sign and payload and sets the quiet bit, where cvt would return the canonical NaN. */
+__device__ __forceinline__ pk_bf16 pk_dev_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (pk_bf16)((u >> 16) | 0x40u);
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* Rounds an fp32 value to the nearest bf16 and back (pk_round_bf16). */
+__device__ __forceinline__ float pk_dev_round_bf16(float f) {
+    return pk_dev_bf16_to_f32(pk_dev_f32_to_bf16(f));
+}
+
+/* The two bf16 halves of a 32-bit word (element 0 in the low half, as in memory). */
+__device__ __forceinline__ float pk_dev_lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float pk_dev_hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+/* f[0 .. 8) = the 8 bf16 of v, in memory order. */
+__device__ __forceinline__ void pk_dev_unpack8(uint4 v, float *f) {
+    f[0] = pk_dev_lo_f32(v.x); f[1] = pk_dev_hi_f32(v.x);
+    f[2] = pk_dev_lo_f32(v.y); f[3] = pk_dev_hi_f32(v.y);
+    f[4] = pk_dev_lo_f32(v.z); f[5] = pk_dev_hi_f32(v.z);
+    f[6] = pk_dev_lo_f32(v.w); f[7] = pk_dev_hi_f32(v.w);
+}
+
+__device__ __forceinline__ uint32_t pk_dev_pack2(pk_bf16 lo, pk_bf16 hi) {
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+/* 8 fp32 values, each rounded to bf16 (RNE), packed in memory order. */
+__device__ __forceinline__ uint4 pk_dev_pack8(const float *f) {
+    uint4 v;
+    v.x = pk_dev_pack2(pk_dev_f32_to_bf16(f[0]), pk_dev_f32_to_bf16(f[1]));
+    v.y = pk_dev_pack2(pk_dev_f32_to_bf16(f[2]), pk_dev_f32_to_bf16(f[3]));
+    v.z = pk_dev_pack2(pk_dev_f32_to_bf16(f[4]), pk_dev_f32_to_bf16(f[5]));
+    v.w = pk_dev_pack2(pk_dev_f32_to_bf16(f[6]), pk_dev_f32_to_bf16(f[7]));
+    return v;
+}
+
+/* ---- loads ------------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ bool pk_dev_aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+__device__ __forceinline__ bool pk_dev_aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
+
+/* Activations (and anything another CTA may have written in this launch): through L2. */
+__device__ __forceinline__ uint4 pk_dev_ldcg16(const void *p) {
+    return __ldcg((const uint4 *)p);
+}
+__device__ __forceinline__ uint32_t pk_dev_ldcg4(const void *p) {
+    return __ldcg((const unsigned int *)p);
+}
+__device__ __forceinline__ pk_bf16 pk_dev_ldcg_bf16(const pk_bf16 *p) {
+    return __ldcg((const unsigned short *)p);
+}
+__device__ __forceinline__ float pk_dev_ldcg_f32(const float *p) { return __ldcg(p); }
+__device__ __forceinline__ int32_t pk_dev_ldcg_i32(const int32_t *p) {
+    return __ldcg((const int *)p);
+}
+
+/* Weights (read-only for the whole launch): the non-coherent read-only path. */
+__device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) { return __ldg((const uint4 *)p); }
+__device__ __forceinline__ uint32_t pk_dev_ldw4(const void *p) {
+    return __ldg((const unsigned int *)p);
+}
+__device__ __forceinline__ pk_bf16 pk_dev_ldw_bf16(const pk_bf16 *p) {
+    return __ldg((const unsigned short *)p);
+}
+
+/* 8 consecutive bf16 at p as one uint4, for any 2-byte aligned p: one 16-byte load, four 4-byte
+ * loads or eight 2-byte loads, whichever the alignment allows. CG: through L2 (activations). */
+template <bool CG>
+__device__ __forceinline__ uint4 pk_dev_load8_any(const pk_bf16 *p) {
+    if (pk_dev_aligned16(p)) return CG ? pk_dev_ldcg16(p) : pk_dev_ldw16(p);
+    uint32_t u[4];
+    if (pk_dev_aligned4(p)) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) u[i] = CG ? pk_dev_ldcg4(p + 2 * i) : pk_dev_ldw4(p + 2 * i);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            pk_bf16 lo = CG ? pk_dev_ldcg_bf16(p + 2 * i) : pk_dev_ldw_bf16(p + 2 * i);
+            pk_bf16 hi = CG ? pk_dev_ldcg_bf16(p + 2 * i + 1) : pk_dev_ldw_bf16(p + 2 * i + 1);
+            u[i] = pk_dev_pack2(lo, hi);
+        }
+    }
+    return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
+/* ---- warp reductions (fixed butterfly order: the same bits on every run) ----------------------- */
+
+__device__ __forceinline__ float pk_dev_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(PK_DEV_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float pk_dev_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(PK_DEV_FULL_MASK, v, o));
+    return v;
+}
+
+#endif /* PK_CUDA_ROWS_CUH */

@@ -1,0 +1,917 @@
+/* test_cuda_kernels.cu — every CUDA task kernel (src/kernels/cuda) against its CPU kernel.
+ *
+ * Each device function runs in a one-CTA wrapper kernel (PK_CUDA_THREADS threads, dynamic shared
+ * memory PK_CUDA_SMEM_BYTES) over a sweep of shapes with odd sizes, fused weights, misaligned rows
+ * and tiles with n0 > 0; the CPU kernel (src/kernels/cpu, linked as C objects) computes the
+ * reference. Fresh random inputs per case; outputs poisoned (0xFFFF) on both sides, so every tile
+ * element must be written and everything else (other columns, rows >= n_tok, unused cache slots)
+ * left alone. bf16 results must agree within abs 2e-2 + rel 2e-2 · |ref|; embedding, argmax and
+ * the V cache bit for bit. Each case runs twice on the GPU: the two results must be the same bits.
+ * Prints one line per case, a table per kind, then "cuda_kernels: N passed, N failed".
+ * No GPU: says "skipped" and passes.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.cuh"
+
+#include "../check.h"
+
+#define POISON 0xFFFFu
+#define ATOL 2e-2
+#define RTOL 2e-2
+
+#define CU(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    cudaGetErrorString(e_));                                                  \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+/* ---- one-CTA wrappers ------------------------------------------------------------------------ */
+
+#define WRAP __global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
+#define SMEM extern __shared__ __align__(16) char smem_[]
+
+WRAP k_embedding(const int32_t *tokens, int n_tok, pk_rows w, int col0, int ncols, pk_bf16 *out,
+                 int64_t out_stride) {
+    SMEM;
+    pk_dev_embedding(tokens, n_tok, &w, col0, ncols, out, out_stride, smem_);
+}
+WRAP k_rmsnorm(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *w, int n_tok, int hidden,
+               float eps, pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_rmsnorm(x, x_stride, w, n_tok, hidden, eps, out, out_stride, smem_);
+}
+WRAP k_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, pk_rows w, int n0, int ncols,
+              const pk_bf16 *res, int64_t res_stride, pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_linear(x, x_stride, n_tok, K, &w, n0, ncols, res, res_stride, out, out_stride, smem_);
+}
+WRAP k_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w, float eps,
+                      int n_tok, int K, pk_rows w, int n0, int ncols, pk_bf16 *out,
+                      int64_t out_stride) {
+    SMEM;
+    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, &w, n0, ncols, out, out_stride,
+                          smem_);
+}
+WRAP k_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, pk_rows w, int n0,
+                       int ncols, const pk_bf16 *res, int64_t res_stride, pk_bf16 *out,
+                       int64_t out_stride) {
+    SMEM;
+    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, &w, n0, ncols, res, res_stride, out, out_stride,
+                           smem_);
+}
+WRAP k_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
+                pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem_);
+}
+WRAP k_attention(pk_layer_params p, pk_attn_step s, int kv0, int nkv, const pk_bf16 *qkv,
+                 int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                 const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_attention(&p, &s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+                     out_stride, smem_);
+}
+WRAP k_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0, int nv,
+                      float *val, int32_t *idx, int64_t part_stride) {
+    SMEM;
+    pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val, idx, part_stride, smem_);
+}
+WRAP k_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride, int n_tok,
+                     int nparts, int32_t *out) {
+    SMEM;
+    pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem_);
+}
+__global__ void k_inv_freq(pk_layer_params p, float *out) {
+    for (int i = threadIdx.x; i < p.head_dim / 2; i += blockDim.x) out[i] = pk_dev_rope_inv_freq1(&p, i);
+}
+
+/* Decode-shaped GEMV over the whole chip: CTA b computes output columns [b·tile, +tile). */
+WRAP k_linear_grid(const pk_bf16 *x, int n_tok, int K, pk_rows w, int N, int tile, pk_bf16 *out) {
+    SMEM;
+    int n0 = blockIdx.x * tile, nc = N - n0 < tile ? N - n0 : tile;
+    if (nc > 0) pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+}
+
+/* Every kind behind one switch, as the persistent kernel will hold them: never launched, compiled
+ * so that `-Xptxas -v` reports the registers of the union (the worker kernel's budget). */
+struct all_args {
+    pk_layer_params p;
+    pk_attn_step s;
+    pk_rows w;
+    const pk_bf16 *x, *y;
+    pk_bf16 *o, *kc, *vc;
+    const int32_t *ti;
+    int32_t *io;
+    float *fo;
+    int64_t st;
+    int a, b, c, d;
+};
+WRAP k_all_kinds(int kind, all_args g) {
+    SMEM;
+    switch (kind) {
+    case PK_TASK_EMBEDDING: pk_dev_embedding(g.ti, g.a, &g.w, g.b, g.c, g.o, g.st, smem_); break;
+    case PK_TASK_RMSNORM: pk_dev_rmsnorm(g.x, g.st, g.y, g.a, g.b, 1e-6f, g.o, g.st, smem_); break;
+    case PK_TASK_RMSNORM_LINEAR:
+        pk_dev_rmsnorm_linear(g.x, g.st, g.y, 1e-6f, g.a, g.b, &g.w, g.c, g.d, g.o, g.st, smem_);
+        break;
+    case PK_TASK_LINEAR:
+    case PK_TASK_LINEAR_RESIDUAL:
+        pk_dev_linear(g.x, g.st, g.a, g.b, &g.w, g.c, g.d, g.y, g.st, g.o, g.st, smem_);
+        break;
+    case PK_TASK_SILU_MUL: pk_dev_silu_mul(g.x, g.st, g.a, g.b, g.c, g.d, g.o, g.st, smem_); break;
+    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
+        pk_dev_silu_mul_linear(g.x, g.st, g.a, g.b, &g.w, g.c, g.d, g.y, g.st, g.o, g.st, smem_);
+        break;
+    case PK_TASK_ATTENTION:
+        pk_dev_attention(&g.p, &g.s, g.a, g.b, g.x, g.st, g.kc, g.vc, g.y, g.y, g.o, g.st, smem_);
+        break;
+    case PK_TASK_ARGMAX_PARTIAL:
+        pk_dev_argmax_partial(g.x, g.st, g.a, g.b, g.c, g.fo, g.io, g.st, smem_);
+        break;
+    case PK_TASK_ARGMAX_REDUCE: pk_dev_argmax_reduce(g.fo, g.ti, g.st, g.a, g.b, g.io, smem_); break;
+    default: break;
+    }
+}
+
+#define LAUNCH(kern, ...)                                                                     \
+    do {                                                                                      \
+        kern<<<1, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(__VA_ARGS__);                        \
+        CU(cudaGetLastError());                                                               \
+        CU(cudaDeviceSynchronize());                                                          \
+    } while (0)
+
+static void setup_kernels(void) {
+    const void *ks[] = {(const void *)k_embedding,       (const void *)k_rmsnorm,
+                        (const void *)k_linear,          (const void *)k_rmsnorm_linear,
+                        (const void *)k_silu_mul_linear, (const void *)k_silu_mul,
+                        (const void *)k_attention,       (const void *)k_argmax_partial,
+                        (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
+                        (const void *)k_linear_grid};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                PK_CUDA_SMEM_BYTES));
+}
+
+/* ---- host helpers ---------------------------------------------------------------------------- */
+
+static std::vector<void *> g_dev; /* this case's device buffers */
+
+template <typename T> static T *dalloc(size_t n) {
+    void *p = NULL;
+    CU(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+    g_dev.push_back(p);
+    return (T *)p;
+}
+template <typename T> static T *dup(const std::vector<T> &h) {
+    T *d = dalloc<T>(h.size());
+    CU(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+template <typename T> static void put(T *d, const std::vector<T> &h) {
+    CU(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T> static std::vector<T> get(const T *d, size_t n) {
+    std::vector<T> h(n);
+    CU(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+static void dfree_all(void) {
+    for (void *p : g_dev) CU(cudaFree(p));
+    g_dev.clear();
+}
+static void dpoison(void *d, size_t bytes) { CU(cudaMemset(d, 0xff, bytes)); }
+
+static float bf(pk_bf16 h) { return pk_bf16_to_f32(h); }
+
+/* n random bf16 in [lo, hi). */
+static std::vector<pk_bf16> rand_bf16(size_t n, float lo, float hi, uint64_t *seed) {
+    std::vector<pk_bf16> v(n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = pk_f32_to_bf16(lo + (hi - lo) * 0.5f * (check_rand_f32(seed) + 1.0f));
+    return v;
+}
+
+/* ---- results: one line per case, a table per kind -------------------------------------------- */
+
+typedef struct result {
+    char kind[24], shape[112];
+    long n, bad, unwritten, stray;
+    double max_err, sum_err;
+    int repro; /* 1: the two GPU runs gave the same bits */
+} result;
+
+typedef struct kind_sum {
+    char kind[24];
+    int cases, failed;
+    long n, bad;
+    double max_err, sum_err;
+} kind_sum;
+
+static kind_sum g_sum[32];
+static int g_nsum;
+
+static void res_init(result *r, const char *kind, const char *shape) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "%s", kind);
+    snprintf(r->shape, sizeof r->shape, "%s", shape);
+    r->repro = 1;
+}
+
+/* One value of the tile: tolerance (atol = rtol = 0: bits) against the CPU's. */
+static void res_val(result *r, long t, long j, double got, double want, int bits_equal,
+                    double atol, double rtol) {
+    double err = fabs(got - want);
+    r->n++;
+    if (!isnan(err)) {
+        if (err > r->max_err) r->max_err = err;
+        r->sum_err += err;
+    }
+    int ok = (atol == 0.0 && rtol == 0.0) ? bits_equal : err <= atol + rtol * fabs(want);
+    if (ok) return;
+    if (r->bad++ < 5)
+        fprintf(stderr, "  %s %s: [%ld, %ld] got %.6g want %.6g (err %.3g)\n", r->kind, r->shape,
+                t, j, got, want, err);
+}
+
+/* gpu and cpu are the same poisoned [rows, stride] buffer after each side ran: the tile (rows
+ * < n_tok, columns [c0, c0 + nc)) compared, everything else still poison on the GPU side. */
+static void res_bf16(result *r, const std::vector<pk_bf16> &gpu, const std::vector<pk_bf16> &cpu,
+                     int rows, int64_t stride, int n_tok, int64_t c0, int64_t nc, int exact) {
+    for (int t = 0; t < rows; t++)
+        for (int64_t c = 0; c < stride; c++) {
+            size_t i = (size_t)t * stride + c;
+            int in_tile = t < n_tok && c >= c0 && c < c0 + nc;
+            if (!in_tile) {
+                if (gpu[i] != POISON) r->stray++;
+                continue;
+            }
+            if (gpu[i] == POISON) {
+                r->unwritten++;
+                continue;
+            }
+            res_val(r, t, c - c0, bf(gpu[i]), bf(cpu[i]), gpu[i] == cpu[i], exact ? 0.0 : ATOL,
+                    exact ? 0.0 : RTOL);
+        }
+}
+
+/* A whole KV cache: the CPU's written slots compared, its poison slots still poison. */
+static void res_cache(result *r, const std::vector<pk_bf16> &gpu, const std::vector<pk_bf16> &cpu,
+                      int exact) {
+    for (size_t i = 0; i < cpu.size(); i++) {
+        if (cpu[i] == POISON) {
+            r->stray += gpu[i] != POISON;
+            continue;
+        }
+        if (gpu[i] == POISON) {
+            r->unwritten++;
+            continue;
+        }
+        res_val(r, 0, (long)i, bf(gpu[i]), bf(cpu[i]), gpu[i] == cpu[i], exact ? 0.0 : ATOL,
+                exact ? 0.0 : RTOL);
+    }
+}
+
+static void res_end(result *r) {
+    int ok = r->bad == 0 && r->unwritten == 0 && r->stray == 0 && r->repro && r->n > 0;
+    printf("%-18s %-58s %9ld %9.3g %9.3g %5ld %s%s\n", r->kind, r->shape, r->n, r->max_err,
+           r->n ? r->sum_err / (double)r->n : 0.0, r->bad, ok ? "ok" : "FAIL",
+           r->repro ? "" : " (not reproducible)");
+    CHECK(ok, "%s %s: %ld of %ld mismatch, %ld unwritten, %ld written outside, repro %d", r->kind,
+          r->shape, r->bad, r->n, r->unwritten, r->stray, r->repro);
+    kind_sum *k = NULL;
+    for (int i = 0; i < g_nsum; i++)
+        if (strcmp(g_sum[i].kind, r->kind) == 0) k = &g_sum[i];
+    if (!k) {
+        k = &g_sum[g_nsum++];
+        memset(k, 0, sizeof *k);
+        snprintf(k->kind, sizeof k->kind, "%s", r->kind);
+    }
+    k->cases++;
+    k->failed += !ok;
+    k->n += r->n;
+    k->bad += r->bad;
+    if (r->max_err > k->max_err) k->max_err = r->max_err;
+    k->sum_err += r->sum_err;
+    dfree_all();
+}
+
+/* ---- weights: plain, padded, fused (pk_rows) ------------------------------------------------- */
+
+typedef struct weight {
+    pk_rows h, d; /* host and device views of the same rows */
+    int rows;
+    std::vector<pk_bf16> seg[PK_FUSE_MAX];
+} weight;
+
+/* layout 0: plain, stride K; 1: plain, stride K + 3 (rows start at any 2-byte offset);
+ * 2: fused {7, 4} x groups, stride K, segment 1 starts one element into its buffer;
+ * 3: fused {3, 5, 2} x groups, stride K + 8. At least min_rows rows. */
+static void weight_make(weight *w, int layout, int K, int min_rows, uint64_t *seed) {
+    static const uint32_t two[2] = {7, 4}, three[3] = {3, 5, 2};
+    const uint32_t *segs = NULL;
+    uint32_t nseg = 1, plain_rows = (uint32_t)min_rows;
+    int64_t stride = K, offs[PK_FUSE_MAX] = {0, 0, 0, 0};
+    if (layout == 0 || layout == 1) {
+        segs = &plain_rows;
+        stride = layout == 1 ? K + 3 : K;
+    } else if (layout == 2) {
+        segs = two;
+        nseg = 2;
+        offs[1] = 1;
+    } else {
+        segs = three;
+        nseg = 3;
+        stride = K + 8;
+    }
+    uint32_t group_rows = 0;
+    for (uint32_t i = 0; i < nseg; i++) group_rows += segs[i];
+    uint32_t groups = ((uint32_t)min_rows + group_rows - 1) / group_rows;
+    w->rows = (int)(groups * group_rows);
+    memset(&w->h, 0, sizeof w->h);
+    w->h.nseg = nseg;
+    w->h.row_stride = (uint64_t)stride;
+    w->d = w->h;
+    for (uint32_t i = 0; i < nseg; i++) {
+        size_t n = (size_t)groups * segs[i] * stride + (size_t)offs[i];
+        w->seg[i] = rand_bf16(n, -1.0f, 1.0f, seed);
+        w->h.seg[i] = w->seg[i].data() + offs[i];
+        w->h.seg_rows[i] = w->d.seg_rows[i] = segs[i];
+        w->d.seg[i] = dup(w->seg[i]) + offs[i];
+    }
+}
+
+/* ---- embedding ------------------------------------------------------------------------------- */
+
+static void test_embedding(uint64_t *seed) {
+    static const int Hs[] = {7, 80, 1003, 4096};
+    static const int ntoks[] = {1, 3, 8};
+    int case_i = 0;
+    for (int hi = 0; hi < 4; hi++)
+        for (int ni = 0; ni < 3; ni++, case_i++) {
+            int H = Hs[hi], n_tok = ntoks[ni], layout = case_i % 4, T = n_tok + 2;
+            weight w;
+            weight_make(&w, layout, H, 50, seed);
+            /* tiles: all, an odd offset, the last column */
+            int tiles[3][2] = {{0, H}, {H / 3 + 1, H - H / 3 - 1}, {H - 1, 1}};
+            int c0 = tiles[case_i % 3][0], nc = tiles[case_i % 3][1];
+            std::vector<int32_t> tok(n_tok);
+            for (int t = 0; t < n_tok; t++) tok[t] = (int32_t)(check_rand_u64(seed) % (uint64_t)w.rows);
+            tok[0] = w.rows - 1;
+            int64_t stride = nc + 2 + (case_i & 1) * 6;
+            size_t on = (size_t)T * stride;
+            std::vector<pk_bf16> cpu(on, POISON);
+            pk_cpu_embedding(tok.data(), n_tok, &w.h, c0, nc, cpu.data() + 1, stride);
+            int32_t *dtok = dup(tok);
+            pk_bf16 *dout = dalloc<pk_bf16>(on);
+            std::vector<pk_bf16> g[2];
+            for (int run = 0; run < 2; run++) {
+                dpoison(dout, on * 2);
+                LAUNCH(k_embedding, dtok, n_tok, w.d, c0, nc, dout + 1, stride);
+                g[run] = get(dout, on);
+            }
+            char shape[112];
+            snprintf(shape, sizeof shape, "H %d cols [%d, +%d) n_tok %d layout %d", H, c0, nc,
+                     n_tok, layout);
+            result r;
+            res_init(&r, "embedding", shape);
+            r.repro = g[0] == g[1];
+            res_bf16(&r, g[0], cpu, T, stride, n_tok, 1, nc, 1);
+            res_end(&r);
+        }
+}
+
+/* ---- rmsnorm --------------------------------------------------------------------------------- */
+
+static void test_rmsnorm(uint64_t *seed) {
+    static const int Hs[] = {80, 200, 1003, 1024, 3072};
+    static const int ntoks[] = {1, 3, 8, 11};
+    int case_i = 0;
+    for (int hi = 0; hi < 5; hi++)
+        for (int ni = 0; ni < 4; ni++, case_i++) {
+            int H = Hs[hi], n_tok = ntoks[ni], T = n_tok + 2;
+            int64_t xs = H + (case_i % 2 ? 5 : 0), os = H + (case_i % 3 ? 0 : 3);
+            std::vector<pk_bf16> x = rand_bf16((size_t)T * xs, -2.0f, 2.0f, seed);
+            std::vector<pk_bf16> w = rand_bf16(H, 0.5f, 1.5f, seed);
+            std::vector<pk_bf16> cpu((size_t)T * os, POISON);
+            pk_cpu_rmsnorm(x.data(), xs, w.data(), n_tok, H, 1e-6f, cpu.data(), os);
+            pk_bf16 *dx = dup(x), *dw = dup(w), *dout = dalloc<pk_bf16>(cpu.size());
+            std::vector<pk_bf16> g[2];
+            for (int run = 0; run < 2; run++) {
+                dpoison(dout, cpu.size() * 2);
+                LAUNCH(k_rmsnorm, dx, xs, dw, n_tok, H, 1e-6f, dout, os);
+                g[run] = get(dout, cpu.size());
+            }
+            char shape[112];
+            snprintf(shape, sizeof shape, "H %d n_tok %d x_stride %lld out_stride %lld", H, n_tok,
+                     (long long)xs, (long long)os);
+            result r;
+            res_init(&r, "rmsnorm", shape);
+            r.repro = g[0] == g[1];
+            res_bf16(&r, g[0], cpu, T, os, n_tok, 0, H, 0);
+            res_end(&r);
+        }
+}
+
+/* ---- the linear family ----------------------------------------------------------------------- */
+
+enum { LIN = 0, LIN_RES = 1, NORM_LIN = 2, SILU_LIN_RES = 3, SILU_LIN = 4 };
+static const char *lin_names[] = {"linear", "linear_residual", "rmsnorm_linear",
+                                  "silu_mul_linear_res", "silu_mul_linear"};
+
+static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncols, int x_pad,
+                        uint64_t *seed) {
+    const int T = n_tok + 2;
+    const int xcols = (kind >= SILU_LIN_RES) ? 2 * K : K;
+    const int64_t x_stride = xcols + x_pad, out_stride = ncols + 3, res_stride = ncols + 1;
+    weight w;
+    weight_make(&w, layout, K, n0 + ncols, seed);
+    std::vector<pk_bf16> x = rand_bf16((size_t)T * x_stride, kind >= SILU_LIN_RES ? -3.0f : -1.0f,
+                                       kind >= SILU_LIN_RES ? 3.0f : 1.0f, seed);
+    std::vector<pk_bf16> nw = rand_bf16(K, 0.5f, 1.5f, seed);
+    std::vector<pk_bf16> res = rand_bf16((size_t)T * res_stride, -4.0f, 4.0f, seed);
+    const bool has_res = kind == LIN_RES || kind == SILU_LIN_RES;
+    size_t on = (size_t)T * out_stride;
+    std::vector<pk_bf16> cpu(on, POISON);
+    pk_bf16 *co = cpu.data() + 1; /* the tile starts at column 1 */
+    switch (kind) {
+    case LIN:
+    case LIN_RES:
+        pk_cpu_linear(x.data(), x_stride, n_tok, K, &w.h, n0, ncols, has_res ? res.data() : NULL,
+                      res_stride, co, out_stride);
+        break;
+    case NORM_LIN:
+        pk_cpu_rmsnorm_linear(x.data(), x_stride, nw.data(), 1e-6f, n_tok, K, &w.h, n0, ncols, co,
+                              out_stride);
+        break;
+    default:
+        pk_cpu_silu_mul_linear(x.data(), x_stride, n_tok, K, &w.h, n0, ncols,
+                               has_res ? res.data() : NULL, res_stride, co, out_stride);
+        break;
+    }
+    pk_bf16 *dx = dup(x), *dnw = dup(nw), *dres = has_res ? dup(res) : NULL;
+    pk_bf16 *dout = dalloc<pk_bf16>(on);
+    std::vector<pk_bf16> g[2];
+    for (int run = 0; run < 2; run++) {
+        dpoison(dout, on * 2);
+        pk_bf16 *o = dout + 1;
+        switch (kind) {
+        case LIN:
+        case LIN_RES:
+            LAUNCH(k_linear, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o, out_stride);
+            break;
+        case NORM_LIN:
+            LAUNCH(k_rmsnorm_linear, dx, x_stride, dnw, 1e-6f, n_tok, K, w.d, n0, ncols, o,
+                   out_stride);
+            break;
+        default:
+            LAUNCH(k_silu_mul_linear, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
+                   out_stride);
+            break;
+        }
+        g[run] = get(dout, on);
+    }
+    char shape[112];
+    snprintf(shape, sizeof shape, "K %d n_tok %d cols [%d, +%d) of %d layout %d x_pad %d", K,
+             n_tok, n0, ncols, w.rows, layout, x_pad);
+    result r;
+    res_init(&r, lin_names[kind], shape);
+    r.repro = g[0] == g[1];
+    res_bf16(&r, g[0], cpu, T, out_stride, n_tok, 1, ncols, 0);
+    res_end(&r);
+}
+
+static void test_linear(uint64_t *seed) {
+    static const int Ks[] = {80, 200, 1003, 1024, 3072};
+    static const int ntoks[] = {1, 3, 8};
+    /* tiles (n0, ncols): many rounds, one warp per column group, split-K (S = 4, S = 8) */
+    static const int tiles[4][2] = {{3, 297}, {17, 64}, {101, 5}, {250, 1}};
+    int case_i = 0;
+    for (int kind = 0; kind < 5; kind++)
+        for (int ki = 0; ki < 5; ki++)
+            for (int ni = 0; ni < 3; ni++, case_i++)
+                linear_case(kind, Ks[ki], ntoks[ni], case_i % 4, tiles[(case_i / 4 + ni) % 4][0],
+                            tiles[(case_i / 4 + ni) % 4][1], (case_i % 3 == 1) ? 5 : 0, seed);
+    /* more row blocks than one (8 + 4), NT = 2, and K too large for NT rows of shared memory
+     * (staged in K chunks: silu_mul's down projection at Llama-3-8B's 14336, Qwen3-32B's 25600) */
+    linear_case(LIN_RES, 1024, 12, 3, 9, 40, 0, seed);
+    linear_case(NORM_LIN, 3072, 2, 0, 1, 33, 0, seed);
+    linear_case(NORM_LIN, 4096, 16, 1, 2, 24, 5, seed);
+    linear_case(SILU_LIN_RES, 14336, 8, 0, 5, 40, 0, seed);
+    linear_case(SILU_LIN_RES, 14336, 4, 2, 1, 7, 0, seed);
+    linear_case(SILU_LIN_RES, 25600, 2, 3, 3, 20, 3, seed);
+    linear_case(LIN, 25600, 1, 1, 0, 9, 0, seed);
+}
+
+/* ---- silu_mul -------------------------------------------------------------------------------- */
+
+static void test_silu_mul(uint64_t *seed) {
+    static const int Is[] = {80, 200, 1003, 3072};
+    static const int ntoks[] = {1, 3, 8};
+    int case_i = 0;
+    for (int ii = 0; ii < 4; ii++)
+        for (int ni = 0; ni < 3; ni++, case_i++) {
+            int I = Is[ii], n_tok = ntoks[ni], T = n_tok + 2;
+            int tiles[3][2] = {{0, I}, {I / 4 + 1, I / 2}, {I - 9, 9}};
+            int i0 = tiles[case_i % 3][0], nc = tiles[case_i % 3][1];
+            int64_t xs = 2 * I + (case_i % 2) * 3, os = nc + 1 + (case_i % 3 == 0) * 7;
+            std::vector<pk_bf16> x = rand_bf16((size_t)T * xs, -6.0f, 6.0f, seed);
+            std::vector<pk_bf16> cpu((size_t)T * os, POISON);
+            pk_cpu_silu_mul(x.data(), xs, n_tok, I, i0, nc, cpu.data(), os);
+            pk_bf16 *dx = dup(x), *dout = dalloc<pk_bf16>(cpu.size());
+            std::vector<pk_bf16> g[2];
+            for (int run = 0; run < 2; run++) {
+                dpoison(dout, cpu.size() * 2);
+                LAUNCH(k_silu_mul, dx, xs, n_tok, I, i0, nc, dout, os);
+                g[run] = get(dout, cpu.size());
+            }
+            char shape[112];
+            snprintf(shape, sizeof shape, "I %d cols [%d, +%d) n_tok %d x_stride %lld", I, i0, nc,
+                     n_tok, (long long)xs);
+            result r;
+            res_init(&r, "silu_mul", shape);
+            r.repro = g[0] == g[1];
+            res_bf16(&r, g[0], cpu, T, os, n_tok, 0, nc, 0);
+            res_end(&r);
+        }
+}
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+static pk_layer_params attn_params(int Hq, int Hkv, int D, float theta, int llama3, int qk_norm) {
+    pk_layer_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = PK_TASK_ATTENTION;
+    p.grid = 1;
+    p.num_q_heads = Hq;
+    p.num_kv_heads = Hkv;
+    p.head_dim = D;
+    p.rope_theta = theta;
+    p.rope_scaling = llama3 ? PK_ROPE_SCALING_LLAMA3 : PK_ROPE_SCALING_NONE;
+    p.rope_factor = 8.0f;
+    p.rope_low_freq_factor = 1.0f;
+    p.rope_high_freq_factor = 4.0f;
+    p.rope_original_max_position = 8192;
+    p.qk_norm_eps = 1e-6f;
+    p.has_qk_norm = qk_norm;
+    return p;
+}
+
+/* inv_freq on the device against pk_rope_inv_freq (rel 1e-6; bit mismatches counted). */
+static void test_inv_freq(void) {
+    static const struct { float theta; int D, llama3; } cases[] = {
+        {10000.0f, 64, 0}, {1000000.0f, 128, 0}, {500000.0f, 128, 1}, {500000.0f, 80, 1},
+        {10000.0f, 256, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        pk_layer_params p = attn_params(1, 1, cases[c].D, cases[c].theta, cases[c].llama3, 0);
+        int half = cases[c].D / 2;
+        std::vector<float> cpu(half);
+        pk_rope_inv_freq(&p, cpu.data());
+        float *d = dalloc<float>(half);
+        k_inv_freq<<<1, 128>>>(p, d);
+        CU(cudaGetLastError());
+        CU(cudaDeviceSynchronize());
+        std::vector<float> g = get(d, half);
+        char shape[112];
+        long differ = 0;
+        for (int i = 0; i < half; i++) differ += memcmp(&g[i], &cpu[i], 4) != 0;
+        snprintf(shape, sizeof shape, "theta %g D %d llama3 %d (%ld of %d not bit-equal)",
+                 cases[c].theta, cases[c].D, cases[c].llama3, differ, half);
+        result r;
+        res_init(&r, "rope_inv_freq", shape);
+        for (int i = 0; i < half; i++) res_val(&r, 0, i, g[i], cpu[i], 0, 0.0, 1e-6);
+        res_end(&r);
+    }
+}
+
+typedef struct att_row {
+    int req, pos;
+} att_row;
+
+/* Two requests (A in slot 2, B in slot 0; slot 1 unused) over NSTEP steps:
+ *  0: A prefills 0 .. pa-1 beside B's 0 .. pb-1;  1: B decodes pb beside A's chunk pa .. pa+5;
+ *  2: A and B decode;  3: A alone decodes (one row: the split over warps, SP = 8).
+ * Tasks: KV heads {0} and {1 .. Hkv-1} (kv0 > 0). Pages of `page` slots, shuffled.
+ * With `edges`, step 2 also has a row out of the page table and a row of the unmapped slot 1. */
+static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int pa, int pb, int page,
+                           int edges, uint64_t *seed) {
+    const int NSTEP = 4, MAXREQ = 3;
+    const int lenA = pa + 6 + 2, lenB = pb + 2;
+    const int ppr = (lenA + page - 1) / page + 1;
+    const int npages = MAXREQ * ppr + 3;
+    const int Hq = G * Hkv;
+    const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
+    const int req_slot[2] = {2, 0}, req_len[2] = {lenA, lenB};
+    pk_layer_params p = attn_params(Hq, Hkv, D, llama3 ? 500000.0f : 1000000.0f, llama3, qk_norm);
+
+    std::vector<int32_t> pages(npages), page_table((size_t)MAXREQ * ppr);
+    for (int i = 0; i < npages; i++) pages[i] = i;
+    for (int i = npages - 1; i > 0; i--) {
+        int j = (int)(check_rand_u64(seed) % (uint64_t)(i + 1));
+        int32_t tmp = pages[i];
+        pages[i] = pages[j];
+        pages[j] = tmp;
+    }
+    for (int i = 0; i < MAXREQ * ppr; i++) page_table[i] = pages[i];
+    if (edges)
+        for (int i = 0; i < ppr; i++) page_table[1 * ppr + i] = -1; /* slot 1: unmapped */
+
+    std::vector<pk_bf16> seq[2];
+    for (int r = 0; r < 2; r++)
+        seq[r] = rand_bf16((size_t)req_len[r] * cols, qk_norm ? -1.0f : -3.0f, qk_norm ? 1.0f : 3.0f,
+                           seed);
+    std::vector<pk_bf16> q_norm = rand_bf16(D, 0.5f, 1.5f, seed), k_norm = rand_bf16(D, 0.5f, 1.5f, seed);
+
+    std::vector<att_row> steps[4];
+    for (int i = 0; i < pa; i++) steps[0].push_back({0, i});
+    for (int i = 0; i < pb; i++) steps[0].push_back({1, i});
+    steps[1].push_back({1, pb});
+    for (int i = pa; i < pa + 6; i++) steps[1].push_back({0, i});
+    steps[2].push_back({0, pa + 6});
+    steps[2].push_back({1, pb + 1});
+    if (edges) {
+        steps[2].push_back({2, 0});        /* request slot 1: no pages */
+        steps[2].push_back({3, ppr * page}); /* past the page table */
+    }
+    steps[3].push_back({0, pa + 7});
+    int T = 0;
+    for (int st = 0; st < NSTEP; st++) T = (int)steps[st].size() > T ? (int)steps[st].size() : T;
+    T += 1;
+
+    size_t cache_n = (size_t)npages * page * Hkv * D;
+    std::vector<pk_bf16> kc(cache_n, POISON), vc(cache_n, POISON);
+    pk_bf16 *dkc = dalloc<pk_bf16>(cache_n), *dvc = dalloc<pk_bf16>(cache_n);
+    dpoison(dkc, cache_n * 2);
+    dpoison(dvc, cache_n * 2);
+    int32_t *dpt = dup(page_table);
+    pk_bf16 *dqn = qk_norm ? dup(q_norm) : NULL, *dkn = qk_norm ? dup(k_norm) : NULL;
+    pk_bf16 *dqkv = dalloc<pk_bf16>((size_t)T * cols), *dout = dalloc<pk_bf16>((size_t)T * ocols);
+    int32_t *dpos = dalloc<int32_t>(T), *dreq = dalloc<int32_t>(T);
+
+    char shape[112];
+    snprintf(shape, sizeof shape, "D %d G %d Hkv %d qk_norm %d llama3 %d A %d B %d page %d%s", D,
+             G, Hkv, qk_norm, llama3, lenA, lenB, page, edges ? " edges" : "");
+    result r;
+    res_init(&r, "attention", shape);
+    std::vector<pk_bf16> last_k, last_v;
+    for (int st = 0; st < NSTEP; st++) {
+        const int n_tok = (int)steps[st].size();
+        std::vector<int32_t> token_pos(T), token_req(T);
+        std::vector<pk_bf16> qkv((size_t)T * cols);
+        for (int t = 0; t < T; t++) {
+            att_row row = steps[st][t < n_tok ? t : 0];
+            int src = row.req < 2 ? row.req : 0;
+            token_pos[t] = row.pos;
+            token_req[t] = row.req == 2 ? 1 : row.req == 3 ? req_slot[0] : req_slot[row.req];
+            int spos = row.pos < req_len[src] ? row.pos : 0;
+            memcpy(qkv.data() + t * cols, seq[src].data() + spos * cols, (size_t)cols * 2);
+        }
+        pk_attn_step hs = {n_tok, token_pos.data(), token_req.data(), page_table.data(), ppr, page};
+        std::vector<pk_bf16> cpu((size_t)T * ocols, POISON);
+        const pk_bf16 *qn = qk_norm ? q_norm.data() : NULL, *kn = qk_norm ? k_norm.data() : NULL;
+        pk_cpu_attention(&p, &hs, 0, 1, qkv.data(), cols, kc.data(), vc.data(), qn, kn, cpu.data(),
+                         ocols);
+        pk_cpu_attention(&p, &hs, 1, Hkv - 1, qkv.data(), cols, kc.data(), vc.data(), qn, kn,
+                         cpu.data(), ocols);
+
+        put(dqkv, qkv);
+        put(dpos, token_pos);
+        put(dreq, token_req);
+        pk_attn_step ds = {n_tok, dpos, dreq, dpt, ppr, page};
+        std::vector<pk_bf16> g[2], gk[2], gv[2];
+        for (int run = 0; run < 2; run++) {
+            dpoison(dout, (size_t)T * ocols * 2);
+            LAUNCH(k_attention, p, ds, 0, 1, dqkv, cols, dkc, dvc, dqn, dkn, dout, ocols);
+            LAUNCH(k_attention, p, ds, 1, Hkv - 1, dqkv, cols, dkc, dvc, dqn, dkn, dout, ocols);
+            g[run] = get(dout, (size_t)T * ocols);
+            gk[run] = get(dkc, cache_n);
+            gv[run] = get(dvc, cache_n);
+        }
+        r.repro = r.repro && g[0] == g[1] && gk[0] == gk[1] && gv[0] == gv[1];
+        res_bf16(&r, g[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+        if (st == NSTEP - 1) {
+            last_k = gk[0];
+            last_v = gv[0];
+        }
+    }
+    /* the caches after every step: K to tolerance, V bit for bit, poison where the CPU left it */
+    result rk, rv;
+    res_init(&rk, "attention_kcache", shape);
+    res_init(&rv, "attention_vcache", shape);
+    rk.repro = rv.repro = r.repro;
+    res_cache(&rk, last_k, kc, 0);
+    res_cache(&rv, last_v, vc, 1);
+    res_end(&r);
+    res_end(&rk);
+    res_end(&rv);
+}
+
+static void test_attention(uint64_t *seed) {
+    static const int Ds[] = {64, 128, 80};
+    for (int di = 0; di < 3; di++)
+        for (int G = 2; G <= 3; G++)
+            for (int qk_norm = 0; qk_norm <= 1; qk_norm++)
+                for (int llama3 = 0; llama3 <= 1; llama3++)
+                    attention_case(Ds[di], G, G == 2 ? 3 : 2, qk_norm, llama3, 30, 5, 8,
+                                   (di + G + qk_norm + llama3) % 3 == 0, seed);
+    /* long contexts (several 32-position blocks per warp, the split over warps and its combine),
+     * Qwen3-8B's G 4 D 128, Llama-3-70B's G 8, G 16 (two head chunks), D 256 */
+    attention_case(128, 4, 2, 1, 0, 200, 40, 16, 1, seed);
+    attention_case(128, 8, 2, 0, 1, 300, 3, 16, 0, seed);
+    attention_case(64, 16, 2, 1, 0, 70, 9, 16, 0, seed);
+    attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed);
+}
+
+/* ---- argmax ---------------------------------------------------------------------------------- */
+
+static void test_argmax(uint64_t *seed) {
+    static const int nvs[] = {1, 7, 1000, 1003, 4101};
+    static const int ntoks[] = {1, 3, 8};
+    int case_i = 0;
+    for (int vi = 0; vi < 5; vi++)
+        for (int ni = 0; ni < 3; ni++, case_i++) {
+            int nv = nvs[vi], n_tok = ntoks[ni], T = n_tok + 2, v0 = 1000 * case_i + 3;
+            int64_t stride = nv + (case_i % 2) * 5, ps = 3;
+            std::vector<pk_bf16> lg = rand_bf16((size_t)T * stride, -8.0f, 8.0f, seed);
+            for (int t = 0; t < n_tok; t++) { /* ties: the row's max again, later and earlier */
+                pk_bf16 *row = lg.data() + t * stride;
+                int best = 0;
+                for (int j = 1; j < nv; j++)
+                    if (bf(row[j]) > bf(row[best])) best = j;
+                if (t % 3 == 1) row[nv - 1] = row[best];
+                if (t % 3 == 2 && best > 0) row[best / 2] = row[best];
+                if (t == 0 && case_i % 4 == 3) /* a row of -inf */
+                    for (int j = 0; j < nv; j++) row[j] = 0xff80;
+            }
+            std::vector<float> cv((size_t)T * ps, -1.0f);
+            std::vector<int32_t> ci((size_t)T * ps, -7);
+            pk_cpu_argmax_partial(lg.data(), stride, n_tok, v0, nv, cv.data(), ci.data(), ps);
+            pk_bf16 *dl = dup(lg);
+            float *dv = dalloc<float>(cv.size());
+            int32_t *di = dalloc<int32_t>(ci.size());
+            std::vector<float> gv[2];
+            std::vector<int32_t> gi[2];
+            for (int run = 0; run < 2; run++) {
+                put(dv, std::vector<float>(cv.size(), -1.0f));
+                put(di, std::vector<int32_t>(ci.size(), -7));
+                LAUNCH(k_argmax_partial, dl, stride, n_tok, v0, nv, dv, di, ps);
+                gv[run] = get(dv, cv.size());
+                gi[run] = get(di, ci.size());
+            }
+            char shape[112];
+            snprintf(shape, sizeof shape, "nv %d v0 %d n_tok %d stride %lld", nv, v0, n_tok,
+                     (long long)stride);
+            result r;
+            res_init(&r, "argmax_partial", shape);
+            r.repro = gv[0] == gv[1] && gi[0] == gi[1];
+            for (size_t i = 0; i < cv.size(); i++) {
+                int in = i % ps == 0 && (int)(i / ps) < n_tok;
+                if (!in) {
+                    r.stray += gv[0][i] != -1.0f || gi[0][i] != -7;
+                    continue;
+                }
+                res_val(&r, (long)(i / ps), 0, gi[0][i], ci[i], gi[0][i] == ci[i] &&
+                        memcmp(&gv[0][i], &cv[i], 4) == 0, 0.0, 0.0);
+            }
+            res_end(&r);
+        }
+    static const int nps[] = {1, 5, 132, 300};
+    for (int pi = 0; pi < 4; pi++)
+        for (int ni = 0; ni < 3; ni++) {
+            int np = nps[pi], n_tok = ntoks[ni] + (pi == 3 ? 8 : 0);
+            int64_t ps = np + 2;
+            std::vector<float> v((size_t)n_tok * ps);
+            std::vector<int32_t> ix((size_t)n_tok * ps);
+            for (size_t i = 0; i < v.size(); i++) {
+                v[i] = bf(pk_f32_to_bf16(4.0f * check_rand_f32(seed))); /* bf16 values: ties */
+                ix[i] = (int32_t)(check_rand_u64(seed) % 150000);
+            }
+            std::vector<int32_t> cpu(n_tok + 2, -9);
+            pk_cpu_argmax_reduce(v.data(), ix.data(), ps, n_tok, np, cpu.data());
+            float *dv = dup(v);
+            int32_t *di = dup(ix), *dout = dalloc<int32_t>(n_tok + 2);
+            std::vector<int32_t> g[2];
+            for (int run = 0; run < 2; run++) {
+                put(dout, std::vector<int32_t>(n_tok + 2, -9));
+                LAUNCH(k_argmax_reduce, dv, di, ps, n_tok, np, dout);
+                g[run] = get(dout, n_tok + 2);
+            }
+            char shape[112];
+            snprintf(shape, sizeof shape, "nparts %d n_tok %d", np, n_tok);
+            result r;
+            res_init(&r, "argmax_reduce", shape);
+            r.repro = g[0] == g[1];
+            for (int t = 0; t < n_tok + 2; t++) {
+                if (t >= n_tok) {
+                    r.stray += g[0][t] != -9;
+                    continue;
+                }
+                res_val(&r, t, 0, g[0][t], cpu[t], g[0][t] == cpu[t], 0.0, 0.0);
+            }
+            res_end(&r);
+        }
+}
+
+/* ---- bench: GEMV bandwidth at decode shapes (a lead for the next person, not a test) --------- */
+
+static void bench_linear(int sms) {
+    static const struct { const char *name; int K, N; } shapes[] = {
+        {"qkv 4096->6144", 4096, 6144},
+        {"gate_up 4096->24576", 4096, 24576},
+        {"down 12288->4096", 12288, 4096},
+        {"lm_head 4096->151936", 4096, 151936}};
+    static const int ntoks[] = {1, 4, 8};
+    uint64_t seed = 99;
+    printf("\n%-22s %5s %6s %6s %10s %9s\n", "bench linear", "n_tok", "grid", "tile", "us", "GB/s");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int K = shapes[si].K, N = shapes[si].N;
+        const int NCOPY = 2; /* alternate two weight copies so that L2 cannot hold them */
+        std::vector<pk_bf16> hw((size_t)N * K), pat = rand_bf16(1 << 20, -1.0f, 1.0f, &seed);
+        for (size_t i = 0; i < hw.size(); i++) hw[i] = pat[(i * 7) & ((1 << 20) - 1)];
+        pk_bf16 *dw[NCOPY];
+        for (int c = 0; c < NCOPY; c++) dw[c] = dup(hw);
+        pk_bf16 *dx = dup(rand_bf16((size_t)8 * K, -1.0f, 1.0f, &seed));
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)8 * N);
+        for (int ni = 0; ni < 3; ni++) {
+            int n_tok = ntoks[ni];
+            int tile = (N + sms - 1) / sms, grid = (N + tile - 1) / tile;
+            cudaEvent_t e0, e1;
+            CU(cudaEventCreate(&e0));
+            CU(cudaEventCreate(&e1));
+            const int REPS = 20;
+            for (int it = -3; it < REPS; it++) {
+                if (it == 0) CU(cudaEventRecord(e0));
+                pk_rows w = pk_rows_plain(dw[(it + 3) % NCOPY], (uint32_t)N, (uint64_t)K);
+                k_linear_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(dx, n_tok, K, w, N,
+                                                                             tile, dout);
+                CU(cudaGetLastError());
+            }
+            CU(cudaEventRecord(e1));
+            CU(cudaEventSynchronize(e1));
+            float ms = 0.0f;
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            double us = 1e3 * ms / REPS, gbs = (double)N * K * 2 / (us * 1e-6) / 1e9;
+            printf("%-22s %5d %6d %6d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, us, gbs);
+            CU(cudaEventDestroy(e0));
+            CU(cudaEventDestroy(e1));
+        }
+        dfree_all();
+    }
+}
+
+/* Which groups to run: every group, or those named on the command line (embedding, rmsnorm,
+ * silu_mul, linear, attention, argmax, bench). */
+static int g_argc;
+static char **g_argv;
+static int want(const char *group) {
+    if (g_argc <= 1) return 1;
+    for (int i = 1; i < g_argc; i++)
+        if (strcmp(g_argv[i], group) == 0) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    g_argc = argc;
+    g_argv = argv;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("cuda_kernels: no CUDA device, skipped\n");
+        return check_report("cuda_kernels");
+    }
+    cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, sm_%d%d, %d SMs; PK_CUDA_THREADS %d, PK_CUDA_SMEM_BYTES %d\n", prop.name,
+           prop.major, prop.minor, prop.multiProcessorCount, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES);
+    setup_kernels();
+    uint64_t seed = 0x5eed1234abcdULL;
+    printf("%-18s %-58s %9s %9s %9s %5s\n", "kind", "shape", "n", "max_err", "mean_err", "bad");
+    if (want("embedding")) test_embedding(&seed);
+    if (want("rmsnorm")) test_rmsnorm(&seed);
+    if (want("silu_mul")) test_silu_mul(&seed);
+    if (want("linear")) test_linear(&seed);
+    if (want("attention")) {
+        test_inv_freq();
+        test_attention(&seed);
+    }
+    if (want("argmax")) test_argmax(&seed);
+    if (want("bench")) bench_linear(prop.multiProcessorCount);
+
+    printf("\n%-20s %6s %7s %11s %10s %10s %6s\n", "kind", "cases", "failed", "values",
+           "max_err", "mean_err", "bad");
+    for (int i = 0; i < g_nsum; i++) {
+        kind_sum *k = &g_sum[i];
+        printf("%-20s %6d %7d %11ld %10.3g %10.3g %6ld\n", k->kind, k->cases, k->failed, k->n,
+               k->max_err, k->n ? k->sum_err / (double)k->n : 0.0, k->bad);
+    }
+    return check_report("cuda_kernels");
+}
