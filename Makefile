@@ -18,6 +18,11 @@ endif
 
 LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c src/*/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+# The CUDA backend's device headers, embedded into libpk as strings: kernel.cu is written beside
+# them, so generated code is self-contained and the kernel cache key covers them.
+CUDA_EMBED := include/pk.h src/pk_abi.h src/common/bf16.h src/kernels/cpu/cpu_kernels.h src/runtime/decode_step.h \
+              src/runtime/cuda/gen_api.h $(sort $(wildcard src/kernels/cuda/*.cuh src/runtime/cuda/device/*.cuh))
+LIB_OBJS  += $(BUILD)/gen/cuda_embedded.o
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -32,6 +37,13 @@ $(BUILD)/libpk.a: $(LIB_OBJS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/cuda_embedded.c: $(CUDA_EMBED) scripts/embed_files.sh
+	@mkdir -p $(@D)
+	sh scripts/embed_files.sh $(CUDA_EMBED) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/cuda_embedded.o: $(BUILD)/gen/cuda_embedded.c
+	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

@@ -105,6 +105,7 @@ struct pk_kernel {
     int pages_per_req;
     pk_taskgraph graph;
     int64_t steps_run;
+    pk_runtime *runtime; /* backend state (the CUDA backend's), NULL when none */
 };
 
 /* Records an error on k and returns it; the message is formatted like printf. */

@@ -1,0 +1,473 @@
+/* codegen.c — kernel.cu from the compiled task graph.
+ *
+ * The generated file is meant to be read: a header naming pk's version, the task ABI and the
+ * graph hash, the buffer list, the task / event / schedule / layer tables as global constant
+ * arrays, and one dispatch `case` per layer (a comment names it) that calls the layer kind's
+ * device function with its shapes as literals. A task's tile offset is linear in its index
+ * (build.c's make_view), so the table holds only (layer, index, events). Views are resolved
+ * here: every buffer is a tensor id (a fused tensor is one buffer in fused row order), so weights
+ * are plain one-segment rows on the GPU. Calls go through dispatch.cuh's per-kind call-throughs,
+ * so nvcc compiles each kind's kernel once (its time does not grow with the model's depth).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "runtime/cuda/cuda_internal.h"
+#include "runtime/runtime.h"
+
+/* ---- text buffer ---- */
+
+void pk_sb_append(pk_strbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void pk_sb_printf(pk_strbuf *b, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        pk_sb_append(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    pk_sb_append(b, big, (size_t)n);
+    free(big);
+}
+
+void pk_sb_free(pk_strbuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- embedded headers ---- */
+
+static const pk_embedded_file *find_embedded(const char *path) {
+    for (int i = 0; i < pk_cuda_embedded_count; i++)
+        if (strcmp(pk_cuda_embedded[i].path, path) == 0) return &pk_cuda_embedded[i];
+    return NULL;
+}
+
+int pk_cuda_have_task_kernels(void) {
+    const pk_embedded_file *f = find_embedded("kernels/cuda/cuda_kernels.cuh");
+    if (!f) return 0;
+    /* Every `#include "..."` of it must be embedded too. */
+    for (const char *p = f->text; (p = strstr(p, "#include \"")) != NULL;) {
+        p += strlen("#include \"");
+        const char *q = strchr(p, '"');
+        if (!q || q - p >= 256) return 0;
+        char path[256];
+        memcpy(path, p, (size_t)(q - p));
+        path[q - p] = '\0';
+        if (!find_embedded(path)) return 0;
+        p = q;
+    }
+    return 1;
+}
+
+/* ---- buffers ---- */
+
+int pk_cuda_view_tensor(const pk_kernel *k, const pk_layer *L, int v) {
+    (void)k;
+    if (v < L->ninputs) return L->inputs[v];
+    v -= L->ninputs;
+    return v < L->noutputs ? L->outputs[v] : -1;
+}
+
+pk_status pk_cuda_plan_buffers(pk_kernel *k, pk_cuda_buffers *b) {
+    memset(b, 0, sizeof *b);
+    b->n = k->ntensors;
+    b->bytes = calloc((size_t)b->n, sizeof *b->bytes);
+    b->kind = calloc((size_t)b->n, sizeof *b->kind);
+    if (!b->bytes || !b->kind) {
+        pk_cuda_buffers_free(b);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory planning GPU buffers");
+    }
+    for (int l = 0; l < k->nlayers; l++) {
+        const pk_layer *L = &k->layers[l];
+        for (int v = 0; v < L->ninputs + L->noutputs; v++) {
+            int id = pk_cuda_view_tensor(k, L, v);
+            if (id < 0) continue;
+            const pk_tensor *t = k->tensors[id];
+            int kind = PK_CUDA_BUF_WORK;
+            if (t->storage != PK_STORAGE_OWNED)
+                kind = PK_CUDA_BUF_WEIGHT;
+            else if (L->kind == PK_TASK_ATTENTION && (v == PK_V_ATT_K_CACHE || v == PK_V_ATT_V_CACHE))
+                kind = PK_CUDA_BUF_KV;
+            if (b->kind[id] == PK_CUDA_BUF_NONE || kind == PK_CUDA_BUF_KV) b->kind[id] = (uint8_t)kind;
+        }
+    }
+    const int state[] = {k->t_step_tokens, k->t_step_output, k->t_step_info,
+                         k->t_token_pos,   k->t_token_req,   k->t_page_table};
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
+        if (b->kind[state[i]] == PK_CUDA_BUF_NONE) b->kind[state[i]] = PK_CUDA_BUF_WORK;
+    for (int id = 0; id < b->n; id++) {
+        if (b->kind[id] == PK_CUDA_BUF_NONE) continue;
+        const pk_tensor *t = k->tensors[id];
+        b->bytes[id] = (uint64_t)pk_tensor_numel(t) * pk_dtype_size(t->dtype);
+        if (b->kind[id] == PK_CUDA_BUF_WEIGHT) b->weights += b->bytes[id];
+        else if (b->kind[id] == PK_CUDA_BUF_KV) b->kv += b->bytes[id];
+        else b->work += b->bytes[id];
+    }
+    return PK_OK;
+}
+
+void pk_cuda_buffers_free(pk_cuda_buffers *b) {
+    free(b->bytes);
+    free(b->kind);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- views of one layer ---- */
+
+typedef struct gview {
+    int id;              /* buffer (tensor id), -1: absent */
+    const char *ctype;   /* element type */
+    uint64_t rs;         /* row stride, elements */
+    uint32_t rows, cols; /* tile */
+    uint32_t trows;      /* rows of the whole tensor */
+    int64_t row0, col0;  /* task 0's */
+    int64_t drow0, dcol0; /* per task index */
+} gview;
+
+static const char *ctype_of(pk_dtype d) {
+    switch (d) {
+    case PK_DTYPE_BF16: return "pk_bf16";
+    case PK_DTYPE_FP16: return "uint16_t";
+    case PK_DTYPE_FP32: return "float";
+    case PK_DTYPE_INT32: return "int32_t";
+    case PK_DTYPE_INT64: return "int64_t";
+    }
+    return "char";
+}
+
+static gview layer_view(const pk_kernel *k, const pk_layer *L, int v) {
+    gview g;
+    memset(&g, 0, sizeof g);
+    g.id = pk_cuda_view_tensor(k, L, v);
+    if (g.id < 0) return g;
+    const pk_taskgraph *G = &k->graph;
+    const pk_view *v0 = &G->tasks[L->first_task].views[v];
+    const pk_tensor *t = k->tensors[g.id];
+    g.ctype = ctype_of(t->dtype);
+    g.rs = v0->row_stride;
+    g.rows = v0->rows;
+    g.cols = v0->cols;
+    g.trows = (uint32_t)(t->ndim >= 2 ? t->dims[0] : 1);
+    g.row0 = v0->row0;
+    g.col0 = v0->col0;
+    if (L->grid > 1) {
+        const pk_view *v1 = &G->tasks[L->first_task + 1].views[v];
+        g.drow0 = (int64_t)v1->row0 - g.row0;
+        g.dcol0 = (int64_t)v1->col0 - g.col0;
+    }
+    /* build.c tiles by index: offsets are linear in it, and every tile has the same shape. */
+    for (int i = 0; i < L->grid; i++) {
+        const pk_view *vi = &G->tasks[L->first_task + i].views[v];
+        PK_ASSERT((int64_t)vi->row0 == g.row0 + i * g.drow0 && (int64_t)vi->col0 == g.col0 + i * g.dcol0);
+        PK_ASSERT(vi->rows == g.rows && vi->cols == g.cols && vi->row_stride == g.rs);
+    }
+    return g;
+}
+
+/* "(const T *)B[id]" */
+static const char *base_expr(const gview *g, int is_const, char *buf, size_t len) {
+    if (g->id < 0) {
+        snprintf(buf, len, "nullptr");
+        return buf;
+    }
+    snprintf(buf, len, "(%s%s *)B[%d]", is_const ? "const " : "", g->ctype, g->id);
+    return buf;
+}
+
+/* "(T *)B[id] + off + idx * step" */
+static const char *tile_expr(const gview *g, int is_const, char *buf, size_t len) {
+    int64_t off = g->row0 * (int64_t)g->rs + g->col0, step = g->drow0 * (int64_t)g->rs + g->dcol0;
+    int n = snprintf(buf, len, "((%s%s *)B[%d]", is_const ? "const " : "", g->ctype, g->id);
+    if (off) n += snprintf(buf + n, len - (size_t)n, " + %" PRId64, off);
+    if (step) n += snprintf(buf + n, len - (size_t)n, " + idx * %" PRId64, step);
+    snprintf(buf + n, len - (size_t)n, ")");
+    return buf;
+}
+
+/* "(int)(r0 + idx * d)" for a task's row0 or col0 */
+static const char *index_expr(int64_t first, int64_t step, char *buf, size_t len) {
+    if (step == 0)
+        snprintf(buf, len, "%" PRId64, first);
+    else if (first == 0)
+        snprintf(buf, len, "(int)(idx * %" PRId64 ")", step);
+    else
+        snprintf(buf, len, "(int)(%" PRId64 " + idx * %" PRId64 ")", first, step);
+    return buf;
+}
+
+/* A float literal that nvcc reads back to the same bits. */
+static const char *float_lit(float f, char *buf, size_t len) {
+    if (isnan(f))
+        snprintf(buf, len, "__builtin_nanf(\"\")");
+    else if (isinf(f))
+        snprintf(buf, len, "%s__builtin_huge_valf()", f < 0 ? "-" : "");
+    else
+        snprintf(buf, len, "%af /* %g */", (double)f, (double)f);
+    return buf;
+}
+
+static void emit_rows(pk_strbuf *o, const gview *w) {
+    pk_sb_printf(o, "        const pk_rows w = pk_gen_rows(B[%d], %uu, %" PRIu64 "ull);\n", w->id, w->trows, w->rs);
+}
+
+/* The comment naming a layer: "L3.rmsnorm_linear (grid 4): h0, attn_norm0, wqkv0 → qkv0". */
+static void emit_layer_comment(pk_strbuf *o, const pk_kernel *k, const pk_layer *L) {
+    pk_sb_printf(o, "    case %d: { /* %s (grid %d): ", (int)(L - k->layers), L->name, L->grid);
+    int first = 1;
+    for (int i = 0; i < L->ninputs; i++) {
+        if (L->inputs[i] < 0) continue;
+        const pk_tensor *t = k->tensors[L->inputs[i]];
+        char dims[96];
+        pk_sb_printf(o, "%s%s %s", first ? "" : ", ", t->name, pk_dims_str(t->dims, t->ndim, dims, sizeof dims));
+        first = 0;
+    }
+    pk_sb_printf(o, " -> ");
+    for (int i = 0; i < L->noutputs; i++)
+        pk_sb_printf(o, "%s%s", i ? ", " : "", k->tensors[L->outputs[i]]->name);
+    pk_sb_printf(o, " */\n");
+}
+
+static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
+    const pk_layer *L = &k->layers[l];
+    const pk_layer_params *p = &L->params;
+    gview v[PK_TASK_MAX_VIEWS];
+    for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
+    char a[160], b[160], c[160], d[160], e[64];
+    emit_layer_comment(o, k, L);
+    switch (L->kind) {
+    case PK_TASK_EMBEDDING:
+        emit_rows(o, &v[PK_V_EMB_WEIGHT]);
+        pk_sb_printf(o, "        pk_gen_call_embedding(%s, n_tok, &w, %s, %u, %s, %" PRIu64 ", smem);\n",
+                     base_expr(&v[PK_V_EMB_TOKENS], 1, a, sizeof a),
+                     index_expr(v[PK_V_EMB_WEIGHT].col0, v[PK_V_EMB_WEIGHT].dcol0, b, sizeof b),
+                     v[PK_V_EMB_WEIGHT].cols, tile_expr(&v[PK_V_EMB_OUT], 0, c, sizeof c), v[PK_V_EMB_OUT].rs);
+        break;
+    case PK_TASK_RMSNORM:
+        pk_sb_printf(o,
+                     "        pk_gen_call_rmsnorm(%s, %" PRIu64 ", %s, pk_gen_live_rows(%s, %u, n_tok), %u, %s, %s, %" PRIu64
+                     ", smem);\n",
+                     tile_expr(&v[PK_V_NORM_X], 1, a, sizeof a), v[PK_V_NORM_X].rs,
+                     base_expr(&v[PK_V_NORM_W], 1, b, sizeof b),
+                     index_expr(v[PK_V_NORM_X].row0, v[PK_V_NORM_X].drow0, c, sizeof c), v[PK_V_NORM_X].rows,
+                     v[PK_V_NORM_X].cols, float_lit(p->eps, e, sizeof e), tile_expr(&v[PK_V_NORM_OUT], 0, d, sizeof d),
+                     v[PK_V_NORM_OUT].rs);
+        break;
+    case PK_TASK_RMSNORM_LINEAR:
+        emit_rows(o, &v[PK_V_NL_W]);
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
+                     base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
+                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
+        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
+                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs);
+        break;
+    case PK_TASK_LINEAR:
+        emit_rows(o, &v[PK_V_LIN_W]);
+        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem);\n",
+                     base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
+                     index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
+                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs);
+        break;
+    case PK_TASK_LINEAR_RESIDUAL:
+        emit_rows(o, &v[PK_V_LR_W]);
+        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", base_expr(&v[PK_V_LR_X], 1, a, sizeof a),
+                     v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
+                     v[PK_V_LR_W].rows);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
+                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs);
+        break;
+    case PK_TASK_SILU_MUL:
+        pk_sb_printf(o, "        pk_gen_call_silu_mul(%s, %" PRIu64 ", n_tok, %u, %s, %u, %s, %" PRIu64 ", smem);\n",
+                     base_expr(&v[PK_V_SM_X], 1, a, sizeof a), v[PK_V_SM_X].rs, v[PK_V_SM_X].cols / 2,
+                     index_expr(v[PK_V_SM_OUT].col0, v[PK_V_SM_OUT].dcol0, b, sizeof b), v[PK_V_SM_OUT].cols,
+                     tile_expr(&v[PK_V_SM_OUT], 0, c, sizeof c), v[PK_V_SM_OUT].rs);
+        break;
+    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
+        emit_rows(o, &v[PK_V_SML_W]);
+        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ",
+                     base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
+                     index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
+                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
+        break;
+    case PK_TASK_ATTENTION: {
+        int nkv = p->num_kv_heads / L->grid;
+        pk_sb_printf(o, "        pk_attn_step s;\n        s.n_tok = n_tok;\n");
+        pk_sb_printf(o, "        s.token_pos = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_POS], 1, a, sizeof a));
+        pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
+        pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
+        pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
+        pk_sb_printf(o, "        pk_gen_call_attention(&pk_gen_layers[%d], &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", l, nkv, nkv,
+                     base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
+        pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
+                     base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+                     base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), base_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
+                     v[PK_V_ATT_OUT].rs);
+        break;
+    }
+    case PK_TASK_ARGMAX_PARTIAL:
+        pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, %u, ", tile_expr(&v[PK_V_AMP_LOGITS], 1, a, sizeof a),
+                     v[PK_V_AMP_LOGITS].rs, index_expr(v[PK_V_AMP_LOGITS].col0, v[PK_V_AMP_LOGITS].dcol0, b, sizeof b),
+                     v[PK_V_AMP_LOGITS].cols);
+        pk_sb_printf(o, "%s, %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_AMP_VAL], 0, c, sizeof c),
+                     tile_expr(&v[PK_V_AMP_IDX], 0, d, sizeof d), v[PK_V_AMP_VAL].rs);
+        break;
+    case PK_TASK_ARGMAX_REDUCE:
+        pk_sb_printf(o, "        pk_gen_call_argmax_reduce(%s, %s, %" PRIu64 ", n_tok, %u, %s, smem);\n",
+                     base_expr(&v[PK_V_AMR_VAL], 1, a, sizeof a), base_expr(&v[PK_V_AMR_IDX], 1, b, sizeof b),
+                     v[PK_V_AMR_VAL].rs, v[PK_V_AMR_VAL].cols, base_expr(&v[PK_V_AMR_OUT], 0, c, sizeof c));
+        break;
+    case PK_TASK_BEGIN:
+    case PK_TASK_TERMINATE:
+    case PK_TASK_KIND_COUNT:
+        PK_ASSERT(!"not a compute layer");
+    }
+    pk_sb_printf(o, "        break;\n    }\n");
+}
+
+static const char *buffer_kind_name(int kind) {
+    switch (kind) {
+    case PK_CUDA_BUF_WEIGHT: return "weight";
+    case PK_CUDA_BUF_KV: return "KV cache";
+    case PK_CUDA_BUF_WORK: return "workspace";
+    }
+    return "host only";
+}
+
+pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
+    const pk_taskgraph *g = &k->graph;
+    pk_cuda_buffers bufs;
+    pk_status st = pk_cuda_plan_buffers(k, &bufs);
+    if (st != PK_OK) return st;
+    char e[64];
+
+    pk_sb_printf(o,
+                 "/* kernel.cu — generated by pk %s (task ABI %d, generator API %d) for task graph %016" PRIx64 ".\n"
+                 " * Do not edit: pk writes it from the task graph (task_graph.json lists the same tables).\n"
+                 " *\n"
+                 " * %d layers, %d tasks, %d events; %d workers (static schedule below), %d scheduler queues;\n"
+                 " * T = %d tokens per step, %d requests, max_seq_length %d, KV pages %d x %d tokens.\n"
+                 " * Task kernels: %s.\n"
+                 " *\n"
+                 " * Buffers: one per tensor id on the GPU (weights uploaded once; a fused tensor as one buffer in\n"
+                 " * fused row order), B[id] in the dispatch below:\n",
+                 PK_VERSION_STRING, PK_ABI_VERSION, 1, g->hash, g->nlayers, g->ntasks, g->nevents, g->nworkers,
+                 k->cfg.num_local_schedulers, k->cfg.max_tokens_per_step, k->cfg.max_requests, k->cfg.max_seq_length,
+                 k->cfg.num_pages, k->cfg.page_size,
+                 fallback ? "the runtime's placeholder kernels (runtime/cuda/device/fallback_kernels.cuh)"
+                          : "src/kernels/cuda (kernels/cuda/cuda_kernels.cuh)");
+    for (int id = 0; id < k->ntensors; id++) {
+        const pk_tensor *t = k->tensors[id];
+        char dims[96];
+        pk_sb_printf(o, " *   %3d %-28s %-16s %-5s %s\n", id, t->name, pk_dims_str(t->dims, t->ndim, dims, sizeof dims),
+                     pk_dtype_name(t->dtype), buffer_kind_name(bufs.kind[id]));
+    }
+    pk_sb_printf(o, " */\n\n");
+    pk_sb_printf(o, "#define PK_GEN_PK_VERSION \"%s\"\n", PK_VERSION_STRING);
+    pk_sb_printf(o, "#define PK_GEN_GRAPH_HASH 0x%016" PRIx64 "ull\n", g->hash);
+    pk_sb_printf(o, "#define PK_GEN_NUM_TASKS %du\n#define PK_GEN_NUM_EVENTS %du\n#define PK_GEN_NUM_LAYERS %du\n",
+                 g->ntasks, g->nevents, g->nlayers);
+    pk_sb_printf(o, "#define PK_GEN_NUM_BUFFERS %du\n#define PK_GEN_NUM_WORKERS %du\n", k->ntensors, g->nworkers);
+    pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
+    pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
+    pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
+    if (fallback)
+        pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");
+    else
+        pk_sb_printf(o, "#include \"kernels/cuda/cuda_kernels.cuh\"\n#include \"kernels/cpu/cpu_kernels.h\"\n");
+    pk_sb_printf(o, "#include \"runtime/cuda/device/dispatch.cuh\"\n\n");
+
+    /* tables */
+    pk_sb_printf(o, "/* Tasks: {layer, index in the layer's grid, event waited on, event signalled}. */\n");
+    pk_sb_printf(o, "__device__ const pk_gen_task pk_gen_tasks[%d] = {\n", g->ntasks);
+    for (int t = 0; t < g->ntasks; t++) {
+        const pk_task *task = &g->tasks[t];
+        if (t == 0)
+            pk_sb_printf(o, "    {0xffffffffu, 0, 0xffffffffu, %uu}, /* 0 begin */\n", task->trig_event);
+        else
+            pk_sb_printf(o, "    {%u, %u, %u, %u}, /* %d %s.%u */\n", task->layer, task->index, task->dep_event,
+                         task->trig_event, t, k->layers[task->layer].name, task->index);
+    }
+    pk_sb_printf(o, "};\n\n/* Events: {kind (0 begin, 1 normal, 2 end of graph), triggers per step, consumer tasks [first, last)}. */\n");
+    pk_sb_printf(o, "__device__ const pk_event pk_gen_events[%d] = {\n", g->nevents);
+    for (int ev = 0; ev < g->nevents; ev++) {
+        const pk_event *x = &g->events[ev];
+        pk_sb_printf(o, "    {%u, %u, %u, %u}, /* %d */\n", x->kind, x->num_triggers, x->first_task, x->last_task, ev);
+    }
+    pk_sb_printf(o, "};\n\n/* Static schedule: worker w runs pk_gen_sched_tasks[pk_gen_sched_offset[w] .. [w + 1]) each step. */\n");
+    pk_sb_printf(o, "__device__ const uint32_t pk_gen_sched_offset[%d] = {", g->nworkers + 1);
+    for (int w = 0; w <= g->nworkers; w++) pk_sb_printf(o, "%s%u", w ? ", " : "", g->sched_offset[w]);
+    pk_sb_printf(o, "};\n__device__ const uint32_t pk_gen_sched_tasks[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
+    for (int i = 0; i < g->ntasks - 1; i++)
+        pk_sb_printf(o, "%s%s%u", i ? "," : "", i % 16 == 0 ? "\n    " : " ", g->sched_tasks[i]);
+    if (g->ntasks <= 1) pk_sb_printf(o, "0");
+    pk_sb_printf(o, "\n};\n\n");
+    pk_sb_printf(o, "/* Layer parameters: {kind, grid, eps, Hq, Hkv, D, rope_theta, rope_scaling, rope_factor, low_freq,\n"
+                    " * high_freq, original_max_position, qk_norm_eps, has_qk_norm}. */\n");
+    pk_sb_printf(o, "__device__ const pk_layer_params pk_gen_layers[%d] = {\n", g->nlayers);
+    for (int l = 0; l < g->nlayers; l++) {
+        const pk_layer_params *p = &g->layer_params[l];
+        char f1[64], f2[64], f3[64], f4[64], f5[64], f6[64];
+        pk_sb_printf(o, "    {%u, %u, %s, %d, %d, %d, %s, %d, %s, %s, %s, %d, %s, %d}, /* %s */\n", p->kind, p->grid,
+                     float_lit(p->eps, f1, sizeof f1), p->num_q_heads, p->num_kv_heads, p->head_dim,
+                     float_lit(p->rope_theta, f2, sizeof f2), p->rope_scaling, float_lit(p->rope_factor, f3, sizeof f3),
+                     float_lit(p->rope_low_freq_factor, f4, sizeof f4), float_lit(p->rope_high_freq_factor, f5, sizeof f5),
+                     p->rope_original_max_position, float_lit(p->qk_norm_eps, f6, sizeof f6), p->has_qk_norm,
+                     k->layers[l].name);
+    }
+    pk_sb_printf(o, "};\n\n");
+    (void)e;
+
+    /* dispatch */
+    pk_sb_printf(o,
+                 "/* Runs task t on the calling CTA (every thread calls it). Shapes are literals; a task's tile is its\n"
+                 " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step. */\n"
+                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, char *smem) {\n"
+                 "    void *const *B = S->buf;\n"
+                 "    const pk_gen_task task = pk_gen_tasks[t];\n"
+                 "    const int64_t idx = task.index;\n"
+                 "    const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n"
+                 "    (void)idx;\n"
+                 "    switch (task.layer) {\n",
+                 k->t_step_info);
+    for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i]);
+    pk_sb_printf(o, "    default:\n        break;\n    }\n}\n\n");
+    pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
+    pk_cuda_buffers_free(&bufs);
+    if (o->oom) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");
+    return PK_OK;
+}

@@ -1,0 +1,87 @@
+/* dispatch.cuh — what generated dispatch code (kernel.cu's pk_gen_run_task) builds its calls
+ * from: the compact task table entry, weight row accessors, row clipping, and one call-through
+ * per task kind. Views are resolved at code-generation time: on the GPU every weight is one
+ * buffer in the layout the kernels read (a fused tensor's rows already interleaved), so a weight
+ * is a plain one-segment pk_rows.
+ *
+ * The call-throughs are __noinline__: each kind's kernel is compiled once, however many layers
+ * call it, so nvcc's time grows with the task kinds, not the model's depth (inlining every
+ * layer's call took minutes for a 12-layer graph). The layer's shapes stay literals at the call.
+ */
+#ifndef PK_CUDA_DISPATCH_CUH
+#define PK_CUDA_DISPATCH_CUH
+
+#include <stdint.h>
+
+/* A task as the device sees it: kind and shapes come from its layer's case in the dispatch. */
+typedef struct pk_gen_task {
+    uint32_t layer;      /* index into pk_gen_layers; 0xffffffff for the BEGIN task */
+    uint32_t index;      /* position in the layer's grid */
+    uint32_t dep_event;  /* waited on (PK_NO_EVENT: none) */
+    uint32_t trig_event; /* signalled when done */
+} pk_gen_task;
+
+/* A plain weight of `rows` rows of `stride` elements at base. */
+__device__ __forceinline__ pk_rows pk_gen_rows(const void *base, uint32_t rows, uint64_t stride) {
+    pk_rows w;
+    for (int i = 0; i < PK_FUSE_MAX; i++) {
+        w.seg[i] = (const pk_bf16 *)base;
+        w.seg_rows[i] = 0;
+    }
+    w.seg_rows[0] = rows;
+    w.nseg = 1;
+    w.row_stride = stride;
+    return w;
+}
+
+/* Rows [row0, row0 + rows) of a tile that hold tokens this step (n_tok of them). */
+__device__ __forceinline__ int pk_gen_live_rows(int row0, int rows, int n_tok) {
+    int end = row0 + rows < n_tok ? row0 + rows : n_tok;
+    return end > row0 ? end - row0 : 0;
+}
+
+__device__ __noinline__ void pk_gen_call_embedding(const int32_t *tokens, int n_tok, const pk_rows *w, int col0,
+                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_embedding(tokens, n_tok, w, col0, ncols, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_rmsnorm(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *w, int n_tok,
+                                                int hidden, float eps, pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_rmsnorm(x, x_stride, w, n_tok, hidden, eps, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
+                                               int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
+                                               pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
+                                                       float eps, int n_tok, int K, const pk_rows *w, int n0,
+                                                       int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+                                                        const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
+                                                        int64_t res_stride, pk_bf16 *out, int64_t out_stride,
+                                                        char *smem) {
+    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0,
+                                                 int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv,
+                                                  const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                                                  pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                                                  pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_dev_attention(p, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
+                                                       int nv, float *val, int32_t *idx, int64_t part_stride,
+                                                       char *smem) {
+    pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val, idx, part_stride, smem);
+}
+__device__ __noinline__ void pk_gen_call_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride,
+                                                      int n_tok, int nparts, int32_t *out, char *smem) {
+    pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem);
+}
+
+#endif /* PK_CUDA_DISPATCH_CUH */

@@ -1,0 +1,576 @@
+/* runtime.cuh — the persistent kernel and the entry points of a generated kernel.so.
+ *
+ * Included at the end of kernel.cu, after the generated tables (pk_gen_tasks, pk_gen_events,
+ * pk_gen_sched_*, pk_gen_layers), the PK_GEN_* constants and pk_gen_run_task.
+ *
+ * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
+ * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
+ * waits): launched cooperatively, after an occupancy check that names the numbers.
+ *   static:  worker w walks pk_gen_sched_tasks of w every step: wait (dep event ≥ triggers ·
+ *            step), run, __syncthreads, thread 0 adds 1 to the trigger event. The add that
+ *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
+ *            to BEGIN, which starts the next step or, with `terminate` set, ends the kernel.
+ *   dynamic: as the CPU runtime: the add that completes an event pushes it to scheduler queue
+ *            e % S; scheduler warps (lane 0) push the event's tasks to the workers' queues
+ *            round-robin; the END_OF_GRAPH scheduler runs prepare_next_step.
+ * Tokens stream out through mapped host memory: prepare_next_step appends to step->emitted
+ * (mapped) and publishes the count after __threadfence_system(); the host polls it.
+ */
+#ifndef PK_CUDA_RUNTIME_CUH
+#define PK_CUDA_RUNTIME_CUH
+
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef PK_DEBUG_STALL_TASK
+#define PK_DEBUG_STALL_TASK 0xffffffffu /* tests of the debug build: this task waits forever */
+#endif
+
+/* ================================ device ================================ */
+
+/* prepare_next_step: returns 1 if another step was planned. One thread. */
+__device__ int pk_prepare_next_step(const pk_dev_state *S) {
+    pk_step_state *s = S->step;
+    pk_step_finish(s);
+    __threadfence_system(); /* the emitted tokens (mapped memory) before their count */
+    *S->host_nemitted = s->nemitted;
+    return pk_step_plan(s);
+}
+
+/* The first step, before any task runs. One thread. */
+__device__ int pk_first_step(const pk_dev_state *S) {
+    pk_step_reset(S->step);
+    return pk_step_plan(S->step);
+}
+
+__device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint32_t t, pk_u64 step, pk_u64 t0) {
+    pk_u64 n = S->trace_n[w]; /* only this worker's thread 0 writes it */
+    if (n < S->trace_cap) {
+        pk_gen_trace_rec *r = &S->trace[(pk_u64)w * S->trace_cap + n];
+        r->task = t;
+        r->step = (uint32_t)step;
+        r->start_ns = t0;
+        r->end_ns = pk_globaltimer();
+    }
+    S->trace_n[w] = n + 1;
+}
+
+__device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
+    __shared__ int sh_stop;
+    const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
+    const bool tracing = S->trace != nullptr;
+    const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
+    for (pk_u64 step = 1;; step++) {
+        pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
+        if (threadIdx.x == 0) sh_stop = pk_ld_volatile_int(S->terminate);
+        __syncthreads();
+        if (sh_stop) break;
+        for (uint32_t i = lo; i < hi; i++) {
+            const uint32_t t = pk_gen_sched_tasks[i];
+            const pk_gen_task task = pk_gen_tasks[t];
+            pk_u64 need = (pk_u64)pk_gen_events[task.dep_event].num_triggers * step;
+            if (t == PK_DEBUG_STALL_TASK) need++;
+            pk_wait_event(S, task.dep_event, need, t);
+            pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
+            pk_gen_run_task(S, t, smem);
+            __syncthreads(); /* the task's writes are issued by every thread */
+            if (threadIdx.x == 0) {
+                if (tracing) pk_trace(S, w, t, step, t0);
+                pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
+                if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
+                    if (!pk_prepare_next_step(S)) *(volatile int *)S->terminate = 1;
+                    pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                }
+            }
+        }
+    }
+}
+
+__device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem) {
+    __shared__ uint32_t sh_task;
+    __shared__ pk_u64 sh_step;
+    const bool tracing = S->trace != nullptr;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            sh_task = pk_ring_pop(S, &S->worker_q[w]);
+            sh_step = *(volatile pk_u64 *)S->cur_step;
+        }
+        __syncthreads();
+        const uint32_t t = sh_task;
+        if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
+        pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
+        pk_gen_run_task(S, t, smem);
+        __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
+        if (threadIdx.x == 0) {
+            if (tracing) pk_trace(S, w, t, sh_step, t0);
+            const uint32_t e = pk_gen_tasks[t].trig_event;
+            pk_u64 old = pk_atom_add_acq_rel(&S->counters[e], 1);
+            if ((old + 1) % pk_gen_events[e].num_triggers == 0) pk_ring_push(S, &S->sched_q[e % S->S], e);
+        }
+    }
+}
+
+/* Pushes the event's tasks to the workers round-robin; rr is the scheduler's own cursor. */
+__device__ void pk_dispatch_event(const pk_dev_state *S, uint32_t e, uint32_t *rr) {
+    const pk_event ev = pk_gen_events[e];
+    for (uint32_t t = ev.first_task; t < ev.last_task; t++) {
+        pk_ring_push(S, &S->worker_q[*rr % S->W], t);
+        (*rr)++;
+    }
+}
+
+/* No step left: every worker gets TERMINATE, every scheduler queue EXIT. */
+__device__ void pk_terminate_all(const pk_dev_state *S) {
+    for (uint32_t w = 0; w < S->W; w++) pk_ring_push(S, &S->worker_q[w], PK_GEN_NUM_TASKS);
+    for (uint32_t q = 0; q < S->S; q++) pk_ring_push(S, &S->sched_q[q], PK_GEN_NUM_EVENTS);
+}
+
+/* Scheduler warp j (lane 0) serves queues j, j + nwarps, ... < S. */
+__device__ void pk_scheduler(const pk_dev_state *S) {
+    const uint32_t warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if ((threadIdx.x & 31) != 0 || warp >= S->S) return;
+    uint32_t rr = warp;
+    if (warp == 0) {
+        if (!pk_first_step(S)) {
+            pk_terminate_all(S);
+            return;
+        }
+        *(volatile pk_u64 *)S->cur_step = 1;
+        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+        pk_dispatch_event(S, PK_GEN_BEGIN_EVENT, &rr);
+    }
+    for (;;) {
+        for (uint32_t q = warp; q < S->S; q += nwarps) {
+            uint32_t e;
+            if (!pk_ring_try_pop(&S->sched_q[q], &e)) continue;
+            if (e >= PK_GEN_NUM_EVENTS) return; /* EXIT */
+            if (e == PK_GEN_END_EVENT) {
+                if (!pk_prepare_next_step(S)) {
+                    pk_terminate_all(S);
+                    return;
+                }
+                *(volatile pk_u64 *)S->cur_step = *(volatile pk_u64 *)S->cur_step + 1;
+                pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                e = PK_GEN_BEGIN_EVENT;
+            }
+            pk_dispatch_event(S, e, &rr);
+        }
+        __nanosleep(32);
+    }
+}
+
+/* At most 2 CTAs per SM: 128 registers per thread, so dynamic mode's extra CTA fits beside one
+ * worker per SM. */
+extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel(const pk_dev_state *S, int dynamic) {
+    extern __shared__ __align__(16) char pk_smem[];
+    if (blockIdx.x >= S->W) {
+        pk_scheduler(S);
+        return;
+    }
+    if (dynamic) {
+        pk_dynamic_worker(S, blockIdx.x, pk_smem);
+        return;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (!pk_first_step(S)) *(volatile int *)S->terminate = 1;
+        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+    }
+    pk_static_worker(S, blockIdx.x, pk_smem);
+}
+
+/* ================================ host ================================ */
+
+static const pk_gen_info pk_gen_info_v = {
+    PK_ABI_VERSION, PK_GEN_API_VERSION, PK_GEN_GRAPH_HASH, PK_GEN_NUM_TASKS, PK_GEN_NUM_EVENTS, PK_GEN_NUM_LAYERS,
+    PK_GEN_NUM_BUFFERS, PK_GEN_NUM_WORKERS, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES, PK_GEN_FALLBACK_KERNELS,
+    PK_GEN_PK_VERSION,
+};
+
+typedef struct pk_gen_ctx {
+    pk_gen_config cfg;
+    cudaStream_t stream;
+    void **buf;            /* [num_buffers] device pointers (host copy) */
+    void **d_buf;          /* the same table in device memory */
+    pk_dev_state hs;       /* host copy of the device state */
+    pk_dev_state *d_state;
+    pk_step_state *d_step;
+    pk_u64 *ring_mem;      /* every ring's seq, tail, head (pk_u64) */
+    uint32_t *ring_val;
+    size_t ring_words, ring_vals;
+    volatile uint32_t *h_nemitted; /* mapped */
+    pk_gen_debug *h_debug;         /* mapped */
+    void *staging[2];
+    cudaEvent_t staged[2];
+    int next_staging;
+    int broken; /* a kernel fault left the CUDA context unusable */
+} pk_gen_ctx;
+
+static int pk_gen_fail(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define PK_CU(call)                                                                                      \
+    do {                                                                                                 \
+        cudaError_t e_ = (call);                                                                         \
+        if (e_ != cudaSuccess)                                                                           \
+            return pk_gen_fail(err, err_len, "CUDA error in %s: %s (%s)", #call, cudaGetErrorString(e_), \
+                               cudaGetErrorName(e_));                                                    \
+    } while (0)
+
+static pk_u64 pk_pow2_at_least(pk_u64 n) {
+    pk_u64 c = 64;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+extern "C" const pk_gen_info *pk_gen_get_info(void) { return &pk_gen_info_v; }
+
+extern "C" void pk_gen_destroy(void *vctx);
+
+static int pk_gen_create_inner(pk_gen_ctx *c, const pk_gen_config *cfg, char *err, size_t err_len) {
+    c->cfg = *cfg;
+    if (cfg->num_buffers != PK_GEN_NUM_BUFFERS || cfg->num_workers != PK_GEN_NUM_WORKERS)
+        return pk_gen_fail(err, err_len, "kernel.so was generated for %u buffers and %u workers, not %u and %u",
+                           PK_GEN_NUM_BUFFERS, PK_GEN_NUM_WORKERS, cfg->num_buffers, cfg->num_workers);
+    PK_CU(cudaSetDevice(cfg->device));
+    PK_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    c->buf = (void **)calloc(PK_GEN_NUM_BUFFERS, sizeof(void *));
+    if (!c->buf) return pk_gen_fail(err, err_len, "out of host memory");
+    for (uint32_t i = 0; i < PK_GEN_NUM_BUFFERS; i++) {
+        if (!cfg->buffer_bytes[i]) continue;
+        PK_CU(cudaMalloc(&c->buf[i], cfg->buffer_bytes[i]));
+        PK_CU(cudaMemsetAsync(c->buf[i], 0, cfg->buffer_bytes[i], c->stream));
+    }
+    PK_CU(cudaMalloc((void **)&c->d_buf, PK_GEN_NUM_BUFFERS * sizeof(void *)));
+    PK_CU(cudaMemcpy(c->d_buf, c->buf, PK_GEN_NUM_BUFFERS * sizeof(void *), cudaMemcpyHostToDevice));
+
+    pk_dev_state *h = &c->hs;
+    memset(h, 0, sizeof *h);
+    h->buf = c->d_buf;
+    h->W = cfg->num_workers;
+    h->S = cfg->num_schedulers;
+    PK_CU(cudaMalloc((void **)&h->counters, PK_GEN_NUM_EVENTS * sizeof(pk_u64)));
+    PK_CU(cudaMalloc((void **)&h->terminate, sizeof(int)));
+    PK_CU(cudaMalloc((void **)&h->cur_step, sizeof(pk_u64)));
+    PK_CU(cudaMalloc((void **)&c->d_step, sizeof(pk_step_state)));
+    h->step = c->d_step;
+    /* rings: W worker queues of ≥ tasks + 2 slots, S scheduler queues of ≥ events + 2 */
+    pk_u64 wcap = pk_pow2_at_least(PK_GEN_NUM_TASKS + 2), scap = pk_pow2_at_least(PK_GEN_NUM_EVENTS + 2);
+    uint32_t W = h->W, S = h->S;
+    c->ring_vals = (size_t)(W * wcap + S * scap);
+    c->ring_words = c->ring_vals + 2 * (size_t)(W + S);
+    PK_CU(cudaMalloc((void **)&c->ring_mem, c->ring_words * sizeof(pk_u64)));
+    PK_CU(cudaMalloc((void **)&c->ring_val, c->ring_vals * sizeof(uint32_t)));
+    pk_dev_ring *rings = (pk_dev_ring *)calloc(W + S, sizeof(pk_dev_ring));
+    if (!rings) return pk_gen_fail(err, err_len, "out of host memory");
+    pk_u64 *seq = c->ring_mem, *ends = c->ring_mem + c->ring_vals;
+    uint32_t *val = c->ring_val;
+    for (uint32_t i = 0; i < W + S; i++) {
+        pk_u64 cap = i < W ? wcap : scap;
+        rings[i].seq = seq;
+        rings[i].val = val;
+        rings[i].mask = cap - 1;
+        rings[i].tail = ends + 2 * i;
+        rings[i].head = ends + 2 * i + 1;
+        seq += cap;
+        val += cap;
+    }
+    cudaError_t e1 = cudaMalloc((void **)&h->worker_q, (W + S) * sizeof(pk_dev_ring));
+    if (e1 == cudaSuccess)
+        e1 = cudaMemcpy(h->worker_q, rings, (W + S) * sizeof(pk_dev_ring), cudaMemcpyHostToDevice);
+    free(rings);
+    PK_CU(e1);
+    h->sched_q = h->worker_q + W;
+    /* mapped host memory: the token count and the debug report */
+    void *p;
+    PK_CU(cudaHostAlloc(&p, sizeof(uint32_t), cudaHostAllocMapped));
+    c->h_nemitted = (volatile uint32_t *)p;
+    PK_CU(cudaHostGetDevicePointer((void **)&h->host_nemitted, p, 0));
+    PK_CU(cudaHostAlloc(&p, sizeof(pk_gen_debug), cudaHostAllocMapped));
+    c->h_debug = (pk_gen_debug *)p;
+    memset(p, 0, sizeof(pk_gen_debug));
+    PK_CU(cudaHostGetDevicePointer((void **)&h->debug, p, 0));
+    PK_CU(cudaMalloc((void **)&c->d_state, sizeof(pk_dev_state)));
+    /* pinned staging for uploads, double-buffered */
+    for (int i = 0; i < 2; i++) {
+        PK_CU(cudaHostAlloc(&c->staging[i], cfg->staging_bytes, cudaHostAllocDefault));
+        PK_CU(cudaEventCreateWithFlags(&c->staged[i], cudaEventDisableTiming));
+        PK_CU(cudaEventRecord(c->staged[i], c->stream));
+    }
+    PK_CU(cudaStreamSynchronize(c->stream));
+    return 0;
+}
+
+extern "C" void *pk_gen_create(const pk_gen_config *cfg, char *err, size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)calloc(1, sizeof(pk_gen_ctx));
+    if (!c) {
+        pk_gen_fail(err, err_len, "out of host memory");
+        return NULL;
+    }
+    if (pk_gen_create_inner(c, cfg, err, err_len) != 0) {
+        pk_gen_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Copies bytes from host memory (maybe memory-mapped files) into buffer `buffer` at offset,
+ * through the two pinned staging buffers: while one is copied to the GPU the other is filled. */
+extern "C" int pk_gen_upload(void *vctx, uint32_t buffer, uint64_t offset, const void *src, uint64_t bytes, char *err,
+                             size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    if (buffer >= PK_GEN_NUM_BUFFERS || !c->buf[buffer] || offset + bytes > c->cfg.buffer_bytes[buffer])
+        return pk_gen_fail(err, err_len, "upload of %llu bytes at %llu outside buffer %u", (unsigned long long)bytes,
+                           (unsigned long long)offset, buffer);
+    const char *s = (const char *)src;
+    while (bytes) {
+        uint64_t n = bytes < c->cfg.staging_bytes ? bytes : c->cfg.staging_bytes;
+        int i = c->next_staging;
+        PK_CU(cudaEventSynchronize(c->staged[i])); /* its previous copy is done */
+        memcpy(c->staging[i], s, n);
+        PK_CU(cudaMemcpyAsync((char *)c->buf[buffer] + offset, c->staging[i], n, cudaMemcpyHostToDevice, c->stream));
+        PK_CU(cudaEventRecord(c->staged[i], c->stream));
+        c->next_staging = i ^ 1;
+        s += n;
+        offset += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+extern "C" int pk_gen_upload_wait(void *vctx, char *err, size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    PK_CU(cudaStreamSynchronize(c->stream));
+    return 0;
+}
+
+extern "C" int pk_gen_read(void *vctx, uint32_t buffer, uint64_t offset, void *dst, uint64_t bytes, char *err,
+                           size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    if (c->broken) return pk_gen_fail(err, err_len, "the CUDA context failed in an earlier run");
+    if (buffer >= PK_GEN_NUM_BUFFERS || !c->buf[buffer] || offset + bytes > c->cfg.buffer_bytes[buffer])
+        return pk_gen_fail(err, err_len, "read of %llu bytes at %llu outside buffer %u", (unsigned long long)bytes,
+                           (unsigned long long)offset, buffer);
+    PK_CU(cudaMemcpyAsync(dst, (const char *)c->buf[buffer] + offset, bytes, cudaMemcpyDeviceToHost, c->stream));
+    PK_CU(cudaStreamSynchronize(c->stream));
+    return 0;
+}
+
+/* Per-run device memory, freed by pk_gen_run_free. */
+typedef struct pk_gen_run_mem {
+    pk_step_req *d_reqs;
+    int32_t *d_prompts;
+    int32_t *d_tokens;
+    pk_slot *d_slots;
+    int32_t *d_free_pages;
+    pk_step_token *h_emitted; /* mapped */
+    pk_gen_trace_rec *d_trace;
+    pk_u64 *d_trace_n;
+} pk_gen_run_mem;
+
+static void pk_gen_run_free(pk_gen_run_mem *m) {
+    cudaFree(m->d_reqs);
+    cudaFree(m->d_prompts);
+    cudaFree(m->d_tokens);
+    cudaFree(m->d_slots);
+    cudaFree(m->d_free_pages);
+    if (m->h_emitted) cudaFreeHost(m->h_emitted);
+    cudaFree(m->d_trace);
+    cudaFree(m->d_trace_n);
+    memset(m, 0, sizeof *m);
+}
+
+static void pk_gen_sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m, char *err, size_t err_len) {
+    const pk_gen_config *cfg = &c->cfg;
+    const uint32_t W = cfg->num_workers, blocks = W + (a->dynamic ? 1u : 0u);
+    /* residency: every CTA must be on an SM at once, or spin waits never end */
+    int dev = cfg->device, sms = 0, per_sm = 0;
+    PK_CU(cudaFuncSetAttribute((const void *)pk_gen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               PK_CUDA_SMEM_BYTES));
+    PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)pk_gen_kernel, PK_CUDA_THREADS,
+                                                        PK_CUDA_SMEM_BYTES));
+    if ((long)per_sm * sms < (long)blocks)
+        return pk_gen_fail(err, err_len,
+                           "the persistent kernel needs %u resident CTAs (%u workers%s) but the GPU holds %d (%d per SM "
+                           "x %d SMs at %d threads and %d bytes of shared memory each): use fewer workers",
+                           blocks, W, a->dynamic ? " + 1 scheduler CTA" : "", per_sm * sms, per_sm, sms,
+                           PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES);
+
+    /* requests */
+    int64_t total_prompt = 0, total_new = 0;
+    for (int i = 0; i < a->nreqs; i++) {
+        total_prompt += a->prompt_len[i];
+        total_new += a->max_new_tokens[i];
+    }
+    PK_CU(cudaMalloc((void **)&m->d_prompts, (size_t)(total_prompt ? total_prompt : 1) * sizeof(int32_t)));
+    pk_step_req *reqs = (pk_step_req *)calloc((size_t)(a->nreqs ? a->nreqs : 1), sizeof(pk_step_req));
+    if (!reqs) return pk_gen_fail(err, err_len, "out of host memory");
+    int64_t off = 0;
+    cudaError_t e1 = cudaSuccess;
+    for (int i = 0; i < a->nreqs && e1 == cudaSuccess; i++) {
+        reqs[i].prompt = m->d_prompts + off;
+        reqs[i].prompt_len = a->prompt_len[i];
+        reqs[i].max_new_tokens = a->max_new_tokens[i];
+        e1 = cudaMemcpy(m->d_prompts + off, a->prompts[i], (size_t)a->prompt_len[i] * sizeof(int32_t),
+                        cudaMemcpyHostToDevice);
+        off += a->prompt_len[i];
+    }
+    if (e1 == cudaSuccess) e1 = cudaMalloc((void **)&m->d_reqs, (size_t)(a->nreqs ? a->nreqs : 1) * sizeof(pk_step_req));
+    if (e1 == cudaSuccess)
+        e1 = cudaMemcpy(m->d_reqs, reqs, (size_t)a->nreqs * sizeof(pk_step_req), cudaMemcpyHostToDevice);
+    free(reqs);
+    PK_CU(e1);
+
+    /* the step state over device arrays */
+    PK_CU(cudaMalloc((void **)&m->d_tokens, (size_t)cfg->R * (size_t)cfg->max_seq * sizeof(int32_t)));
+    PK_CU(cudaMalloc((void **)&m->d_slots, (size_t)cfg->R * sizeof(pk_slot)));
+    PK_CU(cudaMalloc((void **)&m->d_free_pages, (size_t)cfg->num_pages * sizeof(int32_t)));
+    PK_CU(cudaHostAlloc((void **)&m->h_emitted, (size_t)(total_new ? total_new : 1) * sizeof(pk_step_token),
+                        cudaHostAllocMapped));
+    pk_step_token *d_emitted;
+    PK_CU(cudaHostGetDevicePointer((void **)&d_emitted, m->h_emitted, 0));
+    pk_step_state st;
+    memset(&st, 0, sizeof st);
+    st.R = cfg->R;
+    st.T = cfg->T;
+    st.max_seq = cfg->max_seq;
+    st.page_size = cfg->page_size;
+    st.pages_per_req = cfg->pages_per_req;
+    st.num_pages = cfg->num_pages;
+    st.eos = cfg->eos;
+    st.nreqs = a->nreqs;
+    st.reqs = m->d_reqs;
+    st.tokens = m->d_tokens;
+    st.slots = m->d_slots;
+    st.free_pages = m->d_free_pages;
+    st.step_tokens = (int32_t *)c->buf[cfg->step_tokens];
+    st.token_pos = (int32_t *)c->buf[cfg->token_pos];
+    st.token_req = (int32_t *)c->buf[cfg->token_req];
+    st.page_table = (int32_t *)c->buf[cfg->page_table];
+    st.step_info = (int32_t *)c->buf[cfg->step_info];
+    st.step_output = (const int32_t *)c->buf[cfg->step_output];
+    st.emitted = d_emitted;
+    PK_CU(cudaMemcpy(c->d_step, &st, sizeof st, cudaMemcpyHostToDevice));
+
+    /* counters, flags and queues start empty */
+    pk_dev_state *h = &c->hs;
+    PK_CU(cudaMemset(h->counters, 0, PK_GEN_NUM_EVENTS * sizeof(pk_u64)));
+    PK_CU(cudaMemset(h->terminate, 0, sizeof(int)));
+    PK_CU(cudaMemset(h->cur_step, 0, sizeof(pk_u64)));
+    PK_CU(cudaMemset(c->ring_mem, 0, c->ring_words * sizeof(pk_u64)));
+    *c->h_nemitted = 0;
+    memset(c->h_debug, 0, sizeof(pk_gen_debug));
+    h->trace = NULL;
+    h->trace_n = NULL;
+    h->trace_cap = a->trace_cap;
+    if (a->trace_cap) {
+        PK_CU(cudaMalloc((void **)&m->d_trace, (size_t)W * a->trace_cap * sizeof(pk_gen_trace_rec)));
+        PK_CU(cudaMalloc((void **)&m->d_trace_n, W * sizeof(pk_u64)));
+        PK_CU(cudaMemset(m->d_trace_n, 0, W * sizeof(pk_u64)));
+        h->trace = m->d_trace;
+        h->trace_n = m->d_trace_n;
+    }
+    PK_CU(cudaMemcpy(c->d_state, h, sizeof *h, cudaMemcpyHostToDevice));
+    PK_CU(cudaDeviceSynchronize());
+
+    /* launch, then stream tokens until the kernel ends */
+    const pk_dev_state *arg_state = c->d_state;
+    int arg_dynamic = a->dynamic;
+    void *args[] = {(void *)&arg_state, (void *)&arg_dynamic};
+    PK_CU(cudaLaunchCooperativeKernel((const void *)pk_gen_kernel, dim3(blocks), dim3(PK_CUDA_THREADS), args,
+                                      PK_CUDA_SMEM_BYTES, c->stream));
+    uint32_t delivered = 0;
+    cudaError_t q;
+    for (;;) {
+        q = cudaStreamQuery(c->stream);
+        uint32_t n = __atomic_load_n((const uint32_t *)c->h_nemitted, __ATOMIC_ACQUIRE);
+        for (; delivered < n; delivered++) {
+            const volatile pk_step_token *e = &m->h_emitted[delivered];
+            if (a->on_token) a->on_token(a->user, e->req, e->token, e->row);
+        }
+        if (q != cudaErrorNotReady) break;
+        pk_gen_sleep_us(50);
+    }
+    if (q != cudaSuccess) {
+        c->broken = 1;
+        if (__atomic_load_n(&c->h_debug->flag, __ATOMIC_ACQUIRE) == 1) {
+            a->debug = *c->h_debug;
+            pk_gen_fail(err, err_len, "a wait timed out; the kernel ended with %s", cudaGetErrorString(q));
+            return -2;
+        }
+        return pk_gen_fail(err, err_len, "the persistent kernel failed: %s (%s)", cudaGetErrorString(q),
+                           cudaGetErrorName(q));
+    }
+    /* results */
+    PK_CU(cudaMemcpy(&st, c->d_step, sizeof st, cudaMemcpyDeviceToHost));
+    a->steps = st.step;
+    if (a->nreqs) {
+        pk_step_req *out = (pk_step_req *)calloc((size_t)a->nreqs, sizeof(pk_step_req));
+        if (!out) return pk_gen_fail(err, err_len, "out of host memory");
+        e1 = cudaMemcpy(out, m->d_reqs, (size_t)a->nreqs * sizeof(pk_step_req), cudaMemcpyDeviceToHost);
+        for (int i = 0; i < a->nreqs && e1 == cudaSuccess; i++) {
+            a->num_output[i] = out[i].num_output;
+            a->finish[i] = out[i].finish;
+        }
+        free(out);
+        PK_CU(e1);
+    }
+    if (a->trace_cap) {
+        PK_CU(cudaMemcpy(a->trace_n, m->d_trace_n, W * sizeof(pk_u64), cudaMemcpyDeviceToHost));
+        PK_CU(cudaMemcpy(a->trace, m->d_trace, (size_t)W * a->trace_cap * sizeof(pk_gen_trace_rec),
+                         cudaMemcpyDeviceToHost));
+    }
+    return 0;
+}
+
+extern "C" int pk_gen_run(void *vctx, pk_gen_run_args *a, char *err, size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    if (c->broken) return pk_gen_fail(err, err_len, "the CUDA context failed in an earlier run");
+    if (a->dynamic && c->cfg.num_schedulers < 1) return pk_gen_fail(err, err_len, "dynamic mode needs a scheduler");
+    pk_gen_run_mem m;
+    memset(&m, 0, sizeof m);
+    int rc = pk_gen_run_inner(c, a, &m, err, err_len);
+    if (!c->broken) pk_gen_run_free(&m);
+    return rc;
+}
+
+extern "C" void pk_gen_destroy(void *vctx) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    if (!c) return;
+    if (c->buf)
+        for (uint32_t i = 0; i < PK_GEN_NUM_BUFFERS; i++) cudaFree(c->buf[i]);
+    free(c->buf);
+    cudaFree(c->d_buf);
+    cudaFree(c->hs.counters);
+    cudaFree(c->hs.terminate);
+    cudaFree(c->hs.cur_step);
+    cudaFree(c->hs.worker_q);
+    cudaFree(c->d_step);
+    cudaFree(c->ring_mem);
+    cudaFree(c->ring_val);
+    cudaFree(c->d_state);
+    if (c->h_nemitted) cudaFreeHost((void *)c->h_nemitted);
+    if (c->h_debug) cudaFreeHost(c->h_debug);
+    for (int i = 0; i < 2; i++) {
+        if (c->staging[i]) cudaFreeHost(c->staging[i]);
+        if (c->staged[i]) cudaEventDestroy(c->staged[i]);
+    }
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+#endif /* PK_CUDA_RUNTIME_CUH */

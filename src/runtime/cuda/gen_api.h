@@ -1,0 +1,101 @@
+/* gen_api.h — the C interface between libpk and a generated kernel.so: plain structs and the
+ * extern "C" entry points the generated object exports. Compiled by C11 (libpk, which dlopens
+ * the object and looks the entry points up by name) and by nvcc (embedded into kernel.cu).
+ *
+ * Life of a loaded object: pk_gen_get_info (check ABI and graph hash) → pk_gen_create (device
+ * buffers, one per tensor id that lives on the GPU) → pk_gen_upload … pk_gen_upload_wait
+ * (weights) → pk_gen_run (any number of times) / pk_gen_read → pk_gen_destroy. Every call but
+ * get_info takes the context create returned, so two kernels may share one object. Calls return
+ * 0 on success, or -1 with a one-line message in err (pk_gen_run: -2 when a debug build's wait
+ * timed out, with args.debug filled in).
+ */
+#ifndef PK_GEN_API_H
+#define PK_GEN_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PK_GEN_API_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pk_gen_info {
+    uint32_t abi_version; /* PK_ABI_VERSION of the generator */
+    uint32_t api_version; /* PK_GEN_API_VERSION */
+    uint64_t graph_hash;  /* pk_taskgraph.hash */
+    uint32_t num_tasks, num_events, num_layers, num_buffers;
+    uint32_t num_workers; /* static schedule's workers */
+    uint32_t threads;     /* threads per CTA */
+    uint32_t smem_bytes;  /* dynamic shared memory per CTA */
+    uint32_t fallback_kernels; /* 1: the runtime's placeholder task kernels, not src/kernels/cuda */
+    const char *pk_version;
+} pk_gen_info;
+
+typedef struct pk_gen_config {
+    int device;                   /* CUDA device ordinal */
+    uint32_t num_buffers;         /* = info.num_buffers */
+    const uint64_t *buffer_bytes; /* [num_buffers]: bytes of each tensor id on the GPU, 0: none */
+    uint32_t num_workers;         /* = info.num_workers */
+    uint32_t num_schedulers;      /* scheduler queues (dynamic mode) */
+    int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
+    int64_t eos;
+    /* tensor ids of the decode-state tensors */
+    uint32_t step_tokens, step_output, step_info, token_pos, token_req, page_table;
+    uint64_t staging_bytes;       /* each of the two pinned upload buffers */
+} pk_gen_config;
+
+/* One executed task (the layout of pk_trace_record). */
+typedef struct pk_gen_trace_rec {
+    uint32_t task, step;
+    uint64_t start_ns, end_ns; /* %globaltimer */
+} pk_gen_trace_rec;
+
+/* What a wait that ran past the debug spin limit saw (PK_DEBUG_SPIN_LIMIT builds). */
+typedef struct pk_gen_debug {
+    uint32_t flag;      /* 1 once a wait timed out */
+    uint32_t worker;    /* CTA */
+    uint32_t task;      /* task waiting; 0xffffffff: a queue (push or pop) */
+    uint32_t event;     /* event waited on; 0xffffffff: a queue */
+    uint64_t counter;   /* value seen */
+    uint64_t threshold; /* value awaited */
+} pk_gen_debug;
+
+typedef void (*pk_gen_token_fn)(void *user, int32_t req, int32_t token, int32_t row);
+
+typedef struct pk_gen_run_args {
+    int32_t nreqs;
+    const int32_t *const *prompts; /* [nreqs] host pointers */
+    const int32_t *prompt_len;     /* [nreqs] */
+    const int32_t *max_new_tokens; /* [nreqs] */
+    int dynamic;                   /* 0: static schedule, 1: schedulers */
+    pk_gen_token_fn on_token;      /* called from the calling thread while the kernel runs */
+    void *user;
+    /* trace (trace_cap 0: off): worker w's records go to trace[w · trace_cap ...] */
+    uint64_t trace_cap;
+    pk_gen_trace_rec *trace;       /* [num_workers · trace_cap] host memory */
+    uint64_t *trace_n;             /* out: [num_workers] records taken (may exceed trace_cap) */
+    /* out */
+    int32_t *num_output;           /* [nreqs] */
+    int32_t *finish;               /* [nreqs] pk_finish_reason */
+    int64_t steps;
+    pk_gen_debug debug;            /* out: the stuck wait, when pk_gen_run returns -2 */
+} pk_gen_run_args;
+
+
+typedef const pk_gen_info *(*pk_gen_get_info_fn)(void);
+typedef void *(*pk_gen_create_fn)(const pk_gen_config *c, char *err, size_t err_len);
+typedef int (*pk_gen_upload_fn)(void *ctx, uint32_t buffer, uint64_t offset, const void *src, uint64_t bytes,
+                                char *err, size_t err_len);
+typedef int (*pk_gen_upload_wait_fn)(void *ctx, char *err, size_t err_len);
+typedef int (*pk_gen_run_fn)(void *ctx, pk_gen_run_args *a, char *err, size_t err_len);
+typedef int (*pk_gen_read_fn)(void *ctx, uint32_t buffer, uint64_t offset, void *dst, uint64_t bytes, char *err,
+                              size_t err_len);
+typedef void (*pk_gen_destroy_fn)(void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PK_GEN_API_H */

@@ -1,0 +1,240 @@
+/* test_cuda_compile.c — the CUDA backend without a GPU: a small graph that uses every task kind
+ * is generated and compiled with nvcc for sm_90a (PK_CUDA_ARCH, so no GPU is probed); kernel.cu
+ * names pk's version and the graph hash; the second compile of the same graph is a cache hit (no
+ * nvcc run); a cache directory others can write is refused; a missing nvcc, a bad arch and a
+ * failing nvcc give PK_ERR_BACKEND (or PK_ERR_INVALID_ARGUMENT) with a clear message.
+ * Without nvcc the test prints "skipped: nvcc not found" and counts nothing.
+ */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/bf16.h"
+#include "pk.h"
+
+enum { V = 64, H = 32, HQ = 4, HKV = 2, D = 16, I = 48, T = 8, QKV = HKV * (HQ / HKV + 2) * D };
+
+static pk_bf16 wbuf[1 << 16];
+
+static pk_tensor *weight(pk_kernel *k, const char *name, int64_t d0, int64_t d1) {
+    int64_t dims[2] = {d0, d1};
+    return pk_attach_input(k, name, PK_DTYPE_BF16, d1 ? 2 : 1, dims, NULL, wbuf);
+}
+
+static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
+    int64_t dims[2] = {T, n};
+    return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
+}
+
+/* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention,
+ * linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
+static pk_kernel *build(const char *cache_dir) {
+    pk_config c = pk_config_default();
+    c.backend = PK_BACKEND_CUDA;
+    c.num_workers = 4;
+    c.max_seq_length = 32;
+    c.max_requests = 2;
+    c.max_tokens_per_step = T;
+    c.page_size = 4;
+    c.cache_dir = cache_dir;
+    pk_kernel *k = pk_kernel_new(&c);
+    pk_tensor *h0 = act(k, "h0", H), *hn = act(k, "hn", H), *qkv = act(k, "qkv", QKV);
+    pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h0, 2);
+    pk_rmsnorm_layer(k, h0, weight(k, "norm0", H, 0), hn, 1e-6f, 2);
+    pk_tensor *in[3] = {weight(k, "wq", HQ * D, H), weight(k, "wk", HKV * D, H), weight(k, "wv", HKV * D, H)};
+    pk_rmsnorm_linear_layer(k, hn, weight(k, "attn_norm", H, 0), pk_fuse_tensors(k, "wqkv", in, 3, 0, HKV), qkv,
+                            1e-6f, 4);
+    int64_t cd[4] = {pk_kernel_config(k)->num_pages, c.page_size, HKV, D};
+    pk_tensor *kcache = pk_new_tensor(k, "k_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+    pk_tensor *vcache = pk_new_tensor(k, "v_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+    pk_tensor *att = act(k, "att", HQ * D), *h1 = act(k, "h1", H), *gu = act(k, "gu", 2 * I);
+    pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = 10000.0f,
+                              .qk_norm_eps = 1e-6f};
+    pk_attention_layer(k, qkv, kcache, vcache, weight(k, "q_norm", D, 0), weight(k, "k_norm", D, 0), att, &ap, 2);
+    pk_linear_with_residual_layer(k, att, weight(k, "wo", H, HQ * D), h0, h1, 4);
+    pk_tensor *gin[2] = {weight(k, "wg", I, H), weight(k, "wu", I, H)};
+    pk_rmsnorm_linear_layer(k, h1, weight(k, "mlp_norm", H, 0), pk_fuse_tensors(k, "wgu", gin, 2, 0, 1), gu, 1e-6f, 4);
+    pk_tensor *m = act(k, "m", I), *h2 = act(k, "h2", H), *h3 = act(k, "h3", H), *logits = act(k, "logits", V);
+    pk_silu_mul_layer(k, gu, m, 2);
+    pk_linear_layer(k, m, weight(k, "wm", H, I), h2, 2);
+    pk_silu_mul_linear_with_residual_layer(k, gu, weight(k, "wd", H, I), h2, h3, 4);
+    pk_rmsnorm_linear_layer(k, h3, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
+    pk_argmax_layer(k, logits, pk_step_output(k), 2);
+    CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
+    return k;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static int have_nvcc(void) {
+    const char *env = getenv("PK_NVCC");
+    if (env && env[0]) return access(env, X_OK) == 0;
+    const char *path = getenv("PATH");
+    char buf[4096];
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        int n = end ? (int)(end - path) : (int)strlen(path);
+        snprintf(buf, sizeof buf, "%.*s/nvcc", n, path);
+        if (n > 0 && access(buf, X_OK) == 0) return 1;
+        path = end ? end + 1 : NULL;
+    }
+    return access("/usr/local/cuda/bin/nvcc", X_OK) == 0;
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)flag, (void)f;
+    chmod(p, 0700);
+    return remove(p);
+}
+
+/* The one subdirectory of the cache holding kernel.so; its path into out. */
+static int cached_so(const char *cache, char *out, size_t len) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls -d %s/*/kernel.so 2>/dev/null", cache);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    int n = 0;
+    while (fgets(out, (int)len, p)) n++;
+    pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+    return n;
+}
+
+int main(void) {
+    if (!have_nvcc()) {
+        printf("skipped: nvcc not found\n");
+        return check_report("cuda_compile");
+    }
+    for (size_t i = 0; i < sizeof wbuf / sizeof wbuf[0]; i++) wbuf[i] = pk_f32_to_bf16(0.01f * (float)(i % 17));
+    setenv("PK_CUDA_ARCH", "sm_90a", 1);
+    unsetenv("PK_CUDA_DEBUG");
+    char tmp[] = "/tmp/pk-test-cuda-XXXXXX";
+    CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
+    char cache[256], out[256], path[512];
+    snprintf(cache, sizeof cache, "%s/cache", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+
+    /* 1. the first compile runs nvcc and writes kernel.cu, task_graph.json and kernel.so */
+    pk_kernel *k = build(cache);
+    pk_compile_options opts = {.output_dir = out};
+    double t0 = now_s();
+    pk_status s = pk_compile(k, &opts);
+    double first = now_s() - t0;
+    CHECK(s == PK_OK, "compile: %s: %s", pk_status_name(s), pk_kernel_error(k));
+    snprintf(path, sizeof path, "%s/kernel.cu", out);
+    char *cu = read_text(path);
+    snprintf(path, sizeof path, "%s/task_graph.json", out);
+    char *json = read_text(path);
+    CHECK(cu && json, "kernel.cu and task_graph.json in %s", out);
+    if (cu && json) {
+        const char *h = strstr(json, "\"hash\":\"");
+        char hash[17] = "";
+        if (h) snprintf(hash, sizeof hash, "%.16s", h + 8);
+        char head[600];
+        snprintf(head, sizeof head, "%.590s", cu);
+        CHECK(strstr(head, "generated by pk " PK_VERSION_STRING) != NULL, "kernel.cu header names pk's version:\n%s", head);
+        CHECK(strstr(head, "task ABI 1") != NULL, "kernel.cu header names the ABI");
+        CHECK(hash[0] && strstr(head, hash) != NULL, "kernel.cu header names the graph hash '%s'", hash);
+        CHECK(strstr(cu, "case 3: { /* L3.attention"),
+              "one case per layer, named");
+    }
+    free(cu);
+    free(json);
+    snprintf(path, sizeof path, "%s/kernel.so", out);
+    struct stat st1, st2;
+    CHECK(stat(path, &st1) == 0 && st1.st_size > 0, "%s exists", path);
+    char so[1024] = "";
+    CHECK(cached_so(cache, so, sizeof so) == 1, "one kernel.so in the cache %s", cache);
+    CHECK(stat(so, &st1) == 0, "cached %s", so);
+    pk_kernel_free(k);
+
+    /* 2. the same graph again: a cache hit, no nvcc run (the object is not rewritten) */
+    k = build(cache);
+    t0 = now_s();
+    s = pk_compile(k, NULL);
+    double second = now_s() - t0;
+    CHECK(s == PK_OK, "second compile: %s", pk_kernel_error(k));
+    CHECK(second < 5.0 && second < first, "cache hit took %.2f s (first compile %.2f s)", second, first);
+    CHECK(stat(so, &st2) == 0 && st2.st_mtim.tv_sec == st1.st_mtim.tv_sec && st2.st_mtim.tv_nsec == st1.st_mtim.tv_nsec,
+          "kernel.so untouched by the cache hit");
+    CHECK(cached_so(cache, so, sizeof so) == 1, "still one kernel.so in the cache");
+    pk_kernel_free(k);
+
+    /* 3. a cache directory others can write is refused */
+    char open_dir[300];
+    snprintf(open_dir, sizeof open_dir, "%s/open", tmp);
+    mkdir(open_dir, 0777);
+    chmod(open_dir, 0777);
+    k = build(open_dir);
+    s = pk_compile(k, NULL);
+    CHECK(s == PK_ERR_BACKEND && strstr(pk_kernel_error(k), "writable"), "world-writable cache: %s: %s",
+          pk_status_name(s), pk_kernel_error(k));
+    pk_kernel_free(k);
+
+    /* 4. nvcc missing */
+    char *old_nvcc = getenv("PK_NVCC") ? strdup(getenv("PK_NVCC")) : NULL;
+    setenv("PK_NVCC", "/nonexistent/nvcc", 1);
+    k = build(cache);
+    s = pk_compile(k, NULL);
+    CHECK(s == PK_ERR_BACKEND && strstr(pk_kernel_error(k), "nvcc not found") &&
+              strstr(pk_kernel_error(k), "PK_NVCC"),
+          "missing nvcc: %s: %s", pk_status_name(s), pk_kernel_error(k));
+    pk_kernel_free(k);
+
+    /* 5. nvcc failing: a fake nvcc that answers --version and fails to compile */
+    char fake[300];
+    snprintf(fake, sizeof fake, "%s/fake-nvcc", tmp);
+    FILE *f = fopen(fake, "w");
+    if (f) {
+        fprintf(f, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake nvcc 0.0; exit 0; fi\n"
+                   "echo 'kernel.cu(1): error: this nvcc always fails' >&2\nexit 2\n");
+        fclose(f);
+    }
+    chmod(fake, 0755);
+    setenv("PK_NVCC", fake, 1);
+    k = build(cache);
+    s = pk_compile(k, NULL);
+    const char *e = pk_kernel_error(k);
+    CHECK(s == PK_ERR_BACKEND && strstr(e, "nvcc failed") && strstr(e, "kernel.cu") && strstr(e, "nvcc.log") &&
+              strstr(e, "always fails"),
+          "failing nvcc: %s: %s", pk_status_name(s), e);
+    pk_kernel_free(k);
+    if (old_nvcc)
+        setenv("PK_NVCC", old_nvcc, 1);
+    else
+        unsetenv("PK_NVCC");
+    free(old_nvcc);
+
+    /* 6. a malformed arch */
+    setenv("PK_CUDA_ARCH", "compute_90", 1);
+    k = build(cache);
+    s = pk_compile(k, NULL);
+    CHECK(s == PK_ERR_INVALID_ARGUMENT && strstr(pk_kernel_error(k), "PK_CUDA_ARCH"), "bad arch: %s",
+          pk_kernel_error(k));
+    pk_kernel_free(k);
+
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return check_report("cuda_compile");
+}
