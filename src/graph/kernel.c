@@ -145,6 +145,14 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
                 c.num_pages, c.page_size);
         return k;
     }
+    int64_t table = (int64_t)c.max_requests * (((int64_t)c.max_seq_length + c.page_size - 1) / c.page_size);
+    if (table > ((int64_t)1 << 26)) {
+        pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                "config: the page table would hold %lld entries (max_requests %d x max_seq_length %d / page_size %d); "
+                "the limit is 2^26",
+                (long long)table, c.max_requests, c.max_seq_length, c.page_size);
+        return k;
+    }
     k->cfg = c;
     copy_path(k->trace_path, sizeof k->trace_path, &k->cfg.trace_path);
     copy_path(k->cache_dir, sizeof k->cache_dir, &k->cfg.cache_dir);
@@ -176,6 +184,7 @@ const pk_config *pk_kernel_config(const pk_kernel *k) { return k ? &k->cfg : NUL
 
 pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out) {
     if (!k || !out) return PK_ERR_INVALID_ARGUMENT;
+    if (config_failed(k)) return k->status;
     memset(out, 0, sizeof *out);
     out->num_layers = k->nlayers;
     out->num_tasks = k->graph.ntasks;

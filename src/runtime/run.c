@@ -11,24 +11,21 @@ pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts) {
     if (k->compiled) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel is compiled already");
     s = pk_taskgraph_build(k);
     if (s != PK_OK) return s;
-    if (k->cfg.backend == PK_BACKEND_CUDA) {
-        s = pk_cuda_compile(k, opts);
-        if (s != PK_OK) {
-            pk_taskgraph_free(&k->graph);
-            return s;
-        }
-    }
-    k->compiled = 1;
+    /* Outputs first, the backend next; any failure leaves the kernel uncompiled. */
     if (opts && opts->output_dir) {
-        if (mkdir(opts->output_dir, 0755) != 0) {
-            struct stat st;
-            if (stat(opts->output_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-                return pk_fail(k, PK_ERR_IO, "pk_compile: cannot create output directory '%s'", opts->output_dir);
-        }
+        struct stat st;
+        if (mkdir(opts->output_dir, 0755) != 0 && (stat(opts->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+            s = pk_fail(k, PK_ERR_IO, "pk_compile: cannot create output directory '%s'", opts->output_dir);
         char path[1200];
         snprintf(path, sizeof path, "%s/task_graph.json", opts->output_dir);
-        return pk_taskgraph_write_json(k, path);
+        if (s == PK_OK) s = pk_taskgraph_write_json(k, path);
     }
+    if (s == PK_OK && k->cfg.backend == PK_BACKEND_CUDA) s = pk_cuda_compile(k, opts);
+    if (s != PK_OK) {
+        pk_taskgraph_free(&k->graph);
+        return s;
+    }
+    k->compiled = 1;
     return PK_OK;
 }
 

@@ -188,9 +188,9 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
             if (consumer[p] >= 0) {
                 st = pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                              "pk_compile: the output of layer %s is read by layers %s and %s, and "
-                             "neither waits on the other: a layer's output can feed one layer "
-                             "directly; later readers must depend on that layer (as a residual "
-                             "stream does)",
+                             "the later one does not wait on all of it through the earlier one: "
+                             "a layer's output can feed one layer directly; later readers must "
+                             "depend on that layer (as a residual stream does)",
                              k->layers[p].name, k->layers[consumer[p]].name, L->name);
                 goto done;
             }

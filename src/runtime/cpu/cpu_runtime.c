@@ -16,7 +16,7 @@
 #include "runtime/cpu/cpu_runtime.h"
 #include "runtime/runtime.h"
 
-#define TRACE_CAP (1u << 20) /* records per worker */
+#define TRACE_CAP (1u << 22) /* records per worker at most */
 
 typedef struct ring_slot {
     _Atomic uint64_t seq; /* index + 1 of the item stored, 0 while empty */
@@ -37,7 +37,7 @@ typedef struct worker {
     int id;
     pthread_t thread;
     pk_trace_record *trace;
-    size_t ntrace;
+    size_t ntrace, trace_cap;
 } worker;
 
 struct cpu_run {
@@ -107,8 +107,16 @@ static void run_traced(worker *w, uint32_t t, uint64_t step) {
     cpu_run *r = w->run;
     uint64_t t0 = r->tracing ? now_ns() : 0;
     pk_cpu_run_task(r->k, &r->g->tasks[t]);
-    if (r->tracing && w->ntrace < TRACE_CAP)
+    if (r->tracing && w->ntrace < TRACE_CAP) {
+        if (w->ntrace == w->trace_cap) { /* grow by doubling; on failure the trace stops growing */
+            size_t cap = w->trace_cap ? 2 * w->trace_cap : 4096;
+            pk_trace_record *p = realloc(w->trace, cap * sizeof *p);
+            if (!p) return;
+            w->trace = p;
+            w->trace_cap = cap;
+        }
         w->trace[w->ntrace++] = (pk_trace_record){t, (uint32_t)step, t0, now_ns()};
+    }
 }
 
 /* prepare_next_step: returns 1 if another step was planned. */
@@ -234,8 +242,6 @@ pk_status pk_cpu_run(pk_kernel *k, pk_decode *d) {
         for (int w = 0; ok && w < r.W; w++) ok = ring_init(&r.worker_q[w], (uint64_t)r.g->ntasks + 2) == 0;
         for (int s = 0; ok && s < r.S; s++) ok = ring_init(&r.sched_q[s], (uint64_t)r.g->nevents + 2) == 0;
     }
-    for (int w = 0; ok && r.tracing && w < r.W; w++)
-        ok = (r.workers[w].trace = malloc(TRACE_CAP * sizeof(pk_trace_record))) != NULL;
     if (!ok) {
         free_run(&r);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_run: out of memory for the CPU runtime");
