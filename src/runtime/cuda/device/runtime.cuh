@@ -298,6 +298,7 @@ static int pk_gen_create_inner(pk_gen_ctx *c, const pk_gen_config *cfg, char *er
     c->h_debug = (pk_gen_debug *)p;
     memset(p, 0, sizeof(pk_gen_debug));
     PK_CU(cudaHostGetDevicePointer((void **)&h->debug, p, 0));
+    PK_CU(cudaMalloc((void **)&h->debug_claim, sizeof(uint32_t)));
     PK_CU(cudaMalloc((void **)&c->d_state, sizeof(pk_dev_state)));
     /* pinned staging for uploads, double-buffered */
     for (int i = 0; i < 2; i++) {
@@ -471,6 +472,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     PK_CU(cudaMemset(h->counters, 0, PK_GEN_NUM_EVENTS * sizeof(pk_u64)));
     PK_CU(cudaMemset(h->terminate, 0, sizeof(int)));
     PK_CU(cudaMemset(h->cur_step, 0, sizeof(pk_u64)));
+    PK_CU(cudaMemset(h->debug_claim, 0, sizeof(uint32_t)));
     PK_CU(cudaMemset(c->ring_mem, 0, c->ring_words * sizeof(pk_u64)));
     *c->h_nemitted = 0;
     memset(c->h_debug, 0, sizeof(pk_gen_debug));
@@ -558,6 +560,7 @@ extern "C" void pk_gen_destroy(void *vctx) {
     cudaFree(c->hs.counters);
     cudaFree(c->hs.terminate);
     cudaFree(c->hs.cur_step);
+    cudaFree(c->hs.debug_claim);
     cudaFree(c->hs.worker_q);
     cudaFree(c->d_step);
     cudaFree(c->ring_mem);

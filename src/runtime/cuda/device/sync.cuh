@@ -46,6 +46,7 @@ typedef struct pk_dev_state {
     pk_u64 *trace_n;         /* [W] */
     pk_u64 trace_cap;
     pk_gen_debug *debug;     /* mapped host memory */
+    uint32_t *debug_claim;   /* device memory: the first timed-out wait takes it */
     uint32_t W, S;
 } pk_dev_state;
 
@@ -81,7 +82,7 @@ __device__ __forceinline__ int pk_ld_volatile_int(const int *p) { return *(const
 __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t task, uint32_t event,
                                               pk_u64 counter, pk_u64 threshold) {
     pk_gen_debug *d = S->debug;
-    if (atomicCAS(&d->flag, 0u, 2u) == 0u) {
+    if (atomicCAS(S->debug_claim, 0u, 1u) == 0u) { /* device memory: mapped memory may lack atomics */
         d->worker = blockIdx.x;
         d->task = task;
         d->event = event;

@@ -1,0 +1,459 @@
+/* test_cuda_e2e.c — the CUDA backend against the CPU backend on a GPU (scripts/gpu_check.sh).
+ *
+ * The 2-layer Qwen3-shaped model of tests/test_e2e_graph.c (GQA, q/k norm, fused qkv and
+ * gate|up, untied LM head), built through pk.h for both backends: 3 requests of 5, 19 and 1
+ * prompt tokens, 2 slots (the third waits), T = 8 (the 19-token prompt is prefilled in 3 chunks),
+ * a paged KV cache of 4-token pages. Checked:
+ *   - greedy tokens identical to the CPU backend's, for the task kernels of src/kernels/cuda and
+ *     for the runtime's placeholder kernels, static and dynamic mode, 4 and 16 workers;
+ *   - last-step logits within bf16 tolerance of the CPU's; bit-identical across modes and worker
+ *     counts (fixed reduction orders);
+ *   - 100 repeated generations on one kernel: bit-identical tokens and logits;
+ *   - EOS inside the kernel: the same outputs and finish reasons as the CPU;
+ *   - a trace (one slice per task and step, one track per worker).
+ * Modes: (none) the checks above; --precompile: only generate and compile every kernel the
+ * checks use (run with PK_CUDA_ARCH=sm_90a, no GPU needed) to fill the kernel cache; --stall:
+ * with PK_CUDA_DEBUG=1 and PK_CUDA_DEBUG_STALL_TASK=N, a run must fail with the stuck wait named.
+ * Without a GPU (and not --precompile) it prints "skipped: no CUDA GPU" and counts nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../check.h"
+#include "common/bf16.h"
+#include "pk.h"
+
+enum { V = 97, H = 80, HQ = 4, HKV = 2, D = 32, I = 200, NL = 2, G = HQ / HKV };
+enum { QKV = HKV * (G + 2) * D, MAXLEN = 64, TT = 8 };
+enum { NREQ = 3, NEW = 12, REPEATS = 100 };
+#define EPS 1e-6f
+#define THETA 10000.0f
+
+static const int prompt_len[NREQ] = {5, 19, 1};
+static int32_t prompts[NREQ][32];
+
+typedef struct weights {
+    pk_bf16 *embed, *attn_norm[NL], *wq[NL], *wk[NL], *wv[NL], *q_norm[NL], *k_norm[NL], *wo[NL];
+    pk_bf16 *mlp_norm[NL], *wg[NL], *wu[NL], *wd[NL], *final_norm, *lm_head;
+} weights;
+
+static pk_bf16 *rand_bf16(uint64_t *seed, size_t n, float scale, float offset) {
+    pk_bf16 *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = pk_f32_to_bf16(offset + scale * check_rand_f32(seed));
+    return p;
+}
+
+/* The weights of test_e2e_graph.c (same seed, same order). */
+static void make_weights(weights *w) {
+    uint64_t s = 0xabcdef;
+    w->embed = rand_bf16(&s, (size_t)V * H, 1.0f, 0);
+    for (int l = 0; l < NL; l++) {
+        w->attn_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
+        w->wq[l] = rand_bf16(&s, (size_t)HQ * D * H, 0.15f, 0);
+        w->wk[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
+        w->wv[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
+        w->q_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
+        w->k_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
+        w->wo[l] = rand_bf16(&s, (size_t)H * HQ * D, 0.1f, 0);
+        w->mlp_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
+        w->wg[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
+        w->wu[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
+        w->wd[l] = rand_bf16(&s, (size_t)H * I, 0.1f, 0);
+    }
+    w->final_norm = rand_bf16(&s, H, 0.2f, 1.0f);
+    w->lm_head = rand_bf16(&s, (size_t)V * H, 0.6f, 0);
+}
+
+static pk_tensor *attach(pk_kernel *k, const char *name, const pk_bf16 *data, int64_t d0, int64_t d1) {
+    int64_t dims[2] = {d0, d1};
+    return pk_attach_input(k, name, PK_DTYPE_BF16, d1 ? 2 : 1, dims, NULL, data);
+}
+
+static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
+    int64_t dims[2] = {TT, n};
+    return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
+}
+
+typedef struct run_cfg {
+    const char *name;
+    pk_backend backend;
+    pk_sched_mode mode;
+    int workers, schedulers;
+    int fallback;        /* PK_CUDA_FALLBACK_KERNELS=1 */
+    int64_t eos;
+    const char *trace;
+} run_cfg;
+
+static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
+    pk_config c = pk_config_default();
+    c.max_seq_length = MAXLEN;
+    c.max_requests = 2;
+    c.max_tokens_per_step = TT;
+    c.page_size = 4;
+    c.num_pages = 24;
+    c.num_workers = rc->workers;
+    c.num_local_schedulers = rc->schedulers;
+    c.sched_mode = rc->mode;
+    c.backend = rc->backend;
+    c.eos_token_id = rc->eos;
+    c.trace_path = rc->trace;
+    pk_kernel *k = pk_kernel_new(&c);
+    char name[64];
+    pk_tensor *h = act(k, "h0", H);
+    pk_embedding_layer(k, pk_step_tokens(k), attach(k, "embed", w->embed, V, H), h, 5);
+    for (int l = 0; l < NL; l++) {
+#define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
+        pk_tensor *qkv_in[3] = {attach(k, NAME("wq%d"), w->wq[l], HQ * D, H),
+                                attach(k, NAME("wk%d"), w->wk[l], HKV * D, H),
+                                attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
+        pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
+        pk_tensor *qkv = act(k, NAME("qkv%d"), QKV);
+        pk_rmsnorm_linear_layer(k, h, attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 4);
+        int64_t cache_dims[4] = {c.num_pages, c.page_size, HKV, D};
+        pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+        pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+        pk_tensor *att = act(k, NAME("att%d"), HQ * D);
+        pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
+                                  .qk_norm_eps = EPS};
+        pk_tensor *qn = attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0);
+        pk_tensor *kn = attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
+        pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
+        pk_tensor *h2 = act(k, NAME("h_attn%d"), H);
+        pk_linear_with_residual_layer(k, att, attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
+        pk_tensor *gu_in[2] = {attach(k, NAME("wg%d"), w->wg[l], I, H), attach(k, NAME("wu%d"), w->wu[l], I, H)};
+        pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
+        pk_tensor *gu = act(k, NAME("gu%d"), 2 * I);
+        pk_rmsnorm_linear_layer(k, h2, attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0), wgu, gu, EPS, 10);
+        pk_tensor *h3 = act(k, NAME("h_mlp%d"), H);
+        pk_silu_mul_linear_with_residual_layer(k, gu, attach(k, NAME("wd%d"), w->wd[l], H, I), h2, h3, 5);
+        h = h3;
+#undef NAME
+    }
+    pk_tensor *logits = act(k, "logits", V);
+    pk_rmsnorm_linear_layer(k, h, attach(k, "final_norm", w->final_norm, H, 0), attach(k, "lm_head", w->lm_head, V, H),
+                            logits, EPS, 1);
+    pk_argmax_layer(k, logits, pk_step_output(k), 1);
+    *logits_out = logits;
+    return k;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One generation's results. */
+typedef struct result {
+    int ok;
+    int32_t out[NREQ][NEW];
+    int nout[NREQ], finish[NREQ];
+    int streamed;                /* tokens seen by on_token */
+    pk_bf16 logits[TT * V];
+    int64_t steps;
+    double compile_ms, run_ms;
+} result;
+
+static void count_token(void *user, int request, int32_t token, int row) {
+    (void)request, (void)token, (void)row;
+    ((result *)user)->streamed++;
+}
+
+static void set_fallback(int on) {
+    if (on)
+        setenv("PK_CUDA_FALLBACK_KERNELS", "1", 1);
+    else
+        unsetenv("PK_CUDA_FALLBACK_KERNELS");
+}
+
+static pk_kernel *compile(const weights *w, const run_cfg *rc, pk_tensor **lt, double *ms) {
+    set_fallback(rc->fallback);
+    pk_kernel *k = build(w, rc, lt);
+    double t0 = now_ms();
+    pk_status s = pk_compile(k, NULL);
+    *ms = now_ms() - t0;
+    set_fallback(0);
+    CHECK(s == PK_OK, "%s: compile: %s: %s", rc->name, pk_status_name(s), pk_kernel_error(k));
+    if (s != PK_OK) {
+        pk_kernel_free(k);
+        return NULL;
+    }
+    return k;
+}
+
+static void run(pk_kernel *k, pk_tensor *lt, const run_cfg *rc, result *r) {
+    pk_request req[NREQ];
+    for (int i = 0; i < NREQ; i++)
+        req[i] = (pk_request){.prompt = prompts[i], .prompt_len = prompt_len[i], .max_new_tokens = NEW,
+                              .output = r->out[i]};
+    r->streamed = 0;
+    double t0 = now_ms();
+    pk_status s = pk_run(k, req, NREQ, count_token, r);
+    r->run_ms = now_ms() - t0;
+    CHECK(s == PK_OK, "%s: run: %s: %s", rc->name, pk_status_name(s), pk_kernel_error(k));
+    r->ok = s == PK_OK;
+    for (int i = 0; i < NREQ; i++) {
+        r->nout[i] = req[i].num_output;
+        r->finish[i] = (int)req[i].finish;
+    }
+    pk_graph_stats st;
+    pk_kernel_stats(k, &st);
+    r->steps = st.steps_run;
+    s = pk_tensor_read(k, lt, r->logits, sizeof r->logits);
+    CHECK(s == PK_OK, "%s: read logits: %s", rc->name, pk_kernel_error(k));
+}
+
+static int same_tokens(const result *a, const result *b) {
+    for (int i = 0; i < NREQ; i++) {
+        if (a->nout[i] != b->nout[i] || a->finish[i] != b->finish[i]) return 0;
+        if (memcmp(a->out[i], b->out[i], (size_t)a->nout[i] * sizeof(int32_t)) != 0) return 0;
+    }
+    return 1;
+}
+
+/* Largest |a - b| and whether every element is within abs + rel·|b| (bf16 tolerance). */
+static double logits_diff(const result *a, const result *b, int *within) {
+    double mx = 0;
+    *within = 1;
+    for (int i = 0; i < TT * V; i++) {
+        double x = pk_bf16_to_f32(a->logits[i]), y = pk_bf16_to_f32(b->logits[i]);
+        double d = fabs(x - y);
+        if (!(d <= 0.03 + 0.02 * fabs(y))) *within = 0;
+        if (d > mx || d != d) mx = d;
+    }
+    return mx;
+}
+
+static void print_tokens(const char *what, const result *r) {
+    fprintf(stderr, "  %s:", what);
+    for (int i = 0; i < NREQ; i++) {
+        fprintf(stderr, " [");
+        for (int n = 0; n < r->nout[i]; n++) fprintf(stderr, "%s%d", n ? " " : "", r->out[i][n]);
+        fprintf(stderr, "] f%d", r->finish[i]);
+    }
+    fputc('\n', stderr);
+}
+
+/* The table printed at the end. */
+static char table[64][200];
+static int nrows;
+#define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
+
+static const run_cfg gpu_cfgs[] = {
+    {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL},
+    {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL},
+    {"cuda dynamic W4 S3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 3, 0, -1, NULL},
+    {"cuda static  W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL},
+    {"cuda dynamic W16 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 16, 2, 0, -1, NULL},
+    {"fallback static  W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL},
+    {"fallback dynamic W4 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 2, 1, -1, NULL},
+};
+enum { NCFG = sizeof gpu_cfgs / sizeof gpu_cfgs[0] };
+
+static int has_gpu(void) {
+    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
+    if (!p) return 0;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, p)) n += strncmp(line, "GPU ", 4) == 0;
+    pclose(p);
+    return n > 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    const char *outdir = getenv("OUT") && getenv("OUT")[0] ? getenv("OUT") : "/tmp";
+    int precompile = strcmp(mode, "--precompile") == 0, stall = strcmp(mode, "--stall") == 0;
+    if (stall && getenv("PK_CUDA_ARCH")) precompile = 1; /* fill the cache with the debug build only */
+    if (!precompile && !has_gpu()) {
+        printf("skipped: no CUDA GPU\n");
+        return check_report("cuda_e2e");
+    }
+    weights w;
+    make_weights(&w);
+    uint64_t seed = 99;
+    for (int i = 0; i < NREQ; i++)
+        for (int j = 0; j < prompt_len[i]; j++) prompts[i][j] = (int32_t)(check_rand_u64(&seed) % V);
+
+    if (precompile && stall) {
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+        pk_tensor *lt;
+        double ms;
+        pk_kernel_free(compile(&w, &rc, &lt, &ms));
+        printf("precompiled the debug build in %.1f s\n", ms / 1e3);
+        return check_report("cuda_e2e_precompile");
+    }
+    if (precompile) {
+        /* every distinct kernel.cu of the checks (worker count and task kernels decide it) */
+        static const run_cfg pre[] = {
+            {"cuda W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL},
+            {"cuda W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL},
+            {"fallback W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL},
+        };
+        for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+            pk_tensor *lt;
+            double ms;
+            pk_kernel *k = compile(&w, &pre[i], &lt, &ms);
+            printf("precompiled %-12s %.1f s\n", pre[i].name, ms / 1e3);
+            pk_kernel_free(k);
+        }
+        return check_report("cuda_e2e_precompile");
+    }
+
+    if (stall) {
+        /* PK_CUDA_DEBUG=1 PK_CUDA_DEBUG_STALL_TASK=N: the run must end with the stuck wait named */
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+        pk_tensor *lt;
+        double ms;
+        pk_kernel *k = compile(&w, &rc, &lt, &ms);
+        if (k) {
+            pk_request req[NREQ];
+            int32_t out[NREQ][NEW];
+            for (int i = 0; i < NREQ; i++)
+                req[i] = (pk_request){.prompt = prompts[i], .prompt_len = prompt_len[i], .max_new_tokens = NEW,
+                                      .output = out[i]};
+            double t0 = now_ms();
+            pk_status s = pk_run(k, req, NREQ, NULL, NULL);
+            printf("stall run: %s after %.1f s: %s\n", pk_status_name(s), (now_ms() - t0) / 1e3, pk_kernel_error(k));
+            /* the first wait to time out names itself: usually the stalled task, maybe one behind it */
+            const char *e = pk_kernel_error(k);
+            CHECK(s == PK_ERR_BACKEND && strstr(e, "timed out in task") && strstr(e, "counter") && strstr(e, "threshold"),
+                  "the debug build names the stuck wait");
+            pk_kernel_free(k);
+        }
+        return check_report("cuda_e2e_stall");
+    }
+
+    /* the CPU reference (static, 4 threads) */
+    run_cfg cpu_cfg = {"cpu static W4", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+    static result cpu, res[NCFG];
+    pk_tensor *lt;
+    double ms;
+    pk_kernel *k = compile(&w, &cpu_cfg, &lt, &ms);
+    run(k, lt, &cpu_cfg, &cpu);
+    pk_kernel_free(k);
+    ROW("%-24s %9s %9s %6s %8s %12s %10s", "run", "compile s", "run ms", "steps", "tokens", "max|dlogit|", "bitwise");
+    ROW("%-24s %9s %9.2f %6lld %8s %12s %10s", cpu_cfg.name, "-", cpu.run_ms, (long long)cpu.steps, "ref", "ref", "-");
+
+    for (int c = 0; c < NCFG; c++) {
+        const run_cfg *rc = &gpu_cfgs[c];
+        result *r = &res[c];
+        k = compile(&w, rc, &lt, &r->compile_ms);
+        if (!k) {
+            ROW("%-24s compile failed: %.120s", rc->name, "see above");
+            continue;
+        }
+        run(k, lt, rc, r);
+        if (r->ok) run(k, lt, rc, r); /* the second run is warm: time that one */
+        pk_kernel_free(k);
+        if (!r->ok) {
+            ROW("%-24s run failed", rc->name);
+            continue;
+        }
+        int same = same_tokens(r, &cpu), within;
+        double dl = logits_diff(r, &cpu, &within);
+        CHECK(same, "%s: tokens differ from the CPU backend", rc->name);
+        if (!same) {
+            print_tokens("cpu ", &cpu);
+            print_tokens(rc->name, r);
+        }
+        CHECK(within, "%s: logits differ from the CPU's by %g (beyond bf16 tolerance)", rc->name, dl);
+        CHECK(r->streamed == r->nout[0] + r->nout[1] + r->nout[2], "%s: %d tokens streamed, %d generated", rc->name,
+              r->streamed, r->nout[0] + r->nout[1] + r->nout[2]);
+        CHECK(r->steps == cpu.steps, "%s: %lld steps, the CPU took %lld", rc->name, (long long)r->steps,
+              (long long)cpu.steps);
+        /* the same task kernels must give the same bits in every mode and worker count */
+        const result *base = rc->fallback ? &res[5] : &res[0];
+        const char *bw = "base";
+        if (r != base) {
+            int bit = base->ok && memcmp(r->logits, base->logits, sizeof r->logits) == 0 && same_tokens(r, base);
+            CHECK(bit, "%s: logits not bit-identical to '%s'", rc->name, rc->fallback ? gpu_cfgs[5].name : gpu_cfgs[0].name);
+            bw = bit ? "yes" : "NO";
+        }
+        ROW("%-24s %9.1f %9.2f %6lld %8s %12.4g %10s", rc->name, r->compile_ms / 1e3, r->run_ms, (long long)r->steps,
+            same ? "same" : "DIFFER", dl, bw);
+    }
+
+    /* 100 generations on one kernel: bit-identical */
+    {
+        const run_cfg *rc = &gpu_cfgs[0];
+        k = compile(&w, rc, &lt, &ms);
+        int identical = 0;
+        double t0 = now_ms();
+        for (int i = 0; k && i < REPEATS; i++) {
+            static result r;
+            run(k, lt, rc, &r);
+            identical += r.ok && same_tokens(&r, &res[0]) && memcmp(r.logits, res[0].logits, sizeof r.logits) == 0;
+        }
+        double each = (now_ms() - t0) / REPEATS;
+        CHECK(identical == REPEATS, "%d of %d repeated generations bit-identical", identical, REPEATS);
+        ROW("%-24s %9s %9.2f %6s %8s %12s %10s", "100 x cuda static W4", "-", each, "-", "-", "-",
+            identical == REPEATS ? "100/100" : "FAIL");
+        pk_kernel_free(k);
+    }
+
+    /* EOS inside the kernel: a token request 1 generates mid-way ends it (and maybe others) */
+    {
+        int64_t eos = cpu.out[1][4];
+        run_cfg ce = cpu_cfg, ge = gpu_cfgs[0], gd = gpu_cfgs[2];
+        ce.eos = ge.eos = gd.eos = eos;
+        static result re_cpu, re_gpu, re_dyn;
+        k = compile(&w, &ce, &lt, &ms);
+        run(k, lt, &ce, &re_cpu);
+        pk_kernel_free(k);
+        k = compile(&w, &ge, &lt, &ms);
+        run(k, lt, &ge, &re_gpu);
+        pk_kernel_free(k);
+        k = compile(&w, &gd, &lt, &ms);
+        run(k, lt, &gd, &re_dyn);
+        pk_kernel_free(k);
+        int fin_eos = 0;
+        for (int i = 0; i < NREQ; i++) fin_eos += re_cpu.finish[i] == PK_FINISH_EOS;
+        CHECK(fin_eos >= 1, "eos %lld ends at least one request on the CPU", (long long)eos);
+        int same = same_tokens(&re_gpu, &re_cpu) && same_tokens(&re_dyn, &re_cpu);
+        CHECK(same, "EOS %lld: the GPU's outputs and finish reasons differ from the CPU's", (long long)eos);
+        if (!same) {
+            print_tokens("cpu", &re_cpu);
+            print_tokens("gpu", &re_gpu);
+            print_tokens("dyn", &re_dyn);
+        }
+        ROW("%-24s %9s %9.2f %6lld %8s %12s %10s", "eos: cuda static+dyn", "-", re_gpu.run_ms, (long long)re_gpu.steps,
+            same ? "same" : "DIFFER", "-", "-");
+    }
+
+    /* the trace: one complete event per task and step */
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/trace_cuda.json", outdir);
+        run_cfg rt = gpu_cfgs[0];
+        rt.trace = path;
+        static result r;
+        k = compile(&w, &rt, &lt, &ms);
+        run(k, lt, &rt, &r);
+        pk_graph_stats st;
+        pk_kernel_stats(k, &st);
+        pk_kernel_free(k);
+        FILE *f = fopen(path, "r");
+        long events = 0, tracks = 0;
+        if (f) {
+            char line[4096];
+            while (fgets(line, sizeof line, f)) {
+                events += strstr(line, "\"ph\":\"X\"") != NULL;
+                tracks += strstr(line, "\"thread_name\"") != NULL;
+            }
+            fclose(f);
+        }
+        long want = (long)(st.num_tasks - 1) * (long)r.steps;
+        CHECK(events == want && tracks == 4, "trace %s: %ld task slices (want %ld), %ld tracks", path, events, want,
+              tracks);
+        ROW("%-24s %9s %9.2f %6lld %8s %12s %10s", "trace", "-", r.run_ms, (long long)r.steps,
+            events == want ? "slices ok" : "BAD", "-", "-");
+        printf("trace written to %s (%ld slices, %ld tracks)\n", path, events, tracks);
+    }
+
+    printf("\n");
+    for (int i = 0; i < nrows; i++) printf("%s\n", table[i]);
+    return check_report("cuda_e2e");
+}
