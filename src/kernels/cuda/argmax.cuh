@@ -56,7 +56,8 @@ __device__ inline void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stri
             } else {
 #pragma unroll
                 for (int e = 0; e < 8; e++)
-                    f[e] = j + e < nv ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(row + j + e)) : -INFINITY;
+                    f[e] = j + e < nv ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(row + j + e))
+                                      : -INFINITY;
             }
 #pragma unroll
             for (int e = 0; e < 8; e++)

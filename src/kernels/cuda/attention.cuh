@@ -58,7 +58,8 @@ __device__ inline float pk_dev_rope_inv_freq1(const pk_layer_params *p, int i) {
     float wavelen = __fmul_rn(__fdiv_rn(1.0f, f), (float)two_pi);
     float scaled = wavelen > low_freq_wavelen ? __fdiv_rn(f, factor) : f;
     if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) {
-        float smooth = __fdiv_rn(__fsub_rn(__fmul_rn(__fdiv_rn(1.0f, wavelen), old_len), low), band);
+        float smooth =
+            __fdiv_rn(__fsub_rn(__fmul_rn(__fdiv_rn(1.0f, wavelen), old_len), low), band);
         scaled = __fadd_rn(__fdiv_rn(__fmul_rn(__fsub_rn(1.0f, smooth), scaled), factor),
                            __fmul_rn(smooth, scaled));
     }
@@ -82,7 +83,8 @@ __device__ inline bool pk_att_row_valid(const pk_attn_step *s, int t, int lane, 
 
 /* Cache slot (page · page_size + offset) of position pos of request req (a valid row's). */
 __device__ __forceinline__ int64_t pk_att_slot(const pk_attn_step *s, int req, int pos) {
-    int32_t page = pk_dev_ldcg_i32(s->page_table + (int64_t)req * s->pages_per_req + pos / s->page_size);
+    const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
+    int32_t page = pk_dev_ldcg_i32(pt + pos / s->page_size);
     return (int64_t)page * s->page_size + pos % s->page_size;
 }
 
@@ -195,12 +197,14 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
 
     /* heads per warp pass: as many as fit (<= 8) */
     int HB = G < PK_ATT_HB_MAX ? G : PK_ATT_HB_MAX;
-    while (HB > 1 && PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) HB--;
+    while (HB > 1 && PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES)
+        HB--;
     if (PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) return;
     const int WB = pk_att_warp_bytes(HB, D);
 
     /* phase 0 */
-    for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS) inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
+    for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
+        inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
     __syncthreads();
 
     /* phases 1 + 2: rotated K and raw V of every row into the cache */
@@ -210,7 +214,8 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
         float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
         pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
-        const pk_bf16 *kx = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D; /* K [D], V [D] */
+        /* K [D] then V [D] of head g */
+        const pk_bf16 *kx = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D;
         const pk_bf16 *vx = kx + D;
         const int64_t off = (pk_att_slot(s, req, pos) * Hkv + g) * D;
         pk_att_head(kx, k_norm, eps, cs, sn, D, lane, ya, yb);

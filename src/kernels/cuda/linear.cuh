@@ -13,11 +13,11 @@
  *     S warps (G = the largest power of two <= min(8, column groups); S = 8 / G): in round i,
  *     group g takes column group g + i·G; its S·32 lanes ("virtual lanes" vl) take 8-element
  *     chunks vl, vl + 32·S, ... of K (split-K across warps when a tile has few columns). Per chunk
- *     a lane loads one 16-byte vector of each of its CW weight rows (U chunks ahead: U·CW loads in
- *     flight), reads the NT xn vectors from shared memory (consecutive lanes, consecutive 16
- *     bytes: no bank conflict) and does NT·CW·8 FMAs. A weight row whose start is not 16-byte
- *     aligned (odd K stride, fused offsets) is read with 4- or 2-byte loads; the last partial
- *     chunk (K % 8) with 2-byte loads, zeros beyond K;
+ *     a lane loads one 16-byte vector of each of its CW weight rows (U chunks ahead: U·CW = 16
+ *     or 8 loads in flight, predicated off past the end), reads the NT xn vectors from shared
+ *     memory (consecutive lanes, consecutive 16 bytes: no bank conflict) and does NT·CW·8 FMAs.
+ *     A weight row whose start is not 16-byte aligned (odd K stride, fused offsets) is read with
+ *     4- or 2-byte loads; the last partial chunk (K % 8) with 2-byte loads, zeros beyond K;
  *  4. each accumulator is summed over the warp by a fixed butterfly; with S > 1 lane c·NT + r of
  *     each warp writes its sum to part_s[round & 1][warp] (double-buffered), barrier, and the
  *     group's first warp adds the S partials in warp order; lane c·NT + r writes out[r, col c].
@@ -76,8 +76,10 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
                 float f[8], g[8], h[8];
                 if (n == 8) {
                     pk_dev_unpack8(pk_dev_load8_any<true>(xr + k), f);
-                    if (XN == PK_LIN_RMSNORM) pk_dev_unpack8(pk_dev_load8_any<false>(a.norm_w + k), g);
-                    if (XN == PK_LIN_SILU_MUL) pk_dev_unpack8(pk_dev_load8_any<true>(xr + a.K + k), g);
+                    if (XN == PK_LIN_RMSNORM)
+                        pk_dev_unpack8(pk_dev_load8_any<false>(a.norm_w + k), g);
+                    if (XN == PK_LIN_SILU_MUL)
+                        pk_dev_unpack8(pk_dev_load8_any<true>(xr + a.K + k), g);
                 } else {
 #pragma unroll
                     for (int i = 0; i < 8; i++) {
@@ -130,30 +132,23 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
                                              int k0, int kc, int vl, int nvl,
                                              float (&acc)[CW][NT]) {
     const int nfull = kc / 8;
-    int c = vl;
-    for (; c + (U - 1) * nvl < nfull; c += U * nvl) {
-        uint4 wv[U][CW];
+    for (int c = vl; c < nfull; c += U * nvl) {
+        uint4 wv[U][CW]; /* all U·CW loads issued before the first FMA (predicated at the end) */
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int i = 0; i < CW; i++) {
                 const pk_bf16 *p = wr[i] + k0 + 8 * (c + u * nvl);
-                wv[u][i] = VEC ? pk_dev_ldw16(p) : pk_dev_load8_any<false>(p);
+                wv[u][i] = c + u * nvl >= nfull ? make_uint4(0, 0, 0, 0)
+                           : VEC                ? pk_dev_ldw16(p)
+                                                : pk_dev_load8_any<false>(p);
             }
 #pragma unroll
-        for (int u = 0; u < U; u++) pk_lin_fma<NT, CW>(xs + 8 * (c + u * nvl), ldx, wv[u], acc);
-    }
-    for (; c < nfull; c += nvl) {
-        uint4 wv[CW];
-#pragma unroll
-        for (int i = 0; i < CW; i++) {
-            const pk_bf16 *p = wr[i] + k0 + 8 * c;
-            wv[i] = VEC ? pk_dev_ldw16(p) : pk_dev_load8_any<false>(p);
-        }
-        pk_lin_fma<NT, CW>(xs + 8 * c, ldx, wv, acc);
+        for (int u = 0; u < U; u++)
+            if (c + u * nvl < nfull) pk_lin_fma<NT, CW>(xs + 8 * (c + u * nvl), ldx, wv[u], acc);
     }
     const int tail = kc - 8 * nfull;
-    if (tail > 0 && c == nfull) { /* this lane owns the partial last chunk */
+    if (tail > 0 && vl == nfull % nvl) { /* this lane owns the partial last chunk, its last */
         uint4 wv[CW];
 #pragma unroll
         for (int i = 0; i < CW; i++) {
@@ -267,9 +262,9 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
         if (nt == 1)
-            pk_lin_rows<XN, 1, 2, 4>(a, t0, nt, smem);
+            pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
         else if (nt == 2)
-            pk_lin_rows<XN, 2, 2, 4>(a, t0, nt, smem);
+            pk_lin_rows<XN, 2, 2, 8>(a, t0, nt, smem);
         else if (nt <= 4)
             pk_lin_rows<XN, 4, 4, 2>(a, t0, nt, smem);
         else

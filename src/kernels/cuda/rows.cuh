@@ -43,7 +43,7 @@ __device__ inline const pk_bf16 *pk_dev_rows_get(const pk_rows *w, uint32_t r) {
     return w->seg[i] + ((uint64_t)g * w->seg_rows[i] + o) * w->row_stride;
 }
 
-/* ---- bf16 <-> fp32 ----------------------------------------------------------------------------- */
+/* ---- bf16 <-> fp32 --------------------------------------------------------------------------- */
 
 __device__ __forceinline__ float pk_dev_bf16_to_f32(pk_bf16 h) {
     return __uint_as_float((uint32_t)h << 16);
@@ -64,7 +64,9 @@ __device__ __forceinline__ float pk_dev_round_bf16(float f) {
 
 /* The two bf16 halves of a 32-bit word (element 0 in the low half, as in memory). */
 __device__ __forceinline__ float pk_dev_lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float pk_dev_hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ float pk_dev_hi_f32(uint32_t u) {
+    return __uint_as_float(u & 0xffff0000u);
+}
 
 /* f[0 .. 8) = the 8 bf16 of v, in memory order. */
 __device__ __forceinline__ void pk_dev_unpack8(uint4 v, float *f) {
@@ -88,7 +90,7 @@ __device__ __forceinline__ uint4 pk_dev_pack8(const float *f) {
     return v;
 }
 
-/* ---- loads ------------------------------------------------------------------------------------- */
+/* ---- loads ----------------------------------------------------------------------------------- */
 
 __device__ __forceinline__ bool pk_dev_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;
@@ -139,7 +141,7 @@ __device__ __forceinline__ uint4 pk_dev_load8_any(const pk_bf16 *p) {
     return make_uint4(u[0], u[1], u[2], u[3]);
 }
 
-/* ---- warp reductions (fixed butterfly order: the same bits on every run) ----------------------- */
+/* ---- warp reductions (fixed butterfly order: the same bits on every run) --------------------- */
 
 __device__ __forceinline__ float pk_dev_warp_sum(float v) {
 #pragma unroll

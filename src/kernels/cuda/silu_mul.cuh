@@ -1,6 +1,6 @@
-/* silu_mul.cuh — PK_TASK_SILU_MUL on the device: out[t, j] = bf16(bf16(silu(g)) · u), g = x[t, i0 + j],
- * u = x[t, I + i0 + j], silu(g) = g / (1 + exp(-g)) in fp32 (pk_cpu_silu_mul); and pk_dev_silu_mul1,
- * the element that silu_mul_linear shares.
+/* silu_mul.cuh — PK_TASK_SILU_MUL on the device: out[t, j] = bf16(bf16(silu(g)) · u),
+ * g = x[t, i0 + j], u = x[t, I + i0 + j], silu(g) = g / (1 + exp(-g)) in fp32 (pk_cpu_silu_mul);
+ * and pk_dev_silu_mul1, the element that silu_mul_linear shares.
  *
  * Elementwise: (row, 8-column chunk) pairs spread over the threads (thread i takes pairs i,
  * i + THREADS, ...), 16-byte loads of gate and up and a 16-byte store where all three are aligned,
