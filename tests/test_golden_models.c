@@ -26,7 +26,12 @@ typedef struct golden {
     int32_t *greedy[MAX_PROMPTS];
     int greedy_len[MAX_PROMPTS];
     float *logits[MAX_PROMPTS]; /* [vocab] or NULL */
+    int decisive[MAX_PROMPTS];  /* greedy steps before the first top-1/top-2 gap under GAP_MIN */
 } golden;
+
+/* A bf16 logit near 16-32 moves in steps of 0.125: a smaller gap than two steps is a coin toss
+ * between implementations that round differently, so tokens after it may differ. */
+#define GAP_MIN 0.25
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -60,12 +65,20 @@ static int load_golden(const char *path, golden *g) {
     const cJSON *prompts = cJSON_GetObjectItem(root, "prompts"), *greedy = cJSON_GetObjectItem(root, "greedy");
     const cJSON *logits = cJSON_GetObjectItem(root, "prompt_last_logits");
     const cJSON *max_new = cJSON_GetObjectItem(root, "max_new_tokens");
+    const cJSON *gaps = cJSON_GetObjectItem(root, "top2_gaps"); /* per prompt, per step (bf16) */
     g->n = cJSON_GetArraySize(prompts);
     if (g->n > MAX_PROMPTS) g->n = MAX_PROMPTS;
     g->max_new = max_new ? (int)max_new->valuedouble : 0;
     for (int i = 0; i < g->n; i++) {
         g->prompt[i] = int_array(cJSON_GetArrayItem(prompts, i), &g->prompt_len[i]);
         g->greedy[i] = int_array(cJSON_GetArrayItem(greedy, i), &g->greedy_len[i]);
+        g->decisive[i] = g->greedy_len[i];
+        const cJSON *gp = gaps ? cJSON_GetArrayItem(gaps, i) : NULL;
+        for (int j = 0; gp && j < cJSON_GetArraySize(gp); j++)
+            if (cJSON_GetArrayItem(gp, j)->valuedouble < GAP_MIN) {
+                g->decisive[i] = j;
+                break;
+            }
         const cJSON *l = logits ? cJSON_GetArrayItem(logits, i) : NULL;
         if (l) {
             g->vocab = cJSON_GetArraySize(l);
@@ -143,16 +156,24 @@ static void check_model(const char *name, const char *model_dir, const char *gol
     pk_status s = pk_run(k, req, g.n, on_token, &cap);
     CHECK(s == PK_OK, "%s: %s", name, pk_kernel_error(k));
     for (int i = 0; i < g.n && s == PK_OK; i++) {
+        /* Tokens must agree up to the first step whose gap is not decisive (there either choice
+         * is right, and after it the sequences may legitimately part). */
         int same = req[i].num_output == g.greedy_len[i] &&
-                   memcmp(out[i], g.greedy[i], (size_t)g.greedy_len[i] * sizeof(int32_t)) == 0;
-        CHECK(same, "%s (%d workers, mode %d) prompt %d: greedy tokens differ from transformers", name, workers,
-              (int)mode, i);
+                   memcmp(out[i], g.greedy[i], (size_t)g.decisive[i] * sizeof(int32_t)) == 0;
+        CHECK(same, "%s (%d workers, mode %d) prompt %d: greedy tokens differ from transformers within the %d "
+              "decisive steps", name, workers, (int)mode, i, g.decisive[i]);
         if (!same) {
             fprintf(stderr, "  pk:");
             for (int j = 0; j < req[i].num_output; j++) fprintf(stderr, " %d", out[i][j]);
             fprintf(stderr, "\n  hf:");
             for (int j = 0; j < g.greedy_len[i]; j++) fprintf(stderr, " %d", g.greedy[i][j]);
             fputc('\n', stderr);
+        }
+        if (workers == 1 && g.decisive[i] < g.greedy_len[i]) {
+            int agree = 0;
+            while (agree < g.greedy_len[i] && out[i][agree] == g.greedy[i][agree]) agree++;
+            printf("  %s prompt %d: %d of %d tokens equal; step %d has a top-2 gap under %.2f\n", name, i, agree,
+                   g.greedy_len[i], g.decisive[i], GAP_MIN);
         }
         if (!g.logits[i] || !cap.first[i]) continue;
         CHECK(g.vocab == cap.vocab, "%s: golden logits have %d entries, vocab is %d", name, g.vocab, cap.vocab);
@@ -202,7 +223,8 @@ int main(void) {
     CHECK(f != NULL, "tests/data/golden/pk-tiny.json is missing");
     if (f) {
         fclose(f);
-        check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 2, PK_SCHED_STATIC);
+        check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 1, PK_SCHED_STATIC);
+        check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 2, PK_SCHED_DYNAMIC);
     }
     return check_report("golden_models");
 }
