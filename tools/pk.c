@@ -261,6 +261,7 @@ static int cmd_generate(options *o) {
         for (int i = 0; i < req.num_output; i++) printf("%s%d", i ? " " : "", out[i]);
         printf("\n");
     }
+    fflush(stdout);
     double prefill_ms = (s.t_first - t_run) * 1e3;
     double per_tok = req.num_output > 1 ? (s.t_last - s.t_first) * 1e3 / (req.num_output - 1) : 0;
     fprintf(stderr, "pk: %s backend, %d workers: prompt %d tokens, generated %d (%s), prefill %.1f ms, %.2f ms/token, compile %.0f ms\n",
