@@ -253,6 +253,16 @@ typedef struct pk_graph_stats {
 
 pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out);
 
+typedef struct pk_layer_info {
+    const char *name; /* "L3.attention": index and kind; valid while k lives */
+    const char *kind; /* "attention", "rmsnorm_linear", ... */
+    int grid;         /* tasks the layer splits into */
+    int first_task;   /* its first task in the compiled graph (0 before pk_compile) */
+} pk_layer_info;
+
+/* Layer i (0 <= i < pk_graph_stats.num_layers) in the order added. */
+pk_status pk_kernel_layer(const pk_kernel *k, int i, pk_layer_info *out);
+
 /* Writes the compiled task graph as JSON (tasks, events, layers, schedule). */
 pk_status pk_write_task_graph(pk_kernel *k, const char *path);
 

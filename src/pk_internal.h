@@ -120,6 +120,7 @@ const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len);
 int64_t pk_tensor_numel(const pk_tensor *t);
 
 /* Task graph (src/taskgraph). */
+extern const char *const pk_task_kind_names[PK_TASK_KIND_COUNT];
 pk_status pk_taskgraph_build(pk_kernel *k);
 void pk_taskgraph_free(pk_taskgraph *g);
 pk_status pk_taskgraph_write_json(const pk_kernel *k, const char *path);

@@ -327,9 +327,15 @@ static int cmd_inspect(options *o) {
     printf("attention    %d query heads, %d KV heads, head_dim %d%s\n", i->num_q_heads, i->num_kv_heads, i->head_dim,
            i->has_qk_norm ? ", q/k norm" : "");
     printf("embeddings   %s\n", i->tie_word_embeddings ? "tied" : "untied");
-    printf("weights read %.3f GB per decode step\n", (double)i->weight_bytes / 1e9);
+    printf("weights read %.1f MB per decode step\n", (double)i->weight_bytes / 1e6);
     printf("task graph   %d graph layers, %d tasks, %d events, %d workers (written to %s)\n", st.num_layers,
            st.num_tasks, st.num_events, st.num_workers, path);
+    printf("\n%-8s %-32s %6s %10s\n", "layer", "kind", "grid", "first task");
+    for (int l = 0; l < st.num_layers; l++) {
+        pk_layer_info li;
+        if (pk_kernel_layer(k, l, &li) == PK_OK)
+            printf("%-8.*s %-32s %6d %10d\n", (int)strcspn(li.name, "."), li.name, li.kind, li.grid, li.first_task);
+    }
     pk_model_free(m);
     return 0;
 }

@@ -194,6 +194,16 @@ pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out) {
     return PK_OK;
 }
 
+pk_status pk_kernel_layer(const pk_kernel *k, int i, pk_layer_info *out) {
+    if (!k || !out || i < 0 || i >= k->nlayers) return PK_ERR_INVALID_ARGUMENT;
+    const pk_layer *l = &k->layers[i];
+    out->name = l->name;
+    out->kind = pk_task_kind_names[l->kind];
+    out->grid = l->grid;
+    out->first_task = k->compiled ? l->first_task : 0;
+    return PK_OK;
+}
+
 const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len) {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, len - n, "[");

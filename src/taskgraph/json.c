@@ -11,7 +11,7 @@
 
 #include "pk_internal.h"
 
-static const char *const task_kind_names[PK_TASK_KIND_COUNT] = {
+const char *const pk_task_kind_names[PK_TASK_KIND_COUNT] = {
     "begin", "embedding", "rmsnorm", "rmsnorm_linear", "linear", "linear_with_residual",
     "silu_mul", "silu_mul_linear_with_residual", "attention", "argmax_partial", "argmax_reduce",
     "terminate",
@@ -48,7 +48,7 @@ pk_status pk_taskgraph_write_json(const pk_kernel *kc, const char *path) {
     for (int l = 0; l < k->nlayers; l++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", k->layers[l].name);
-        cJSON_AddStringToObject(o, "kind", task_kind_names[k->layers[l].kind]);
+        cJSON_AddStringToObject(o, "kind", pk_task_kind_names[k->layers[l].kind]);
         cJSON_AddNumberToObject(o, "grid", k->layers[l].grid);
         cJSON_AddNumberToObject(o, "first_task", k->layers[l].first_task);
         cJSON_AddItemToArray(layers, o);
@@ -58,7 +58,7 @@ pk_status pk_taskgraph_write_json(const pk_kernel *kc, const char *path) {
         const pk_task *task = &g->tasks[t];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", t);
-        cJSON_AddStringToObject(o, "kind", task_kind_names[task->kind]);
+        cJSON_AddStringToObject(o, "kind", pk_task_kind_names[task->kind]);
         cJSON_AddStringToObject(o, "layer", t == 0 ? "begin" : k->layers[task->layer].name);
         cJSON_AddNumberToObject(o, "index", task->index);
         cJSON_AddNumberToObject(o, "dep_event", task->dep_event == PK_NO_EVENT ? -1 : (double)task->dep_event);
