@@ -1,0 +1,152 @@
+/* test_cli.c — the pk command end to end, as a user runs it: `pk generate --prompt-ids ...
+ * --print-ids` reproduces transformers' greedy tokens on the golden model directories, text
+ * generation and tokenize/detokenize work on the shipped model, and every bad input ends with a
+ * non-zero exit and one line on stderr naming the problem. Runs $BUILD/pk (default build/pk).
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char pk_bin[512];
+
+typedef struct result {
+    int status; /* exit code, or -1 when killed by a signal */
+    char out[1 << 16], err[1 << 14];
+} result;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+}
+
+/* Runs `pk <args>` through the shell (arguments are the test's own, quoted by the caller). */
+static void run(result *r, const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >/tmp/pk_cli_out.%d 2>/tmp/pk_cli_err.%d", pk_bin, args, (int)getpid(),
+             (int)getpid());
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char p[64];
+    snprintf(p, sizeof p, "/tmp/pk_cli_out.%d", (int)getpid());
+    slurp(p, r->out, sizeof r->out);
+    unlink(p);
+    snprintf(p, sizeof p, "/tmp/pk_cli_err.%d", (int)getpid());
+    slurp(p, r->err, sizeof r->err);
+    unlink(p);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* A failing command: exit 1 (or 2 for usage), one stderr line containing `needle`. */
+static void expect_error(const char *args, int code, const char *needle) {
+    static result r;
+    run(&r, args);
+    CHECK(r.status == code, "pk %s: exit %d, expected %d (stderr: %s)", args, r.status, code, r.err);
+    if (code == 1) CHECK(count_lines(r.err) == 1, "pk %s: stderr has %d lines: %s", args, count_lines(r.err), r.err);
+    CHECK(strstr(r.err, needle) != NULL, "pk %s: stderr lacks '%s': %s", args, needle, r.err);
+}
+
+static void check_golden_cli(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "tests/data/golden/%s/golden.json", name);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "missing %s", path);
+    if (!f) return;
+    static char text[1 << 22];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *prompt = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), 1);
+    const cJSON *greedy = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "greedy"), 1);
+    char ids[2048] = "", expect[2048] = "";
+    size_t a = 0, b = 0;
+    for (int i = 0; i < cJSON_GetArraySize(prompt); i++)
+        a += (size_t)snprintf(ids + a, sizeof ids - a, "%s%d", i ? "," : "", (int)cJSON_GetArrayItem(prompt, i)->valuedouble);
+    for (int i = 0; i < cJSON_GetArraySize(greedy); i++)
+        b += (size_t)snprintf(expect + b, sizeof expect - b, "%s%d", i ? " " : "", (int)cJSON_GetArrayItem(greedy, i)->valuedouble);
+    char args[4096];
+    snprintf(args, sizeof args, "generate --model tests/data/golden/%s --prompt-ids %s --max-tokens %d --print-ids --backend cpu",
+             name, ids, cJSON_GetArraySize(greedy));
+    static result r;
+    run(&r, args);
+    CHECK(r.status == 0, "%s: exit %d: %s", name, r.status, r.err);
+    r.out[strcspn(r.out, "\n")] = '\0';
+    CHECK(strcmp(r.out, expect) == 0, "%s: pk printed '%s', transformers '%s'", name, r.out, expect);
+    CHECK(strstr(r.err, "ms/token") != NULL, "%s: no stats line on stderr: %s", name, r.err);
+    cJSON_Delete(root);
+}
+
+int main(void) {
+    const char *build = getenv("BUILD");
+    snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
+    if (access(pk_bin, X_OK) != 0) {
+        CHECK(0, "%s is not built", pk_bin);
+        return check_report("cli");
+    }
+    check_golden_cli("qwen3_untied");
+    check_golden_cli("qwen3_tied");
+    check_golden_cli("llama3_scaled");
+    check_golden_cli("llama3_plain");
+
+    static result r;
+    run(&r, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2");
+    CHECK(r.status == 0 && strncmp(r.out, "In the beginning", 16) == 0 && strlen(r.out) > 40,
+          "shipped model: exit %d, text '%s', stderr %s", r.status, r.out, r.err);
+    run(&r, "generate --prompt 'And Jesus said' --max-tokens 8 --chat");
+    CHECK(r.status == 0, "--chat: exit %d: %s", r.status, r.err);
+    run(&r, "tokenize 'In the beginning God created'");
+    CHECK(r.status == 0 && r.out[0] >= '0' && r.out[0] <= '9', "tokenize: exit %d, '%s'", r.status, r.out);
+    char detok[512];
+    r.out[strcspn(r.out, "\n")] = '\0';
+    snprintf(detok, sizeof detok, "detokenize %s", r.out);
+    run(&r, detok);
+    CHECK(r.status == 0 && strcmp(r.out, "In the beginning God created\n") == 0, "detokenize: '%s'", r.out);
+    run(&r, "inspect --task-graph /tmp/pk_cli_task_graph.json");
+    CHECK(r.status == 0 && strstr(r.out, "Qwen3ForCausalLM") && strstr(r.out, "attention"), "inspect: %s %s", r.out,
+          r.err);
+    struct stat st;
+    CHECK(stat("/tmp/pk_cli_task_graph.json", &st) == 0 && st.st_size > 1000, "inspect wrote no task graph");
+    unlink("/tmp/pk_cli_task_graph.json");
+
+    /* Bad input: one line, non-zero exit, the problem named. */
+    expect_error("generate --model /nonexistent --prompt-ids 1,2", 1, "/nonexistent");
+    expect_error("generate --model tests/data/golden/qwen3_tied --prompt-ids 1,99999 --print-ids", 1, "99999");
+    expect_error("generate --model tests/data/golden/qwen3_tied --prompt 'hi'", 1, "tokenizer.json");
+    expect_error("generate --prompt-ids 1,x", 1, "bad token id");
+    expect_error("generate --prompt-ids 1 --max-tokens 0", 1, "--max-tokens");
+    expect_error("generate --prompt-ids 1 --backend tpu", 1, "tpu");
+    expect_error("generate --prompt-ids 1 --bogus", 1, "--bogus");
+    expect_error("frobnicate", 1, "frobnicate");
+    expect_error("", 2, "usage");
+    expect_error("detokenize 5000000", 1, "5000000");
+    /* A prompt longer than the model allows (max_position_embeddings 512). */
+    char longp[4096] = "generate --prompt-ids 1";
+    for (int i = 0; i < 600; i++) strcat(longp, ",5");
+    expect_error(longp, 1, "at most");
+    /* A model directory with an unknown architecture. */
+    char dir[] = "/tmp/pk_cli_XXXXXX";
+    if (mkdtemp(dir)) {
+        char p[300], args[400];
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        FILE *f = fopen(p, "w");
+        fputs("{\"architectures\": [\"MambaForCausalLM\"], \"vocab_size\": 10}", f);
+        fclose(f);
+        snprintf(args, sizeof args, "generate --model %s --prompt-ids 1", dir);
+        expect_error(args, 1, "MambaForCausalLM");
+        unlink(p);
+        rmdir(dir);
+    }
+    return check_report("cli");
+}
