@@ -6,8 +6,10 @@
 #      src/kernels/cuda task kernels and the runtime's placeholder kernels, 100 repeated
 #      generations bit-identical, EOS, a Perfetto trace;
 #   3. the debug build: a wait stalled on purpose must be reported, not hang;
-#   4. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
-#   5. a result table.
+#   4. with BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes (132 workers), CUDA
+#      static and dynamic vs the CPU backend: tokens and logits;
+#   5. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
+#   6. a result table. E2E_DEBUG=0 skips the debug-build pass of step 2.
 # Usage: bash scripts/gpu_check.sh        (OUT=dir keeps logs and the trace; default /tmp/pk-gpu-check)
 # PREBUILT: if build/tests/gpu/test_cuda_e2e exists and its libraries resolve (.gpu/lib is added
 # to LD_LIBRARY_PATH), it is used as is; a kernel cache in .gpu/cache is copied into a private
@@ -49,15 +51,17 @@ chmod 700 "$PK_CACHE_DIR"
 if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
 unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS
 
-echo "== end-to-end, debug build first (a stuck wait reports itself instead of hanging)"
-PK_CUDA_DEBUG=1 PK_CUDA_SPIN_LIMIT_MS=10000 timeout 200 "$E2E" >"$OUT/e2e_debug.log" 2>&1
-rc=$?
-grep -E '^(FAIL|cuda_e2e)' "$OUT/e2e_debug.log" | head -n 20
-summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$OUT/e2e_debug.log" | tail -n 1)
-note "end-to-end, debug build (exit $rc)" "${summary:-no summary (crash or timeout)}"
+if [ "${E2E_DEBUG:-1}" != 0 ]; then
+    echo "== end-to-end, debug build first (a stuck wait reports itself instead of hanging)"
+    PK_CUDA_DEBUG=1 PK_CUDA_SPIN_LIMIT_MS=10000 timeout 150 "$E2E" >"$OUT/e2e_debug.log" 2>&1
+    rc=$?
+    grep -E '^(FAIL|cuda_e2e)' "$OUT/e2e_debug.log" | head -n 20
+    summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$OUT/e2e_debug.log" | tail -n 1)
+    note "end-to-end, debug build (exit $rc)" "${summary:-no summary (crash or timeout)}"
+fi
 
 echo "== end-to-end: CUDA vs CPU"
-timeout 200 "$E2E" >"$OUT/e2e.log" 2>&1
+timeout 150 "$E2E" >"$OUT/e2e.log" 2>&1
 rc=$?
 grep -v '^pk: \(GPU memory\|compiling\)' "$OUT/e2e.log" | tail -n 40
 summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$OUT/e2e.log" | tail -n 1)
@@ -69,6 +73,17 @@ rc=$?
 grep -E 'stall run|FAIL|cuda_e2e_stall' "$OUT/stall.log"
 summary=$(grep -E '^cuda_e2e_stall: [0-9]+ passed' "$OUT/stall.log" | tail -n 1)
 note "debug stall (exit $rc)" "${summary:-no summary (hang or crash)}"
+
+# BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes, 132 workers, CUDA vs CPU
+for shape in ${BIG:-}; do
+    echo "== $shape-shaped random model: CUDA vs CPU"
+    limit=100; [ "$shape" = qwen3-8b ] && limit=200
+    timeout $limit "$E2E" --big "$shape" 132 >"$OUT/big_$shape.log" 2>&1
+    rc=$?
+    grep -E 'cpu request|last step|GPU memory|FAIL|uploading weights.*done|^cuda_big' "$OUT/big_$shape.log" | head -n 20
+    summary=$(grep -E '^cuda_big: [0-9]+ passed' "$OUT/big_$shape.log" | tail -n 1)
+    note "$shape CUDA vs CPU (exit $rc)" "${summary:-no summary (crash or timeout)}"
+done
 
 if [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     echo "== pk generate: cpu vs cuda (models/pk-tiny)"
@@ -86,5 +101,6 @@ fi
 echo
 echo "== results ($(( $(date +%s) - T0 )) s)"
 grep -A 20 -E '^run +compile s' "$OUT/e2e.log" | grep -v -E '^(cuda_e2e|FAIL)'
+for shape in ${BIG:-}; do grep -E '^qwen3|^(0\.6b|8b) ' "$OUT/big_$shape.log" | grep -v -E 'request|last step|weights drawn'; done
 printf '%s\n' "${results[@]}"
 rm -rf "$PK_CACHE_DIR"

@@ -17,6 +17,7 @@
  * Without a GPU (and not --precompile) it prints "skipped: no CUDA GPU" and counts nothing.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -241,6 +242,292 @@ static char table[64][200];
 static int nrows;
 #define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
 
+/* ---- --big: random-weight models shaped like Qwen3-0.6B / Qwen3-8B, CUDA vs CPU ----------- */
+
+typedef struct shape {
+    const char *name;
+    int V, H, L, Hq, Hkv, D, I;
+} shape;
+static const shape shapes[] = {
+    {"qwen3-0.6b", 151936, 1024, 28, 16, 8, 128, 3072},
+    {"qwen3-8b", 151936, 4096, 36, 32, 8, 128, 12288},
+};
+enum { BIG_T = 16, BIG_SEQ = 64, BIG_NREQ = 2, BIG_NEW = 6 };
+static const int big_prompt_len[BIG_NREQ] = {20, 6};
+
+/* One weight tensor: uniform in [-a, a] + offset, bf16, drawn by 16 threads over fixed 1M-element
+ * chunks (each chunk its own xorshift stream: the values do not depend on the thread count). */
+typedef struct fill_job {
+    pk_bf16 *p;
+    size_t n;
+    uint64_t seed;
+    float a, offset;
+    int tid, nthreads;
+} fill_job;
+
+static void *fill_chunks(void *arg) {
+    fill_job *j = arg;
+    const size_t chunk = (size_t)1 << 20;
+    for (size_t c = (size_t)j->tid; c * chunk < j->n; c += (size_t)j->nthreads) {
+        uint64_t st = (j->seed ^ (c * 0x9E3779B97F4A7C15ULL)) | 1;
+        size_t end = (c + 1) * chunk < j->n ? (c + 1) * chunk : j->n;
+        for (size_t i = c * chunk; i < end; i += 4) {
+            uint64_t r = check_rand_u64(&st);
+            for (size_t q = 0; q < 4 && i + q < end; q++, r >>= 16)
+                j->p[i + q] = pk_f32_to_bf16(j->offset + j->a * ((float)(int)(r & 0xffff) / 32768.0f - 1.0f));
+        }
+    }
+    return NULL;
+}
+
+static pk_bf16 *big_weight(uint64_t *seed, size_t n, double a, float offset, int dummy) {
+    if (dummy) return (pk_bf16 *)(uintptr_t)16; /* compile only: never read */
+    pk_bf16 *p = malloc(n * sizeof *p);
+    if (!p) return NULL;
+    enum { NT = 16 };
+    pthread_t th[NT];
+    fill_job jobs[NT];
+    uint64_t s0 = check_rand_u64(seed);
+    for (int t = 0; t < NT; t++) {
+        jobs[t] = (fill_job){p, n, s0, (float)a, offset, t, NT};
+        pthread_create(&th[t], NULL, fill_chunks, &jobs[t]);
+    }
+    for (int t = 0; t < NT; t++) pthread_join(th[t], NULL);
+    return p;
+}
+
+typedef struct big_model {
+    const shape *sh;
+    pk_bf16 **all; /* every weight array, in the order big_build attaches them */
+    int nall;
+    int replay;    /* 1: big_build reuses `all` instead of drawing */
+    int gridw;     /* grids: the largest divisor of a dimension up to this (the GPU's workers) */
+} big_model;
+
+/* The largest divisor of n that is at most w. */
+static int big_grid(int n, int w) {
+    for (int g = w < n ? w : n; g > 1; g--)
+        if (n % g == 0) return g;
+    return 1;
+}
+
+/* The next weight array: drawn, or m's next one when replaying. */
+static pk_bf16 *big_next(big_model *m, uint64_t *seed, size_t n, double a, float off, int dummy) {
+    if (!m->replay) m->all[m->nall] = big_weight(seed, n, a, off, dummy);
+    return m->all[m->nall++];
+}
+
+static pk_tensor *big_attach(pk_kernel *k, const char *nm, const pk_bf16 *p, int64_t d0, int64_t d1) {
+    int64_t d[2] = {d0, d1};
+    return pk_attach_input(k, nm, PK_DTYPE_BF16, d1 ? 2 : 1, d, NULL, p);
+}
+
+static pk_tensor *big_act(pk_kernel *k, const char *nm, int64_t T, int64_t n) {
+    int64_t d[2] = {T, n};
+    return pk_new_tensor(k, nm, PK_DTYPE_BF16, 2, d, PK_IO_LOCAL);
+}
+
+/* A decisive LM head: row v = 0.05 · embed[π(v)] for a random permutation π. The residual
+ * stream stays dominated by the input token's embedding (the layers' output projections are
+ * small), so the next token is π⁻¹(current) by a wide margin (top-1 minus top-2 ≈ 20 logits,
+ * bf16 rounding ≈ 0.1), while every layer still moves the logits measurably. */
+static pk_bf16 *big_lm_head(big_model *m, int dummy, int nv, int nh) {
+    if (m->replay) return m->all[m->nall++];
+    if (dummy) return m->all[m->nall++] = (pk_bf16 *)(uintptr_t)16;
+    const pk_bf16 *embed = m->all[0];
+    pk_bf16 *p = malloc((size_t)nv * nh * sizeof *p);
+    int32_t *perm = malloc((size_t)nv * sizeof *perm);
+    uint64_t st = 0x5eed;
+    for (int v = 0; v < nv; v++) perm[v] = v;
+    for (int v = nv - 1; v > 0; v--) {
+        int j = (int)(check_rand_u64(&st) % (uint64_t)(v + 1));
+        int32_t t = perm[v];
+        perm[v] = perm[j];
+        perm[j] = t;
+    }
+    for (int v = 0; v < nv; v++)
+        for (int i = 0; i < nh; i++)
+            p[(size_t)v * nh + i] = pk_f32_to_bf16(0.05f * pk_bf16_to_f32(embed[(size_t)perm[v] * nh + i]));
+    free(perm);
+    return m->all[m->nall++] = p;
+}
+
+/* Builds the decode graph of a Qwen3-shaped model on k; weights drawn (or dummy pointers). */
+static pk_tensor *big_build(pk_kernel *k, const shape *sh, uint64_t seed, int dummy, big_model *m) {
+    const pk_config *c = pk_kernel_config(k);
+    int T = c->max_tokens_per_step;
+    int Vb = sh->V, Hb = sh->H, Hq = sh->Hq, Hkv = sh->Hkv, Db = sh->D, Ib = sh->I, G2 = Hq / Hkv + 2;
+    m->sh = sh;
+    if (!m->replay) m->all = calloc((size_t)(16 * sh->L + 8), sizeof *m->all);
+    m->nall = 0;
+#define W_(n, a, off) big_next(m, &seed, (size_t)(n), (a), (off), dummy)
+    char name[64];
+#define ATT(nm, p, d0, d1) big_attach(k, nm, p, d0, d1)
+#define ACT(nm, n) big_act(k, nm, T, n)
+    /* grids: one task per worker where the dimension allows (the model builder's rule) */
+#define GRID(n) big_grid((n), m->gridw)
+    pk_tensor *h = ACT("h", Hb);
+    pk_embedding_layer(k, pk_step_tokens(k), ATT("embed", W_((size_t)Vb * Hb, 1.0, 0), Vb, Hb), h, GRID(Hb));
+    for (int l = 0; l < sh->L; l++) {
+#define NM(fmt) (snprintf(name, sizeof name, fmt, l), name)
+        double aq = 1.7 / sqrt((double)Hb);
+        pk_tensor *qkv_in[3] = {ATT(NM("wq%d"), W_((size_t)Hq * Db * Hb, aq, 0), Hq * Db, Hb),
+                                ATT(NM("wk%d"), W_((size_t)Hkv * Db * Hb, aq, 0), Hkv * Db, Hb),
+                                ATT(NM("wv%d"), W_((size_t)Hkv * Db * Hb, aq, 0), Hkv * Db, Hb)};
+        pk_tensor *wqkv = pk_fuse_tensors(k, NM("wqkv%d"), qkv_in, 3, 0, Hkv);
+        pk_tensor *qkv = ACT(NM("qkv%d"), Hkv * G2 * Db);
+        pk_rmsnorm_linear_layer(k, h, ATT(NM("attn_norm%d"), W_(Hb, 0.2, 1.0f), Hb, 0), wqkv, qkv, EPS, GRID(Hkv * G2 * Db));
+        int64_t cd[4] = {c->num_pages, c->page_size, Hkv, Db};
+        pk_tensor *kc = pk_new_tensor(k, NM("k_cache%d"), PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+        pk_tensor *vc = pk_new_tensor(k, NM("v_cache%d"), PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+        pk_tensor *att = ACT(NM("att%d"), Hq * Db);
+        pk_attention_params ap = {.num_q_heads = Hq, .num_kv_heads = Hkv, .head_dim = Db, .rope_theta = 1000000.0f,
+                                  .qk_norm_eps = EPS};
+        pk_tensor *qn = ATT(NM("q_norm%d"), W_(Db, 0.2, 1.0f), Db, 0);
+        pk_tensor *kn = ATT(NM("k_norm%d"), W_(Db, 0.2, 1.0f), Db, 0);
+        pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, GRID(Hkv));
+        pk_tensor *h2 = ACT(NM("h_attn%d"), Hb);
+        pk_linear_with_residual_layer(k, att, ATT(NM("wo%d"), W_((size_t)Hb * Hq * Db, 0.05 / sqrt((double)Hq * Db), 0), Hb, Hq * Db),
+                                      h, h2, GRID(Hb));
+        pk_tensor *gu_in[2] = {ATT(NM("wg%d"), W_((size_t)Ib * Hb, aq, 0), Ib, Hb), ATT(NM("wu%d"), W_((size_t)Ib * Hb, aq, 0), Ib, Hb)};
+        pk_tensor *wgu = pk_fuse_tensors(k, NM("wgu%d"), gu_in, 2, 0, 1);
+        pk_tensor *gu = ACT(NM("gu%d"), 2 * Ib);
+        pk_rmsnorm_linear_layer(k, h2, ATT(NM("mlp_norm%d"), W_(Hb, 0.2, 1.0f), Hb, 0), wgu, gu, EPS, GRID(2 * Ib));
+        pk_tensor *h3 = ACT(NM("h_mlp%d"), Hb);
+        pk_silu_mul_linear_with_residual_layer(k, gu, ATT(NM("wd%d"), W_((size_t)Hb * Ib, 0.05 / sqrt((double)Ib), 0), Hb, Ib), h2,
+                                               h3, GRID(Hb));
+        h = h3;
+#undef NM
+    }
+    pk_tensor *logits = ACT("logits", Vb);
+    pk_rmsnorm_linear_layer(k, h, ATT("final_norm", W_(Hb, 0.2, 1.0f), Hb, 0),
+                            ATT("lm_head", big_lm_head(m, dummy, Vb, Hb), Vb, Hb), logits, EPS, GRID(Vb));
+    pk_argmax_layer(k, logits, pk_step_output(k), GRID(Vb));
+#undef W_
+#undef ATT
+#undef ACT
+#undef GRID
+    return logits;
+}
+
+static void big_free(big_model *m, int dummy) {
+    for (int i = 0; !dummy && i < m->nall; i++) free(m->all[i]);
+    free(m->all);
+}
+
+static pk_kernel *big_kernel(const shape *sh, pk_backend be, pk_sched_mode mode, int workers, int dummy, big_model *m,
+                             pk_tensor **logits) { /* m->replay: over m's weights */
+    pk_config c = pk_config_default();
+    c.backend = be;
+    c.sched_mode = mode;
+    c.num_workers = workers;
+    c.max_seq_length = BIG_SEQ;
+    c.max_requests = BIG_NREQ;
+    c.max_tokens_per_step = BIG_T;
+    c.page_size = 16;
+    pk_kernel *k = pk_kernel_new(&c);
+    *logits = big_build(k, sh, 7, dummy, m);
+    CHECK(pk_kernel_status(k) == PK_OK, "%s: building: %s", sh->name, pk_kernel_error(k));
+    return k;
+}
+
+/* --big NAME: CPU (16 threads) vs CUDA static and dynamic (W workers), tokens and logits. */
+static void big_check(const shape *sh, int workers, int precompile) {
+    big_model m;
+    memset(&m, 0, sizeof m);
+    m.gridw = workers; /* the same task graph on both backends */
+    pk_tensor *lt;
+    if (precompile) {
+        pk_kernel *k = big_kernel(sh, PK_BACKEND_CUDA, PK_SCHED_STATIC, workers, 1, &m, &lt);
+        double t0 = now_ms();
+        pk_status s = pk_compile(k, NULL);
+        CHECK(s == PK_OK, "%s: compile: %s", sh->name, pk_kernel_error(k));
+        printf("precompiled %s (%d workers) in %.1f s\n", sh->name, workers, (now_ms() - t0) / 1e3);
+        pk_kernel_free(k);
+        big_free(&m, 1);
+        return;
+    }
+    int32_t pr[BIG_NREQ][32];
+    uint64_t seed = 5;
+    for (int i = 0; i < BIG_NREQ; i++)
+        for (int j = 0; j < big_prompt_len[i]; j++) pr[i][j] = (int32_t)(check_rand_u64(&seed) % (uint64_t)sh->V);
+    static int32_t out[3][BIG_NREQ][BIG_NEW];
+    static pk_bf16 lg[3][BIG_T * 151936];
+    double run_ms[3], compile_ms[3];
+    const char *names[3] = {"cpu static 16", "cuda static", "cuda dynamic S1"};
+    double tg = now_ms();
+    pk_kernel *k = big_kernel(sh, PK_BACKEND_CPU, PK_SCHED_STATIC, 16, 0, &m, &lt);
+    printf("%s: weights drawn in %.1f s\n", sh->name, (now_ms() - tg) / 1e3);
+    for (int v = 0; v < 3; v++) {
+        if (v > 0) {
+            pk_kernel_free(k);
+            m.replay = 1;
+            k = big_kernel(sh, PK_BACKEND_CUDA, v == 1 ? PK_SCHED_STATIC : PK_SCHED_DYNAMIC, workers, 0, &m, &lt);
+        }
+        double t0 = now_ms();
+        pk_status s = pk_compile(k, NULL);
+        compile_ms[v] = now_ms() - t0;
+        CHECK(s == PK_OK, "%s %s: compile: %s", sh->name, names[v], pk_kernel_error(k));
+        if (s != PK_OK) break;
+        pk_request req[BIG_NREQ];
+        for (int i = 0; i < BIG_NREQ; i++)
+            req[i] = (pk_request){.prompt = pr[i], .prompt_len = big_prompt_len[i], .max_new_tokens = BIG_NEW,
+                                  .output = out[v][i]};
+        t0 = now_ms();
+        s = pk_run(k, req, BIG_NREQ, NULL, NULL);
+        run_ms[v] = now_ms() - t0;
+        CHECK(s == PK_OK, "%s %s: run: %s", sh->name, names[v], pk_kernel_error(k));
+        if (s != PK_OK) break;
+        s = pk_tensor_read(k, lt, lg[v], (size_t)BIG_T * sh->V * sizeof(pk_bf16));
+        CHECK(s == PK_OK, "%s: read logits: %s", sh->name, pk_kernel_error(k));
+        if (v == 0) {
+            for (int i = 0; i < BIG_NREQ; i++) {
+                printf("%s cpu request %d:", sh->name, i);
+                for (int n = 0; n < BIG_NEW; n++) printf(" %d", out[0][i][n]);
+                printf("\n");
+            }
+            /* how decisive the last step is: top-1 minus top-2 logit of the two decode rows */
+            for (int r = 0; r < 2; r++) {
+                float b1 = -INFINITY, b2 = -INFINITY;
+                for (int j = 0; j < sh->V; j++) {
+                    float x = pk_bf16_to_f32(lg[0][(size_t)r * sh->V + j]);
+                    if (x > b1) b2 = b1, b1 = x;
+                    else if (x > b2) b2 = x;
+                }
+                printf("%s last step row %d: top-1 logit %.4g, top-2 %.4g (gap %.3g)\n", sh->name, r, b1, b2, b1 - b2);
+            }
+            if (getenv("BIG_CPU_ONLY")) break;
+            ROW("%-24s %9s %9.1f %6s %8s %12s %10s", sh->name, "-", run_ms[0], "-", "cpu ref", "-", "-");
+            continue;
+        }
+        int same = memcmp(out[v], out[0], sizeof out[0]) == 0;
+        double mx = 0;
+        long beyond = 0;
+        for (long i = 0; i < (long)BIG_T * sh->V; i++) {
+            double x = pk_bf16_to_f32(lg[v][i]), y = pk_bf16_to_f32(lg[0][i]);
+            double d = fabs(x - y);
+            if (d > mx || d != d) mx = d;
+            beyond += !(d <= 0.05 + 0.02 * fabs(y));
+        }
+        CHECK(same, "%s %s: tokens differ from the CPU backend", sh->name, names[v]);
+        if (!same)
+            for (int i = 0; i < BIG_NREQ; i++) {
+                fprintf(stderr, "  req %d cpu/cuda:", i);
+                for (int n = 0; n < BIG_NEW; n++) fprintf(stderr, " %d/%d", out[0][i][n], out[v][i][n]);
+                fputc('\n', stderr);
+            }
+        CHECK(beyond == 0, "%s %s: %ld logits beyond bf16 tolerance (max |d| %g)", sh->name, names[v], beyond, mx);
+        int bit = v == 2 ? memcmp(lg[2], lg[1], (size_t)BIG_T * sh->V * sizeof(pk_bf16)) == 0 : 1;
+        if (v == 2) CHECK(bit, "%s: dynamic logits not bit-identical to static", sh->name);
+        char nm[48];
+        snprintf(nm, sizeof nm, "%s %s", sh->name + 6, names[v]);
+        ROW("%-24s %9.1f %9.1f %6s %8s %12.4g %10s", nm, compile_ms[v] / 1e3, run_ms[v], "-", same ? "same" : "DIFFER", mx,
+            v == 1 ? "base" : bit ? "yes" : "NO");
+    }
+    pk_kernel_free(k);
+    big_free(&m, 0);
+}
+
 static const run_cfg gpu_cfgs[] = {
     {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL},
     {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL},
@@ -264,6 +551,21 @@ static int has_gpu(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "--big") || !strcmp(mode, "--precompile-big")) {
+        /* --big NAME [WORKERS]: NAME qwen3-0.6b or qwen3-8b; the CPU runs 16 threads */
+        int pre = !strcmp(mode, "--precompile-big");
+        const char *nm = argc > 2 ? argv[2] : "qwen3-0.6b";
+        int workers = argc > 3 ? atoi(argv[3]) : 132;
+        const shape *sh = NULL;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            if (!strcmp(shapes[i].name, nm)) sh = &shapes[i];
+        CHECK(sh != NULL, "unknown shape '%s'", nm);
+        if (sh && (pre || has_gpu() || getenv("BIG_CPU_ONLY"))) big_check(sh, workers, pre);
+        else if (sh) printf("skipped: no CUDA GPU\n");
+        printf("\n");
+        for (int i = 0; i < nrows; i++) printf("%s\n", table[i]);
+        return check_report(pre ? "cuda_big_precompile" : "cuda_big");
+    }
     const char *outdir = getenv("OUT") && getenv("OUT")[0] ? getenv("OUT") : "/tmp";
     int precompile = strcmp(mode, "--precompile") == 0, stall = strcmp(mode, "--stall") == 0;
     if (stall && getenv("PK_CUDA_ARCH")) precompile = 1; /* fill the cache with the debug build only */
