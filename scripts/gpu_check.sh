@@ -9,7 +9,9 @@
 #   4. with BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes (132 workers), CUDA
 #      static and dynamic vs the CPU backend: tokens and logits;
 #   5. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
-#   6. a result table. E2E_DEBUG=0 skips the debug-build pass of step 2.
+#   6. a result table.
+# Switches: E2E_DEBUG=0 skips the debug-build pass of step 2, E2E=0 the normal pass, STALL=0 step 3;
+# GEN=0 step 5; SANITIZE=1 adds a compute-sanitizer memcheck run of a short end-to-end check.
 # Usage: bash scripts/gpu_check.sh        (OUT=dir keeps logs and the trace; default /tmp/pk-gpu-check)
 # PREBUILT: if build/tests/gpu/test_cuda_e2e exists and its libraries resolve (.gpu/lib is added
 # to LD_LIBRARY_PATH), it is used as is; a kernel cache in .gpu/cache is copied into a private
@@ -60,19 +62,32 @@ if [ "${E2E_DEBUG:-1}" != 0 ]; then
     note "end-to-end, debug build (exit $rc)" "${summary:-no summary (crash or timeout)}"
 fi
 
-echo "== end-to-end: CUDA vs CPU"
-timeout 150 "$E2E" >"$OUT/e2e.log" 2>&1
-rc=$?
-grep -v '^pk: \(GPU memory\|compiling\)' "$OUT/e2e.log" | tail -n 40
-summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$OUT/e2e.log" | tail -n 1)
-note "end-to-end (exit $rc)" "${summary:-no summary (crash or timeout)}"
+if [ "${E2E:-1}" != 0 ]; then
+    echo "== end-to-end: CUDA vs CPU"
+    timeout 150 "$E2E" >"$OUT/e2e.log" 2>&1
+    rc=$?
+    grep -v '^pk: \(GPU memory\|compiling\)' "$OUT/e2e.log" | tail -n 40
+    summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$OUT/e2e.log" | tail -n 1)
+    note "end-to-end (exit $rc)" "${summary:-no summary (crash or timeout)}"
+fi
 
+if [ "${SANITIZE:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
+    echo "== compute-sanitizer memcheck: CPU vs CUDA static and dynamic (--quick)"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$E2E" --quick >"$OUT/memcheck.log" 2>&1
+    rc=$?
+    grep -E '=========|^cuda_e2e_quick|FAIL' "$OUT/memcheck.log" | tail -n 12
+    summary=$(grep -E '^cuda_e2e_quick: [0-9]+ passed' "$OUT/memcheck.log" | tail -n 1)
+    note "memcheck (exit $rc; 9 = memory errors)" "${summary:-no summary (crash or timeout)}"
+fi
+
+if [ "${STALL:-1}" != 0 ]; then
 echo "== debug build: a stalled wait is reported"
 PK_CUDA_DEBUG=1 PK_CUDA_SPIN_LIMIT_MS=1000 PK_CUDA_DEBUG_STALL_TASK=1 timeout 60 "$E2E" --stall >"$OUT/stall.log" 2>&1
 rc=$?
 grep -E 'stall run|FAIL|cuda_e2e_stall' "$OUT/stall.log"
 summary=$(grep -E '^cuda_e2e_stall: [0-9]+ passed' "$OUT/stall.log" | tail -n 1)
 note "debug stall (exit $rc)" "${summary:-no summary (hang or crash)}"
+fi
 
 # BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes, 132 workers, CUDA vs CPU
 for shape in ${BIG:-}; do
@@ -80,12 +95,12 @@ for shape in ${BIG:-}; do
     limit=100; [ "$shape" = qwen3-8b ] && limit=200
     timeout $limit "$E2E" --big "$shape" 132 >"$OUT/big_$shape.log" 2>&1
     rc=$?
-    grep -E 'cpu request|last step|GPU memory|FAIL|uploading weights.*done|^cuda_big' "$OUT/big_$shape.log" | head -n 20
+    grep -E 'cpu request|last step|relative L2|FAIL|^cuda_big' "$OUT/big_$shape.log" | head -n 20
     summary=$(grep -E '^cuda_big: [0-9]+ passed' "$OUT/big_$shape.log" | tail -n 1)
     note "$shape CUDA vs CPU (exit $rc)" "${summary:-no summary (crash or timeout)}"
 done
 
-if [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
+if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     echo "== pk generate: cpu vs cuda (models/pk-tiny)"
     "$B/pk" generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cpu >"$OUT/gen_cpu.txt" 2>"$OUT/gen_cpu.err"
     "$B/pk" generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cuda \
@@ -100,7 +115,7 @@ fi
 
 echo
 echo "== results ($(( $(date +%s) - T0 )) s)"
-grep -A 20 -E '^run +compile s' "$OUT/e2e.log" | grep -v -E '^(cuda_e2e|FAIL)'
+[ -f "$OUT/e2e.log" ] && grep -A 20 -E '^run +compile s' "$OUT/e2e.log" | grep -v -E '^(cuda_e2e|FAIL)'
 for shape in ${BIG:-}; do grep -E '^qwen3|^(0\.6b|8b) ' "$OUT/big_$shape.log" | grep -v -E 'request|last step|weights drawn'; done
 printf '%s\n' "${results[@]}"
 rm -rf "$PK_CACHE_DIR"

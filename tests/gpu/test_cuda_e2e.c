@@ -501,14 +501,17 @@ static void big_check(const shape *sh, int workers, int precompile) {
             continue;
         }
         int same = memcmp(out[v], out[0], sizeof out[0]) == 0;
-        double mx = 0;
-        long beyond = 0;
+        /* bf16 tolerance as METHOD.md measures it: ||out - ref|| / ||ref|| over every logit */
+        double mx = 0, d2 = 0, r2 = 0;
         for (long i = 0; i < (long)BIG_T * sh->V; i++) {
             double x = pk_bf16_to_f32(lg[v][i]), y = pk_bf16_to_f32(lg[0][i]);
             double d = fabs(x - y);
             if (d > mx || d != d) mx = d;
-            beyond += !(d <= 0.05 + 0.02 * fabs(y));
+            d2 += d * d;
+            r2 += y * y;
         }
+        double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+        printf("%s %s: max |dlogit| %.4g, relative L2 error %.3g\n", sh->name, names[v], mx, rel);
         CHECK(same, "%s %s: tokens differ from the CPU backend", sh->name, names[v]);
         if (!same)
             for (int i = 0; i < BIG_NREQ; i++) {
@@ -516,12 +519,15 @@ static void big_check(const shape *sh, int workers, int precompile) {
                 for (int n = 0; n < BIG_NEW; n++) fprintf(stderr, " %d/%d", out[0][i][n], out[v][i][n]);
                 fputc('\n', stderr);
             }
-        CHECK(beyond == 0, "%s %s: %ld logits beyond bf16 tolerance (max |d| %g)", sh->name, names[v], beyond, mx);
+        CHECK(rel < 1e-2, "%s %s: logits' relative L2 error %g vs the CPU (bf16 tolerance 1e-2; max |d| %g)", sh->name,
+              names[v], rel, mx);
         int bit = v == 2 ? memcmp(lg[2], lg[1], (size_t)BIG_T * sh->V * sizeof(pk_bf16)) == 0 : 1;
         if (v == 2) CHECK(bit, "%s: dynamic logits not bit-identical to static", sh->name);
         char nm[48];
         snprintf(nm, sizeof nm, "%s %s", sh->name + 6, names[v]);
-        ROW("%-24s %9.1f %9.1f %6s %8s %12.4g %10s", nm, compile_ms[v] / 1e3, run_ms[v], "-", same ? "same" : "DIFFER", mx,
+        char dl[32];
+        snprintf(dl, sizeof dl, "%.3g/%.1e", mx, rel);
+        ROW("%-24s %9.1f %9.1f %6s %8s %12s %10s", nm, compile_ms[v] / 1e3, run_ms[v], "-", same ? "same" : "DIFFER", dl,
             v == 1 ? "base" : bit ? "yes" : "NO");
     }
     pk_kernel_free(k);
@@ -568,6 +574,7 @@ int main(int argc, char **argv) {
     }
     const char *outdir = getenv("OUT") && getenv("OUT")[0] ? getenv("OUT") : "/tmp";
     int precompile = strcmp(mode, "--precompile") == 0, stall = strcmp(mode, "--stall") == 0;
+    int quick = strcmp(mode, "--quick") == 0; /* CPU, CUDA static and dynamic W4 only (compute-sanitizer) */
     if (stall && getenv("PK_CUDA_ARCH")) precompile = 1; /* fill the cache with the debug build only */
     if (!precompile && !has_gpu()) {
         printf("skipped: no CUDA GPU\n");
@@ -639,7 +646,7 @@ int main(int argc, char **argv) {
     ROW("%-24s %9s %9s %6s %8s %12s %10s", "run", "compile s", "run ms", "steps", "tokens", "max|dlogit|", "bitwise");
     ROW("%-24s %9s %9.2f %6lld %8s %12s %10s", cpu_cfg.name, "-", cpu.run_ms, (long long)cpu.steps, "ref", "ref", "-");
 
-    for (int c = 0; c < NCFG; c++) {
+    for (int c = 0; c < (quick ? 2 : NCFG); c++) {
         const run_cfg *rc = &gpu_cfgs[c];
         result *r = &res[c];
         k = compile(&w, rc, &lt, &r->compile_ms);
@@ -678,6 +685,11 @@ int main(int argc, char **argv) {
             same ? "same" : "DIFFER", dl, bw);
     }
 
+    if (quick) {
+        printf("\n");
+        for (int i = 0; i < nrows; i++) printf("%s\n", table[i]);
+        return check_report("cuda_e2e_quick");
+    }
     /* 100 generations on one kernel: bit-identical */
     {
         const run_cfg *rc = &gpu_cfgs[0];

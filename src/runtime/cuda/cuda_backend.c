@@ -11,6 +11,8 @@
  */
 #include <dlfcn.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "runtime/cpu/cpu_runtime.h"
 #include "runtime/cuda/cuda_internal.h"
@@ -127,13 +129,20 @@ static uint64_t workspace_extra(const pk_kernel *k) {
 
 static double gb(uint64_t b) { return (double)b / 1e9; }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Uploads every weight buffer: attached tensors as they are, fused tensors in fused row order. */
 static pk_status upload_weights(pk_kernel *k, pk_runtime *rt) {
     char err[PK_ERR_MAX];
     const pk_cuda_buffers *b = &rt->bufs;
     uint64_t done = 0, total = b->weights;
-    int show = total >= (1ull << 30);
-    double shown_at = -1;
+    int show = total >= (1ull << 30), tty = show && isatty(2);
+    double shown_at = -1, t0 = now_s();
+    if (show && !tty) fprintf(stderr, "pk: uploading weights (%.2f GB)…\n", gb(total));
     for (int id = 0; id < b->n; id++) {
         if (b->kind[id] != PK_CUDA_BUF_WEIGHT) continue;
         const pk_tensor *t = k->tensors[id];
@@ -158,7 +167,7 @@ static pk_status upload_weights(pk_kernel *k, pk_runtime *rt) {
                 if (rt->upload(rt->ctx, (uint32_t)id, off + o, src + o, m, err, sizeof err) != 0)
                     return pk_fail(k, PK_ERR_BACKEND, "pk_compile: uploading '%s': %s", t->name, err);
                 done += m;
-                if (show && (double)done - shown_at >= (double)UPLOAD_CHUNK) {
+                if (tty && (double)done - shown_at >= (double)UPLOAD_CHUNK) {
                     fprintf(stderr, "\rpk: uploading weights: %.2f / %.2f GB", gb(done), gb(total));
                     shown_at = (double)done;
                 }
@@ -168,7 +177,10 @@ static pk_status upload_weights(pk_kernel *k, pk_runtime *rt) {
     }
     if (rt->upload_wait(rt->ctx, err, sizeof err) != 0)
         return pk_fail(k, PK_ERR_BACKEND, "pk_compile: uploading weights: %s", err);
-    if (show) fprintf(stderr, "\rpk: uploading weights: %.2f / %.2f GB, done\n", gb(done), gb(total));
+    double secs = now_s() - t0;
+    if (show)
+        fprintf(stderr, "%spk: uploaded %.2f GB of weights in %.1f s (%.1f GB/s)\n", tty ? "\r" : "", gb(done), secs,
+                gb(done) / (secs > 0 ? secs : 1e-9));
     return PK_OK;
 }
 
