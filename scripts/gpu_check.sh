@@ -10,7 +10,7 @@
 #      static and dynamic vs the CPU backend: tokens and logits;
 #   5. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
 #   6. a result table.
-# Switches: E2E_DEBUG=0 skips the debug-build pass of step 2, E2E=0 the normal pass, STALL=0 step 3;
+# Switches: E2E_DEBUG=0 skips the debug-build pass of step 2, RUN_E2E=0 the normal pass, STALL=0 step 3;
 # GEN=0 step 5; SANITIZE=1 adds a compute-sanitizer memcheck run of a short end-to-end check.
 # Usage: bash scripts/gpu_check.sh        (OUT=dir keeps logs and the trace; default /tmp/pk-gpu-check)
 # PREBUILT: if build/tests/gpu/test_cuda_e2e exists and its libraries resolve (.gpu/lib is added
@@ -62,7 +62,7 @@ if [ "${E2E_DEBUG:-1}" != 0 ]; then
     note "end-to-end, debug build (exit $rc)" "${summary:-no summary (crash or timeout)}"
 fi
 
-if [ "${E2E:-1}" != 0 ]; then
+if [ "${RUN_E2E:-1}" != 0 ]; then
     echo "== end-to-end: CUDA vs CPU"
     timeout 150 "$E2E" >"$OUT/e2e.log" 2>&1
     rc=$?
