@@ -31,6 +31,7 @@ static void die(const char *fmt, ...) {
 static void usage(void) {
     fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
+          "                   [--logits FILE]   (float32 [prompt tokens, vocab] of the prompt, one step)\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
           "       pk inspect [--model DIR] [--task-graph FILE]\n"
@@ -79,7 +80,7 @@ static long parse_long(const char *s, const char *what, long lo, long hi) {
 }
 
 typedef struct options {
-    const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch;
+    const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch, *logits;
     const char *backend;
     int max_tokens, threads, chat, print_ids;
     int nargs;
@@ -102,6 +103,7 @@ static void parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--backend")) o->backend = VALUE();
         else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(VALUE(), "--threads", 1, 1024);
         else if (!strcmp(a, "--trace")) o->trace = VALUE();
+        else if (!strcmp(a, "--logits")) o->logits = VALUE();
         else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
         else if (!strcmp(a, "--out")) o->out = VALUE();
         else if (!strcmp(a, "--arch")) o->arch = VALUE();
@@ -160,7 +162,33 @@ typedef struct stream {
     int count;
     double t_first, t_last;
     char buf[4096];
+    /* --logits: after the first step, the logits of the prompt's rows */
+    pk_kernel *k;
+    pk_tensor *logits;
+    int prompt_len;
+    const char *logits_path;
+    int logits_error;
 } stream;
+
+/* Writes rows [0, prompt_len) of the logits tensor as float32, after a run whose only step
+ * was the prompt's prefill: teacher-forced logits of every prompt position. */
+static void dump_logits(stream *s) {
+    int64_t T = pk_tensor_dim(s->logits, 0), V = pk_tensor_dim(s->logits, 1);
+    uint16_t *bf = malloc((size_t)(T * V) * sizeof *bf);
+    float *row = malloc((size_t)V * sizeof *row);
+    FILE *f = fopen(s->logits_path, "wb");
+    s->logits_error = !bf || !row || !f || pk_tensor_read(s->k, s->logits, bf, (size_t)(T * V) * sizeof *bf) != PK_OK;
+    for (int t = 0; !s->logits_error && t < s->prompt_len; t++) {
+        for (int64_t v = 0; v < V; v++) {
+            uint32_t u = (uint32_t)bf[t * V + v] << 16;
+            memcpy(&row[v], &u, sizeof u);
+        }
+        s->logits_error = fwrite(row, sizeof *row, (size_t)V, f) != (size_t)V;
+    }
+    if (f && fclose(f) != 0) s->logits_error = 1;
+    free(bf);
+    free(row);
+}
 
 static void on_token(void *user, int request, int32_t token, int row) {
     stream *s = user;
@@ -237,6 +265,8 @@ static int cmd_generate(options *o) {
         die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings)", n,
             info.max_position_embeddings);
     pk_config c = make_config(o, n, &info);
+    if (o->logits && n > c.max_tokens_per_step)
+        die("--logits needs the prompt in one step: %d tokens, at most %d", n, c.max_tokens_per_step);
     m = load_model(o->model, &c);
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
@@ -244,11 +274,19 @@ static int cmd_generate(options *o) {
     int32_t *out = malloc((size_t)o->max_tokens * sizeof *out);
     if (!out) die("out of memory");
     pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
-    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
+    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL,
+                .k = k, .logits = pk_model_logits(m), .prompt_len = n, .logits_path = o->logits};
     if (!o->print_ids && !tok) s.print_text = 0;
     if (s.print_text && o->prompt) {
         fputs(o->chat ? "" : o->prompt, stdout);
         fflush(stdout);
+    }
+    if (o->logits) { /* one step (the whole prompt), then read the logits back */
+        int32_t first;
+        pk_request one = {.prompt = ids, .prompt_len = n, .max_new_tokens = 1, .output = &first};
+        if (pk_run(k, &one, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+        dump_logits(&s);
+        if (s.logits_error) die("cannot write the logits to '%s'", o->logits);
     }
     double t_run = now_s();
     if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
