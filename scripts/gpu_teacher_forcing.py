@@ -16,9 +16,13 @@ transformers in bf16 under $OUT), a prompt of 48 random token ids (seeded), and
     answer is right);
   * for presets, bench/hf_baseline.py's eager and CUDA-graph ms/token, and the floor
     (parameter bytes / device-to-device copy bandwidth measured here).
-Exit status 1 when a relative error exceeds 1e-2 or a decisive argmax differs.
+Also the fp32 reference (the same bf16 weights computed in fp32): pk passes when its relative
+error to transformers is <= 1e-2, or when it is no further from the fp32 reference than
+1.5 x transformers' own bf16 run (deep random models amplify rounding), and every decisive argmax
+agrees. Exit status 1 otherwise.
 Env: PK (default build/pk), OUT (default /tmp/pk-tf), DEADLINE_S (skip stages after this many
-seconds, default 420), NEW_TOKENS (128).
+seconds, default 420), NEW_TOKENS (128), TRACE_DIR (write pk's Perfetto traces there),
+BASELINE=0 (skip hf_baseline).
 """
 import json
 import math
@@ -68,6 +72,8 @@ def run_pk(d, ids, name):
     lf = os.path.join(OUT, name + ".logits")
     cmd = [PK, "generate", "--model", d, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", str(NEW),
            "--backend", "cuda", "--print-ids", "--logits", lf]
+    if os.environ.get("TRACE_DIR"):
+        cmd += ["--trace", os.path.join(os.environ["TRACE_DIR"], f"trace_{name}.json")]
     t = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     log(f"pk ({time.time() - t:.1f} s): exit {p.returncode}; " + " | ".join(p.stderr.strip().splitlines()[-3:]))
@@ -111,6 +117,8 @@ def main():
         ids = torch.randint(0, V, (PROMPT,), generator=g).tolist()
         with torch.no_grad():
             hf_logits = m(torch.tensor([ids], device="cuda")).logits[0].float()
+            m = m.float()  # the same (bf16-rounded) weights, computed in fp32: the reference
+            ref_logits = m(torch.tensor([ids], device="cuda")).logits[0].float()
         del m
         torch.cuda.empty_cache()
         r = run_pk(d, ids, name)
@@ -120,13 +128,19 @@ def main():
             rows.append(row)
             continue
         c = compare(r["logits"], hf_logits)
+        ref = ref_logits.double().cpu()
+        c["pk_vs_fp32"] = ((r["logits"].double() - ref).norm() / ref.norm()).item()
+        c["hf_vs_fp32"] = ((hf_logits.double().cpu() - ref).norm() / ref.norm()).item()
         row.update(c)
         row.update({"pk_ms_per_token": r["ms_per_token"], "pk_prefill_ms": r["prefill_ms"]})
-        if c["rel_l2"] > 1e-2 or c["decisive_agree"] != c["decisive"]:
+        # pk passes when it is within bf16 tolerance of transformers, or no further from the fp32
+        # reference than transformers' own bf16 run is (deep random models amplify rounding).
+        if (c["rel_l2"] > 1e-2 and c["pk_vs_fp32"] > 1.5 * c["hf_vs_fp32"]) or c["decisive_agree"] != c["decisive"]:
             ok = False
+        log(f"{name}: vs the fp32 reference: pk {c['pk_vs_fp32']:.2e}, transformers bf16 {c['hf_vs_fp32']:.2e}")
         log(f"{name}: rel L2 {c['rel_l2']:.2e}, max |d| {c['max_abs']:.3f}, argmax agrees at "
             f"{c['decisive_agree']}/{c['decisive']} decisive positions ({c['all_agree']}/{c['positions']} all)")
-        if name in hb.CFGS and time.time() - T0 < DEADLINE:
+        if name in hb.CFGS and time.time() - T0 < DEADLINE and os.environ.get("BASELINE", "1") != "0":
             b = hb.run(name)
             row.update({"hf_eager_ms": b["eager_ms"], "hf_cudagraph_ms": b["cudagraph_ms"]})
             log(f"{name}: transformers eager {b['eager_ms']:.2f} ms, CUDA graph {b['cudagraph_ms']:.2f} ms")
@@ -134,8 +148,8 @@ def main():
     with open(os.path.join(OUT, "teacher_forcing.json"), "w") as f:
         json.dump({"copy_bandwidth_TBps": bw / 1e12, "rows": rows}, f, indent=1)
     print(f"\ncopy bandwidth {bw / 1e12:.2f} TB/s (device-to-device, read + write)")
-    print(f"{'model':12} {'GB':>6} {'rel L2':>8} {'max|d|':>7} {'argmax':>9} {'pk ms/tok':>9} {'floor':>7} "
-          f"{'% floor':>7} {'HF eager':>8} {'HF graph':>8}")
+    print(f"{'model':12} {'GB':>6} {'rel L2':>8} {'pk/fp32':>8} {'hf/fp32':>8} {'max|d|':>7} {'argmax':>9} "
+          f"{'pk ms/tok':>9} {'floor':>7} {'% floor':>7} {'HF eager':>8} {'HF graph':>8}")
     for r in rows:
         def f(k, fmt):
             v = r.get(k)
@@ -143,7 +157,8 @@ def main():
         pct = (f"{100 * r['floor_ms'] / r['pk_ms_per_token']:.0f}%"
                if r.get("pk_ms_per_token") else "-")
         am = f"{r['decisive_agree']}/{r['decisive']}" if "decisive" in r else "-"
-        print(f"{r['model']:12} {r['weight_GB']:6.2f} {f('rel_l2', '8.1e')} {f('max_abs', '7.3f')} {am:>9} "
+        print(f"{r['model']:12} {r['weight_GB']:6.2f} {f('rel_l2', '8.1e')} {f('pk_vs_fp32', '8.1e')} "
+              f"{f('hf_vs_fp32', '8.1e')} {f('max_abs', '7.3f')} {am:>9} "
               f"{f('pk_ms_per_token', '9.3f')} {r['floor_ms']:7.3f} {pct:>7} {f('hf_eager_ms', '8.2f')} "
               f"{f('hf_cudagraph_ms', '8.2f')}")
     print("teacher forcing:", "PASS" if ok else "FAIL")

@@ -226,5 +226,21 @@ int main(void) {
         check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 1, PK_SCHED_STATIC);
         check_model("pk-tiny", "models/pk-tiny", "tests/data/golden/pk-tiny.json", 2, PK_SCHED_DYNAMIC);
     }
+    /* num_workers 0 ("auto") must size the grids from the resolved worker count: a builder that
+     * read the unresolved 0 gave every layer a single task (one SM doing a whole layer). */
+    pk_config c0 = pk_config_default();
+    c0.num_workers = 0;
+    c0.max_seq_length = 64;
+    char err[512];
+    pk_model *m = pk_model_load("models/pk-tiny", &c0, err, sizeof err);
+    CHECK(m != NULL, "pk-tiny with num_workers 0: %s", err);
+    if (m) {
+        pk_layer_info li;
+        pk_kernel_layer(pk_model_kernel(m), 1, &li);
+        CHECK(pk_kernel_config(pk_model_kernel(m))->num_workers >= 1 && li.grid >= 2,
+              "auto workers: %d workers, layer %s has grid %d", pk_kernel_config(pk_model_kernel(m))->num_workers,
+              li.name, li.grid);
+        pk_model_free(m);
+    }
     return check_report("golden_models");
 }

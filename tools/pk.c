@@ -31,7 +31,7 @@ static void die(const char *fmt, ...) {
 static void usage(void) {
     fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
-          "                   [--logits FILE]   (float32 [prompt tokens, vocab] of the prompt, one step)\n"
+          "                   [--step-tokens T] [--logits FILE]\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
           "       pk inspect [--model DIR] [--task-graph FILE]\n"
@@ -82,7 +82,7 @@ static long parse_long(const char *s, const char *what, long lo, long hi) {
 typedef struct options {
     const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch, *logits;
     const char *backend;
-    int max_tokens, threads, chat, print_ids;
+    int max_tokens, threads, chat, print_ids, step_tokens;
     int nargs;
     char **args; /* positional arguments */
 } options;
@@ -104,6 +104,7 @@ static void parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(VALUE(), "--threads", 1, 1024);
         else if (!strcmp(a, "--trace")) o->trace = VALUE();
         else if (!strcmp(a, "--logits")) o->logits = VALUE();
+        else if (!strcmp(a, "--step-tokens")) o->step_tokens = (int)parse_long(VALUE(), "--step-tokens", 1, 65536);
         else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
         else if (!strcmp(a, "--out")) o->out = VALUE();
         else if (!strcmp(a, "--arch")) o->arch = VALUE();
@@ -212,7 +213,7 @@ static pk_config make_config(const options *o, int prompt_len, const pk_model_in
     c.num_workers = o->threads ? o->threads : (cores > 0 ? (int)cores : 1);
     if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
     c.max_requests = 1;
-    c.max_tokens_per_step = 64;
+    c.max_tokens_per_step = o->step_tokens ? o->step_tokens : 64;
     int64_t need = (int64_t)prompt_len + o->max_tokens;
     if (info && need > info->max_position_embeddings) need = info->max_position_embeddings;
     c.max_seq_length = need < 2 ? 2 : (int)need;

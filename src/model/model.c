@@ -183,7 +183,10 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
         pk_model_free(m);
         return NULL;
     }
-    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? cfg.num_workers : 2 * cfg.num_workers};
+    /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
+     * The kernel's config has num_workers resolved (0 means one per core / SM). */
+    int workers = pk_kernel_config(m->k)->num_workers;
+    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
