@@ -8,8 +8,11 @@
 #   3. the debug build: a wait stalled on purpose must be reported, not hang;
 #   4. with BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes (132 workers), CUDA
 #      static and dynamic vs the CPU backend: tokens and logits;
-#   5. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
-#   6. a result table.
+#   5. every CUDA task kernel against its CPU kernel over a shape sweep (tests/cuda; KERNELS=0 skips);
+#   6. logits against transformers under teacher forcing, pk-tiny and the BIG shapes
+#      (scripts/gpu_teacher_forcing.py; TF=0 skips);
+#   7. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
+#   8. a result table.
 # Switches: E2E_DEBUG=0 skips the debug-build pass of step 2, RUN_E2E=0 the normal pass, STALL=0 step 3;
 # GEN=0 step 5; SANITIZE=1 adds a compute-sanitizer memcheck run of a short end-to-end check.
 # Usage: bash scripts/gpu_check.sh        (OUT=dir keeps logs and the trace; default /tmp/pk-gpu-check)
@@ -99,6 +102,26 @@ for shape in ${BIG:-}; do
     summary=$(grep -E '^cuda_big: [0-9]+ passed' "$OUT/big_$shape.log" | tail -n 1)
     note "$shape CUDA vs CPU (exit $rc)" "${summary:-no summary (crash or timeout)}"
 done
+
+if [ "${KERNELS:-1}" != 0 ]; then
+    echo "== every CUDA task kernel against its CPU kernel (tests/cuda, fresh random inputs, shape sweep)"
+    KB=.dev/cuda/test_cuda_kernels
+    if [ ! -x "$KB" ]; then bash tests/cuda/build.sh .dev/cuda >"$OUT/kernels_build.log" 2>&1 || tail -n 20 "$OUT/kernels_build.log"; fi
+    timeout 200 "$KB" >"$OUT/kernels.log" 2>&1
+    rc=$?
+    tail -n 17 "$OUT/kernels.log"
+    summary=$(grep -E '^cuda_kernels: [0-9]+ passed' "$OUT/kernels.log" | tail -n 1)
+    note "task kernels vs CPU (exit $rc)" "${summary:-no summary (crash or timeout)}"
+fi
+
+if [ "${TF:-1}" != 0 ] && python3 -c 'import transformers' 2>/dev/null; then
+    echo "== logits vs transformers (bf16, teacher forcing; fp32 reference): pk-tiny ${BIG:-}"
+    PK="$B/pk" OUT="$OUT/tf" BASELINE=0 NEW_TOKENS=16 timeout 600 python3 scripts/gpu_teacher_forcing.py pk-tiny ${BIG:-} \
+        >"$OUT/tf.log" 2>&1
+    rc=$?
+    grep -v -i -E 'warn|it/s' "$OUT/tf.log" | tail -n 8
+    note "logits vs transformers (exit $rc)" "$(grep -E '^teacher forcing:' "$OUT/tf.log" || echo 'no result')"
+fi
 
 if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     echo "== pk generate: cpu vs cuda (models/pk-tiny)"
