@@ -38,6 +38,8 @@ st bad_shape.safetensors \
    '{"w":{"dtype":"BF16","shape":[1,-1,1,1,1,1,1,1,1],"data_offsets":[0,2]}}' "$BF16x4"
 st bad_overflow.safetensors \
    '{"w":{"dtype":"F32","shape":[4503599627370496,4503599627370496,16],"data_offsets":[0,0]}}' ''
+st bad_wrap.safetensors \
+   '{"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}' ''
 st bad_json.safetensors '{"w":{"dtype":"BF16","shape":[2' "$BF16x4"
 st bad_hlen.safetensors '{}' '' 4096
 printf '\x02\x00\x00' >bad_short.safetensors

@@ -296,6 +296,11 @@ static void test_safetensors_errors(void) {
            8, PK_ERR_FORMAT, "'w'", NULL); /* above 2^53: not an exact JSON integer */
     ST_ERR("{\"w\":{\"dtype\":\"F32\",\"shape\":[2251799813685248,2],\"data_offsets\":[0,0]}}",
            8, PK_ERR_FORMAT, "needs 18014398509481984 bytes", NULL); /* 2^51·2·4 = 2^54 */
+    /* 2^62 elements of 4 bytes and 2^61 of 8 are 2^64 bytes: must not wrap to 0 = end - begin */
+    ST_ERR("{\"w\":{\"dtype\":\"F32\",\"shape\":[2147483648,2147483648],\"data_offsets\":[0,0]}}",
+           0, PK_ERR_FORMAT, "tensor 'w' of shape [2147483648, 2147483648]", "too large");
+    ST_ERR("{\"w\":{\"dtype\":\"I64\",\"shape\":[1073741824,2147483648],\"data_offsets\":[0,0]}}",
+           0, PK_ERR_FORMAT, "tensor 'w' of shape [1073741824, 2147483648]", "too large");
     ST_ERR("{\"a\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]},"
            "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[4,12]}}",
            12, PK_ERR_FORMAT, "tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [4, 12]) overlap",

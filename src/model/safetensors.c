@@ -178,8 +178,9 @@ static pk_status parse_entry(const cJSON *e, const char *label, const uint8_t *d
         return PK_ERR_FORMAT;
     }
     t->ndim = ndim;
-    /* numel saturates at 2^62 + 1 so the product never overflows; the size check then fails. */
-    const uint64_t cap = (uint64_t)1 << 62;
+    /* numel saturates at 2^60 + 1 so neither the product nor numel · dtype size (<= 8) ever
+     * overflows; the size check then fails. */
+    const uint64_t cap = (uint64_t)1 << 60;
     uint64_t numel = 1;
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
