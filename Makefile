@@ -30,9 +30,16 @@ DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_SRCS:%.c=$(BUILD)/%.d)
 
 all: $(BUILD)/pk $(TESTS)
 
-$(BUILD)/libpk.a: $(LIB_OBJS)
+# The archive is rebuilt from scratch (`ar rcs` never drops a member), and whenever the list of
+# objects changes: a deleted source file must not leave its object behind in libpk.a.
+$(BUILD)/libpk.objs: FORCE
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	@echo '$(LIB_OBJS)' | cmp -s - $@ || echo '$(LIB_OBJS)' > $@
+
+$(BUILD)/libpk.a: $(LIB_OBJS) $(BUILD)/libpk.objs
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $(LIB_OBJS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -61,5 +68,6 @@ check:
 clean:
 	rm -rf build build-address build-thread
 
-.PHONY: all test check clean
+.PHONY: all test check clean FORCE
+FORCE:
 -include $(DEPS)
