@@ -857,7 +857,7 @@ static void test_weights_sharded(void) {
     W_ERR(NULL, PK_ERR_INVALID_ARGUMENT, NULL, NULL);
 }
 
-/* Removes a directory tree written by this test (no symlinks are created here). */
+/* Removes a directory tree written by this test (lstat: a symlink is removed, not followed). */
 static void remove_tree(const char *path) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return;
@@ -877,6 +877,27 @@ static void remove_tree(const char *path) {
     }
 }
 
+/* pk_model_load keeps the first error: a wrong-shaped q_proj must be named even though the
+ * weights looked up after it (q_norm, k_norm, ...) are fine. */
+static void test_model_load_first_error(void) {
+    char *dir = make_dir("model_q_proj");
+    char cwd[1024], target[1200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    snprintf(target, sizeof target, "%s/models/pk-tiny/model.safetensors", cwd);
+    CHECK(symlink(target, path_in(dir, "model.safetensors")) == 0, "symlink %s", target);
+    write_text(path_in(dir, "config.json"),
+               "{\"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": 4096, "
+               "\"hidden_size\": 256, \"intermediate_size\": 768, \"num_hidden_layers\": 4, "
+               "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 64, "
+               "\"max_position_embeddings\": 512, \"tie_word_embeddings\": true}");
+    char err[512] = "";
+    pk_model *m = pk_model_load(dir, NULL, err, sizeof err);
+    CHECK(m == NULL, "the model must not load");
+    CHECK(strstr(err, "model.layers.0.self_attn.q_proj.weight") && strstr(err, "[512, 256]"),
+          "message '%s' lacks the q_proj tensor and its expected shape [512, 256]", err);
+    pk_model_free(m);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/pk_model_files_XXXXXX");
     if (!mkdtemp(g_tmp)) {
@@ -890,6 +911,7 @@ int main(void) {
     test_weights_single();
     test_weights_misaligned();
     test_weights_sharded();
+    test_model_load_first_error();
     remove_tree(g_tmp);
     return check_report("model_files");
 }

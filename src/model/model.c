@@ -36,21 +36,33 @@ typedef struct builder {
     char *err;
     size_t err_len;
     int target; /* tasks per layer to aim for */
+    int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
 static pk_tensor *weight(builder *b, const char *name, int ndim, int64_t d0, int64_t d1) {
     const pk_bf16 *data = NULL;
     int64_t dims[2] = {d0, d1};
-    if (pk_weights_get_bf16(b->m->w, name, ndim, dims, &data, b->err, b->err_len) != PK_OK) return NULL;
+    if (b->failed) return NULL;
+    if (pk_weights_get_bf16(b->m->w, name, ndim, dims, &data, b->err, b->err_len) != PK_OK) {
+        b->failed = 1;
+        return NULL;
+    }
     pk_tensor *t = pk_attach_input(b->m->k, name, PK_DTYPE_BF16, ndim, dims, NULL, data);
-    if (!t) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    if (!t) {
+        snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+        b->failed = 1;
+    }
     return t;
 }
 
 static pk_tensor *activation(builder *b, const char *name, int64_t cols) {
+    if (b->failed) return NULL;
     int64_t dims[2] = {b->m->k->cfg.max_tokens_per_step, cols};
     pk_tensor *t = pk_new_tensor(b->m->k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
-    if (!t) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    if (!t) {
+        snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+        b->failed = 1;
+    }
     return t;
 }
 
@@ -186,7 +198,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
-    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers};
+    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers, 0};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
