@@ -898,6 +898,50 @@ static void test_model_load_first_error(void) {
     pk_model_free(m);
 }
 
+/* A KV cache pk_new_tensor refuses (here: more than 2^40 elements) fails the load with its
+ * message; it must not drop the decoder layer and return a model without it. */
+static void test_model_load_kv_cache_error(void) {
+    static uint16_t zeros[2048];
+    enum { D = 512, HQ = 4, QD = HQ * D };
+    spec s[] = {
+        {"model.embed_tokens.weight", "BF16", 2, {2, 1}, zeros, 4},
+        {"model.layers.0.input_layernorm.weight", "BF16", 1, {1}, zeros, 2},
+        {"model.layers.0.self_attn.q_proj.weight", "BF16", 2, {QD, 1}, zeros, 2 * QD},
+        {"model.layers.0.self_attn.k_proj.weight", "BF16", 2, {QD, 1}, zeros, 2 * QD},
+        {"model.layers.0.self_attn.v_proj.weight", "BF16", 2, {QD, 1}, zeros, 2 * QD},
+        {"model.layers.0.self_attn.o_proj.weight", "BF16", 2, {1, QD}, zeros, 2 * QD},
+        {"model.layers.0.self_attn.q_norm.weight", "BF16", 1, {D}, zeros, 2 * D},
+        {"model.layers.0.self_attn.k_norm.weight", "BF16", 1, {D}, zeros, 2 * D},
+        {"model.layers.0.post_attention_layernorm.weight", "BF16", 1, {1}, zeros, 2},
+        {"model.layers.0.mlp.gate_proj.weight", "BF16", 2, {1, 1}, zeros, 2},
+        {"model.layers.0.mlp.up_proj.weight", "BF16", 2, {1, 1}, zeros, 2},
+        {"model.layers.0.mlp.down_proj.weight", "BF16", 2, {1, 1}, zeros, 2},
+        {"model.norm.weight", "BF16", 1, {1}, zeros, 2},
+    };
+    char *dir = make_dir("model_kv_cache");
+    blob b = build_st(s, (int)(sizeof s / sizeof s[0]), 0);
+    write_file(path_in(dir, "model.safetensors"), b.bytes, b.len);
+    free(b.bytes);
+    write_text(path_in(dir, "config.json"),
+               "{\"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": 2, "
+               "\"hidden_size\": 1, \"intermediate_size\": 1, \"num_hidden_layers\": 1, "
+               "\"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"head_dim\": 512, "
+               "\"max_position_embeddings\": 512, \"tie_word_embeddings\": true}");
+    pk_config cfg = pk_config_default();
+    cfg.max_seq_length = 512;
+    cfg.num_pages = 1 << 22; /* [2^22, 256, 4, 512]: 2^41 elements */
+    cfg.page_size = 256;
+    char err[512] = "";
+    pk_model *m = pk_model_load(dir, &cfg, err, sizeof err);
+    pk_graph_stats st = {0};
+    if (m) pk_kernel_stats(pk_model_kernel(m), &st);
+    CHECK(m == NULL, "the model loaded (with %d layers) although its KV cache was refused",
+          st.num_layers);
+    CHECK(strstr(err, "model.layers.0.k_cache") && strstr(err, "2^40"),
+          "message '%s' lacks the cache tensor and the limit", err);
+    pk_model_free(m);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/pk_model_files_XXXXXX");
     if (!mkdtemp(g_tmp)) {
@@ -912,6 +956,7 @@ int main(void) {
     test_weights_misaligned();
     test_weights_sharded();
     test_model_load_first_error();
+    test_model_load_kv_cache_error();
     remove_tree(g_tmp);
     return check_report("model_files");
 }

@@ -68,7 +68,10 @@ static pk_tensor *activation(builder *b, const char *name, int64_t cols) {
 
 /* Copies the kernel's message into err when a layer call fails. */
 static int layer_ok(builder *b, pk_status s) {
-    if (s != PK_OK) snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+    if (s != PK_OK) {
+        snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
+        b->failed = 1;
+    }
     return s == PK_OK;
 }
 
@@ -104,13 +107,16 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     if (!wqkv || !wgu) return layer_ok(b, pk_kernel_status(k));
 
     int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
+    /* Check each cache at once: a later successful pk_new_tensor clears the kernel's error. */
     snprintf(n, sizeof n, "%sk_cache", p);
     pk_tensor *kc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+    if (!kc) return layer_ok(b, pk_kernel_status(k));
     snprintf(n, sizeof n, "%sv_cache", p);
-    pk_tensor *vc = kc ? pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL) : NULL;
+    pk_tensor *vc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+    if (!vc) return layer_ok(b, pk_kernel_status(k));
     pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
     pk_tensor *gu = A("gate_up", 2 * I), *h_mlp = A("h_mlp", H);
-    if (!kc || !vc || !qkv || !att || !h_attn || !gu || !h_mlp) return layer_ok(b, pk_kernel_status(k));
+    if (!qkv || !att || !h_attn || !gu || !h_mlp) return 0; /* activation() wrote err */
 #undef W
 #undef A
     pk_attention_params ap;
