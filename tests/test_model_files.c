@@ -569,6 +569,15 @@ static void test_config_errors(void) {
     CFG_ERR(", \"rms_norm_eps\": -1e-6", PK_ERR_FORMAT, "'rms_norm_eps' = -1e-06", NULL);
     CFG_ERR(", \"rms_norm_eps\": 0", PK_ERR_FORMAT, "'rms_norm_eps'", NULL);
     CFG_ERR(", \"rope_theta\": 0", PK_ERR_FORMAT, "'rope_theta' = 0", NULL);
+    /* positive doubles that are 0 as the fp32 the layers take: refused here, naming the key */
+    CFG_ERR(", \"rms_norm_eps\": 1e-300", PK_ERR_FORMAT, "'rms_norm_eps' = 1e-300", NULL);
+    CFG_ERR(", \"rope_theta\": 1e-60", PK_ERR_FORMAT, "'rope_theta' = 1e-60", NULL);
+    CFG_ERR(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 1e-50, \"low_freq_factor\":"
+            " 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}",
+            PK_ERR_FORMAT, "'rope_scaling.factor' = 1e-50", NULL);
+    CFG_ERR(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\":"
+            " 1.0, \"high_freq_factor\": 1.00000001, \"original_max_position_embeddings\": 8192}",
+            PK_ERR_FORMAT, "high_freq_factor 1", "must exceed low_freq_factor 1");
     CFG_ERR(", \"rope_theta\": \"1e4\"", PK_ERR_FORMAT, "'rope_theta'", "not a number");
     CFG_ERR(", \"max_position_embeddings\": 0", PK_ERR_FORMAT, "'max_position_embeddings' = 0",
             NULL);

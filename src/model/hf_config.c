@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,9 @@
 
 #define MAX_CONFIG_BYTES (16u << 20) /* config.json is a few KB; refuse anything huge */
 #define MAX_EXACT_INT 9007199254740992.0
+/* Lower bound (exclusive) of the positive reals: the layers take them as fp32, where a smaller
+ * double would be 0 (rejected there, with a message that does not name config.json). */
+#define MIN_REAL ((double)FLT_MIN)
 
 typedef struct ctx {
     const char *label;
@@ -242,9 +246,9 @@ static pk_status parse_rope(const ctx *c, const cJSON *root, pk_hf_config *cfg) 
                     c->label);
     if (params) TRY(check_duplicate_keys(c, params));
     if (scaling) TRY(check_duplicate_keys(c, scaling));
-    TRY(get_real(c, root, "", "rope_theta", 0, 10000.0, 0.0, 1e30, &cfg->rope_theta));
+    TRY(get_real(c, root, "", "rope_theta", 0, 10000.0, MIN_REAL, 1e30, &cfg->rope_theta));
     if (params && item(params, "rope_theta"))
-        TRY(get_real(c, params, "rope_parameters.", "rope_theta", 1, 0.0, 0.0, 1e30,
+        TRY(get_real(c, params, "rope_parameters.", "rope_theta", 1, 0.0, MIN_REAL, 1e30,
                      &cfg->rope_theta));
 
     const cJSON *sc = scaling ? scaling : params;
@@ -270,14 +274,14 @@ static pk_status parse_rope(const ctx *c, const cJSON *root, pk_hf_config *cfg) 
                     type->valuestring, where, c->label);
     cfg->rope_scaling = PK_ROPE_SCALING_LLAMA3;
     int64_t orig;
-    TRY(get_real(c, sc, prefix, "factor", 1, 0.0, 0.0, 1e9, &cfg->rope_factor));
-    TRY(get_real(c, sc, prefix, "low_freq_factor", 1, 0.0, 0.0, 1e9,
+    TRY(get_real(c, sc, prefix, "factor", 1, 0.0, MIN_REAL, 1e9, &cfg->rope_factor));
+    TRY(get_real(c, sc, prefix, "low_freq_factor", 1, 0.0, MIN_REAL, 1e9,
                  &cfg->rope_low_freq_factor));
-    TRY(get_real(c, sc, prefix, "high_freq_factor", 1, 0.0, 0.0, 1e9,
+    TRY(get_real(c, sc, prefix, "high_freq_factor", 1, 0.0, MIN_REAL, 1e9,
                  &cfg->rope_high_freq_factor));
     TRY(get_int(c, sc, prefix, "original_max_position_embeddings", 1, 0, 1, INT32_MAX, &orig));
     cfg->rope_original_max_position = (int)orig;
-    if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
+    if (!((float)cfg->rope_high_freq_factor > (float)cfg->rope_low_freq_factor)) /* as fp32 */
         return fail(c, PK_ERR_FORMAT,
                     "%s in %s: high_freq_factor %g must exceed low_freq_factor %g", where,
                     c->label, cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
@@ -343,7 +347,7 @@ static pk_status parse_root(const ctx *c, const cJSON *root, pk_hf_config *cfg) 
     if (cfg->head_dim % 2 != 0)
         return fail(c, PK_ERR_FORMAT, "head_dim %d in %s is odd (RoPE rotates pairs)",
                     cfg->head_dim, c->label);
-    TRY(get_real(c, root, "", "rms_norm_eps", 0, 1e-6, 0.0, 1.0, &cfg->rms_norm_eps));
+    TRY(get_real(c, root, "", "rms_norm_eps", 0, 1e-6, MIN_REAL, 1.0, &cfg->rms_norm_eps));
     TRY(get_int32(c, root, "max_position_embeddings", 0,
                   cfg->arch == PK_HF_ARCH_QWEN3 ? 32768 : 2048, 1, INT32_MAX,
                   &cfg->max_position_embeddings));
