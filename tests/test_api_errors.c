@@ -479,6 +479,15 @@ static void test_layers(void) {
     EXPECT(k, pk_compile(k, NULL), PK_ERR_STATE, "compiled already");
     pk_kernel_free(k);
     pk_kernel_free(k2);
+
+    /* Tensors up to 2^40 elements are fine, but a task's view holds 32-bit rows and columns: a
+     * K of 2^31 would reach the kernels as a negative int. */
+    k = kernel();
+    int64_t big = (int64_t)1 << 31;
+    pk_tensor *xb = attach(k, "x_wide", PK_DTYPE_BF16, 2, T, big), *wb = w2(k, "w_wide", 2, big);
+    pk_tensor *ob = act(k, "o_narrow", 2);
+    EXPECT(k, pk_linear_layer(k, xb, wb, ob, 1), PK_ERR_SHAPE, "x_wide", "2147483648", "2^31");
+    pk_kernel_free(k);
 }
 
 /* ---- compile, run, write --------------------------------------------------------------- */

@@ -69,8 +69,24 @@ static pk_status check_tensor(layer_builder *b, const char *role, const pk_tenso
     return PK_OK;
 }
 
+/* A task sees every tensor as a 2-D view (rows = dim 0, columns = the product of the others)
+ * whose extents are 32-bit and reach the kernels as int: both must fit in an int32. */
+static pk_status check_view_extent(layer_builder *b, const char *role, const pk_tensor *t) {
+    int64_t rows = t->ndim >= 2 ? t->dims[0] : 1, cols = pk_tensor_numel(t) / rows;
+    if (rows > INT32_MAX || cols > INT32_MAX) {
+        char dims[96];
+        return pk_fail(b->k, PK_ERR_SHAPE,
+                       "%s: %s '%s' %s is %lld rows x %lld columns (dim 0 x the others); a task "
+                       "takes at most 2^31 - 1 of each",
+                       b->fn, role, t->name, pk_dims_str(t->dims, t->ndim, dims, sizeof dims),
+                       (long long)rows, (long long)cols);
+    }
+    return PK_OK;
+}
+
 static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
     pk_kernel *k = b->k;
+    TRY(check_view_extent(b, role, t));
     if (t->storage == PK_STORAGE_FUSED && split.dim != 0 && split.dim != -1)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: fused tensor '%s' can only be read as a weight",
                        b->fn, t->name);
@@ -112,6 +128,7 @@ static pk_status check_writable(layer_builder *b, const char *role, const pk_ten
 static pk_status add_output(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
     pk_kernel *k = b->k;
     TRY(check_writable(b, role, t));
+    TRY(check_view_extent(b, role, t));
     for (int i = 0; i < b->l.ninputs; i++)
         if (b->l.inputs[i] == t->id)
             return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is also an input", b->fn, role, t->name);
