@@ -438,6 +438,10 @@ static void test_layers(void) {
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_SHAPE, "head_dim 7");
     pb.head_dim = 514;
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_SHAPE, "head_dim 514", "512");
+    pb = p; /* qkv's width (Hq / Hkv + 2) · D · Hkv in 64 bits: no int overflow (UBSan) */
+    pb.num_q_heads = INT_MAX;
+    pb.num_kv_heads = 1;
+    EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_SHAPE, "'qkv'", "17179869192");
     pb = p;
     pb.rope_theta = 0;
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_INVALID_ARGUMENT, "rope_theta 0");

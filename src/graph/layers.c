@@ -316,7 +316,7 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     } else if (p->rope_scaling != PK_ROPE_SCALING_NONE) {
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: unknown rope scaling %d", b.fn, (int)p->rope_scaling);
     }
-    int64_t T = T_of(k), group_cols = (int64_t)(Hq / Hkv + 2) * D;
+    int64_t T = T_of(k), group_cols = ((int64_t)(Hq / Hkv) + 2) * D; /* Hq / Hkv + 2 overflows int */
     TRY(check_tensor(&b, "qkv", qkv, PK_DTYPE_BF16, 2, (int64_t[]){T, Hkv * group_cols}));
     int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
     TRY(check_tensor(&b, "k_cache", k_cache, PK_DTYPE_BF16, 4, cache_dims));
