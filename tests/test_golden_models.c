@@ -175,7 +175,9 @@ static void check_model(const char *name, const char *model_dir, const char *gol
             printf("  %s prompt %d: %d of %d tokens equal; step %d has a top-2 gap under %.2f\n", name, i, agree,
                    g.greedy_len[i], g.decisive[i], GAP_MIN);
         }
-        if (!g.logits[i] || !cap.first[i]) continue;
+        if (!g.logits[i]) continue;
+        CHECK(cap.first[i] != NULL, "%s prompt %d: the logits of its first token were not captured", name, i);
+        if (!cap.first[i]) continue;
         CHECK(g.vocab == cap.vocab, "%s: golden logits have %d entries, vocab is %d", name, g.vocab, cap.vocab);
         if (g.vocab != cap.vocab) continue;
         float scale = 0, max_err = 0;
