@@ -113,12 +113,15 @@ int main(void) {
     snprintf(detok, sizeof detok, "detokenize %s", r.out);
     run(&r, detok);
     CHECK(r.status == 0 && strcmp(r.out, "In the beginning God created\n") == 0, "detokenize: '%s'", r.out);
-    run(&r, "inspect --task-graph /tmp/pk_cli_task_graph.json");
+    char tg[64], inspect[128]; /* per process: concurrent runs (and other users) share /tmp */
+    snprintf(tg, sizeof tg, "/tmp/pk_cli_task_graph.%d.json", (int)getpid());
+    snprintf(inspect, sizeof inspect, "inspect --task-graph %s", tg);
+    run(&r, inspect);
     CHECK(r.status == 0 && strstr(r.out, "Qwen3ForCausalLM") && strstr(r.out, "attention"), "inspect: %s %s", r.out,
           r.err);
     struct stat st;
-    CHECK(stat("/tmp/pk_cli_task_graph.json", &st) == 0 && st.st_size > 1000, "inspect wrote no task graph");
-    unlink("/tmp/pk_cli_task_graph.json");
+    CHECK(stat(tg, &st) == 0 && st.st_size > 1000, "inspect wrote no task graph");
+    unlink(tg);
 
     /* Bad input: one line, non-zero exit, the problem named. */
     expect_error("generate --model /nonexistent --prompt-ids 1,2", 1, "/nonexistent");
