@@ -176,6 +176,17 @@ static void test_config(void) {
     c.page_size = 4096;
     check_sticky(pk_kernel_new(&c), PK_ERR_INVALID_ARGUMENT, "too large");
 
+    /* A path the kernel cannot hold whole is refused, not cut to another path. */
+    static char long_path[1100];
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[0] = '/';
+    c = small_config();
+    c.trace_path = long_path;
+    check_sticky(pk_kernel_new(&c), PK_ERR_INVALID_ARGUMENT, "trace_path");
+    c = small_config();
+    c.cache_dir = long_path;
+    check_sticky(pk_kernel_new(&c), PK_ERR_INVALID_ARGUMENT, "cache_dir");
+
     /* The kernel copies the config's strings. */
     char trace[64] = "/tmp/pk_api_trace.json";
     c = small_config();

@@ -153,6 +153,13 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
                 (long long)table, c.max_requests, c.max_seq_length, c.page_size);
         return k;
     }
+    if ((c.trace_path && strlen(c.trace_path) >= sizeof k->trace_path) ||
+        (c.cache_dir && strlen(c.cache_dir) >= sizeof k->cache_dir)) {
+        pk_fail(k, PK_ERR_INVALID_ARGUMENT, "config: %s is longer than %zu bytes (it would be cut)",
+                c.trace_path && strlen(c.trace_path) >= sizeof k->trace_path ? "trace_path" : "cache_dir",
+                sizeof k->trace_path - 1);
+        return k;
+    }
     k->cfg = c;
     copy_path(k->trace_path, sizeof k->trace_path, &k->cfg.trace_path);
     copy_path(k->cache_dir, sizeof k->cache_dir, &k->cfg.cache_dir);
