@@ -220,6 +220,13 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
     int nroots = n;
     for (int l = 0; l < nl; l++)
         if (nevents[l] != 0) g->layer_order[n++] = l;
+    int64_t ntasks64 = 1; /* grids sum in 64 bits: task ids are int32 */
+    for (int i = 0; i < nl; i++) ntasks64 += k->layers[g->layer_order[i]].grid;
+    if (ntasks64 > INT32_MAX) {
+        st = pk_fail(k, PK_ERR_LIMIT, "pk_compile: the grids of the %d layers add up to %lld tasks; at most %d",
+                     nl, (long long)ntasks64, INT32_MAX);
+        goto done;
+    }
     int ntasks = 1;
     for (int i = 0; i < nl; i++) {
         pk_layer *L = &k->layers[g->layer_order[i]];
