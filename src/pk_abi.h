@@ -69,7 +69,7 @@ typedef struct pk_task {
     uint32_t trig_event; /* signalled when done */
     uint32_t nviews;
     uint64_t cost_bytes; /* estimated bytes moved: the static schedule balances these */
-    pk_view views[PK_TASK_MAX_VIEWS]; /* per kind: see src/taskgraph/views.h */
+    pk_view views[PK_TASK_MAX_VIEWS]; /* per kind: the PK_V_* enum below */
 } pk_task;
 
 typedef struct pk_event {
