@@ -266,6 +266,51 @@ pk_status pk_kernel_layer(const pk_kernel *k, int i, pk_layer_info *out);
 /* Writes the compiled task graph as JSON (tasks, events, layers, schedule). */
 pk_status pk_write_task_graph(pk_kernel *k, const char *path);
 
+/* ---- measurement ---------------------------------------------------------------------------- */
+
+/* The steps of the last pk_run, timed where they run: on the CPU backend with CLOCK_MONOTONIC by
+ * the thread that runs prepare_next_step, on the CUDA backend with %globaltimer by the GPU thread
+ * that runs it (one store per step, copied back after the kernel ends). Step i lasts from the
+ * boundary before it to the one after it; a boundary is the start of prepare_next_step (so a
+ * step's time includes planning it and handing its tokens out), and step 1 starts when it is
+ * released: on the CPU after the host planned it, on the GPU before the kernel plans it. */
+typedef struct pk_step_times {
+    int64_t num_steps;          /* steps of the last pk_run (pk_graph_stats.steps_run) */
+    int64_t num_timed;          /* entries below: num_steps, 0 after a failed run, at most 4194304 */
+    const double *ms;           /* [num_timed] duration of step i, milliseconds */
+    const int32_t *rows;        /* [num_timed] rows (tokens) step i carried */
+    const int32_t *prompt_rows; /* [num_timed] of them, prompt tokens: > 0 prefill, 0 pure decode */
+} pk_step_times;
+
+/* Fills out for the last pk_run (all zero / NULL before the first). The arrays belong to k and
+ * stay valid until the next pk_run or pk_kernel_free. */
+pk_status pk_run_step_times(const pk_kernel *k, pk_step_times *out);
+
+/* Memory the compiled kernel uses, by kind. CUDA backend (once loaded by pk_compile): the GPU
+ * buffers pk_compile allocated, the numbers of its "pk: GPU memory" line, on_device = 1. CPU
+ * backend (or CUDA compiled for PK_CUDA_ARCH without a GPU): the same plan in host memory
+ * (weights are the caller's or memory-mapped), on_device = 0. */
+typedef struct pk_memory_stats {
+    int64_t weight_bytes;    /* weight buffers (a fused weight once, in fused order) */
+    int64_t kv_cache_bytes;  /* every layer's K and V caches */
+    int64_t workspace_bytes; /* activations and decode state; on the GPU also queues, counters,
+                                per-run state and the upload staging buffers */
+    int on_device;
+} pk_memory_stats;
+
+/* After pk_compile. */
+pk_status pk_kernel_memory(pk_kernel *k, pk_memory_stats *out);
+
+/* Measures the copy bandwidth of the memory the backend reads its weights from, in bytes read
+ * plus bytes written per second (as bench/hf_baseline.py's bw()): the floor of a decode step is
+ * the bytes it must move divided by this. CUDA backend (after pk_compile; loads the kernel if
+ * only built): a device-to-device cudaMemcpy of 2 GiB (halved while the GPU lacks the memory),
+ * 3 warm-up copies, then 20 timed with CUDA events. CPU backend: memcpy between two 1 GiB host
+ * buffers on the calling thread (one core, so not a bound for many threads), 1 warm-up, 3 timed.
+ * Takes about a second; allocates the two buffers for the duration. $PK_COPY_PROBE_MB (at least
+ * 64) sets another buffer size (tests use a small one: first-touching 2 GiB can take seconds). */
+pk_status pk_device_copy_bandwidth(pk_kernel *k, double *bytes_per_s);
+
 /* ---- Hugging Face model directories --------------------------------------------------------
  * config.json + model.safetensors (or sharded, with model.safetensors.index.json); bf16, fp16 or
  * fp32 weights, memory-mapped (copied only when converted to bf16). Qwen3ForCausalLM and

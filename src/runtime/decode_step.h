@@ -67,6 +67,15 @@ typedef struct pk_step_token {
     int32_t req, token, row, pad;
 } pk_step_token;
 
+/* Step timing (pk_run_step_times), optional. rec[0].ns: when step 1 was released. For step
+ * i >= 1, rec[i].rows and .prompt_rows are what pk_step_plan gave it (prompt_rows > 0: a prefill
+ * step), and rec[i].ns is when it ended: the runtime's clock (CLOCK_MONOTONIC on the CPU,
+ * %globaltimer on the GPU) read at the start of the prepare_next_step that follows it. */
+typedef struct pk_step_rec {
+    uint64_t ns;
+    int32_t rows, prompt_rows;
+} pk_step_rec;
+
 typedef struct pk_step_state {
     /* config */
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
@@ -89,6 +98,10 @@ typedef struct pk_step_state {
     /* pk_step_finish appends here; the caller consumes (and may reset nemitted) */
     pk_step_token *emitted;    /* [capacity: at least R per step not consumed] */
     uint32_t nemitted;
+    int32_t prompt_rows;       /* of the planned step's rows, those holding prompt tokens */
+    /* step records (NULL: none): rec[0 .. rec_cap], steps past rec_cap are not recorded */
+    pk_step_rec *rec;
+    int64_t rec_cap;
 } pk_step_state;
 
 PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
@@ -98,6 +111,7 @@ PK_HD void pk_step_reset(pk_step_state *s) {
     s->next_req = s->ndone = 0;
     s->step = 0;
     s->nemitted = 0;
+    s->prompt_rows = 0;
     for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
         sl->req = -1;
@@ -173,6 +187,8 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
         PK_STEP_ASSERT(s->nfree > 0 && sl->npages < sl->reserved);
         pt[sl->npages++] = s->free_pages[--s->nfree];
     }
+    int32_t plen = s->reqs[sl->req].prompt_len;
+    if (sl->cached < plen) s->prompt_rows += sl->cached + n < plen ? n : plen - sl->cached;
     for (int j = 0; j < n; j++) {
         int pos = sl->cached + j;
         s->step_tokens[*row] = s->tokens[(int64_t)i * s->max_seq + pos];
@@ -189,6 +205,7 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
 PK_HD int pk_step_plan(pk_step_state *s) {
     pk_step_admit(s);
     int row = 0;
+    s->prompt_rows = 0;
     for (int i = 0; i < s->R; i++) s->slots[i].sample_row = -1;
     /* Decoding slots first: one row each (T >= R, so they always fit). */
     for (int i = 0; i < s->R; i++) {
@@ -212,7 +229,21 @@ PK_HD int pk_step_plan(pk_step_state *s) {
     s->step++;
     s->step_info[PK_STEP_INFO_NUM_TOKENS] = row;
     s->step_info[PK_STEP_INFO_STEP] = (int32_t)s->step;
+    if (s->rec && s->step <= s->rec_cap) {
+        s->rec[s->step].rows = row;
+        s->rec[s->step].prompt_rows = s->prompt_rows;
+    }
     return 1;
+}
+
+/* Step timing: the runtime's clock when step 1 is released, and at the start of every
+ * prepare_next_step (the end of step s->step). No-ops without s->rec. */
+PK_HD void pk_step_mark_start(pk_step_state *s, uint64_t ns) {
+    if (s->rec) s->rec[0].ns = ns;
+}
+
+PK_HD void pk_step_mark_end(pk_step_state *s, uint64_t ns) {
+    if (s->rec && s->step >= 1 && s->step <= s->rec_cap) s->rec[s->step].ns = ns;
 }
 
 #endif /* PK_DECODE_STEP_H */

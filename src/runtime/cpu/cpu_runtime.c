@@ -119,8 +119,9 @@ static void run_traced(worker *w, uint32_t t, uint64_t step) {
     }
 }
 
-/* prepare_next_step: returns 1 if another step was planned. */
+/* prepare_next_step: returns 1 if another step was planned. Its start ends the step that ran. */
 static int next_step(cpu_run *r) {
+    pk_step_mark_end(&r->d->s, now_ns());
     pk_decode_finish_step(r->d);
     r->k->steps_run++;
     return pk_decode_plan_step(r->d);
@@ -286,6 +287,7 @@ pk_status pk_cpu_run(pk_kernel *k, pk_decode *d) {
         for (int s = 0; s < started_s; s++) ring_push(&r.sched_q[s], r.event_exit);
     } else {
         /* Step 1 starts: BEGIN fires. */
+        pk_step_mark_start(&d->s, now_ns());
         atomic_fetch_add_explicit(&r.counters[r.g->begin_event], 1, memory_order_release);
         if (dynamic) ring_push(&r.sched_q[0], r.g->begin_event);
     }

@@ -20,11 +20,15 @@
 #include "runtime/runtime.h"
 
 _Static_assert(sizeof(pk_gen_trace_rec) == sizeof(pk_trace_record), "trace records share a layout");
+_Static_assert(sizeof(pk_gen_step_rec) == sizeof(pk_step_rec) && _Alignof(pk_gen_step_rec) == _Alignof(pk_step_rec),
+               "step records share a layout");
 
 #define STAGING_MAX (64ull << 20)
 #define UPLOAD_CHUNK (256ull << 20)
 #define CONTEXT_RESERVE (512ull << 20) /* CUDA context, module and runtime beside our buffers */
 #define TRACE_BYTES_MAX (256ull << 20)
+#define COPY_PROBE_BYTES (2ull << 30) /* as bench/hf_baseline.py's bw() */
+#define COPY_PROBE_REPS 20
 
 /* the driver API subset we call (CUresult is an int enum; CUdevice an int; CUcontext a pointer) */
 typedef int (*cu_init_fn)(unsigned);
@@ -38,7 +42,7 @@ typedef int (*cu_pop_fn)(void **);
 typedef int (*cu_meminfo_fn)(size_t *, size_t *);
 enum { CU_ATTR_SM_COUNT = 16, CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76 };
 
-struct pk_runtime {
+struct pk_cuda_runtime {
     char arch[16];
     int compile_only;  /* built for PK_CUDA_ARCH without looking at a GPU */
     int fallback;      /* generated with the placeholder kernels */
@@ -58,14 +62,18 @@ struct pk_runtime {
     pk_gen_upload_wait_fn upload_wait;
     pk_gen_run_fn run;
     pk_gen_read_fn read;
+    pk_gen_copy_bandwidth_fn copy_bandwidth;
     pk_gen_destroy_fn destroy;
     void *ctx;
     pk_cuda_buffers bufs;
+    uint64_t work_bytes; /* workspace on the GPU: activations, decode state, queues, staging */
 };
+
+static pk_cuda_runtime *cuda_rt(const pk_kernel *k) { return k->runtime ? k->runtime->cuda : NULL; }
 
 /* ---- the GPU, through the driver ---- */
 
-static pk_status probe_gpu(pk_kernel *k, pk_runtime *rt) {
+static pk_status probe_gpu(pk_kernel *k, pk_cuda_runtime *rt) {
     if (!rt->libcuda) rt->libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!rt->libcuda)
         return pk_fail(k, PK_ERR_BACKEND,
@@ -112,7 +120,7 @@ static pk_status probe_gpu(pk_kernel *k, pk_runtime *rt) {
 
 /* ---- loading ---- */
 
-static void *sym(pk_runtime *rt, const char *name, int *missing) {
+static void *sym(pk_cuda_runtime *rt, const char *name, int *missing) {
     void *p = dlsym(rt->so, name);
     if (!p) *missing = 1;
     return p;
@@ -136,7 +144,7 @@ static double now_s(void) {
 }
 
 /* Uploads every weight buffer: attached tensors as they are, fused tensors in fused row order. */
-static pk_status upload_weights(pk_kernel *k, pk_runtime *rt) {
+static pk_status upload_weights(pk_kernel *k, pk_cuda_runtime *rt) {
     char err[PK_ERR_MAX];
     const pk_cuda_buffers *b = &rt->bufs;
     uint64_t done = 0, total = b->weights;
@@ -185,7 +193,7 @@ static pk_status upload_weights(pk_kernel *k, pk_runtime *rt) {
 }
 
 /* dlopen kernel.so, check it, create its device state and upload the weights. */
-static pk_status load(pk_kernel *k, pk_runtime *rt) {
+static pk_status load(pk_kernel *k, pk_cuda_runtime *rt) {
     /* never unloaded (RTLD_NODELETE): it carries a static CUDA runtime with exit handlers */
     rt->so = dlopen(rt->so_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!rt->so) return pk_fail(k, PK_ERR_BACKEND, "pk_compile: cannot load '%s': %s", rt->so_path, dlerror());
@@ -196,6 +204,7 @@ static pk_status load(pk_kernel *k, pk_runtime *rt) {
     rt->upload_wait = (pk_gen_upload_wait_fn)sym(rt, "pk_gen_upload_wait", &missing);
     rt->run = (pk_gen_run_fn)sym(rt, "pk_gen_run", &missing);
     rt->read = (pk_gen_read_fn)sym(rt, "pk_gen_read", &missing);
+    rt->copy_bandwidth = (pk_gen_copy_bandwidth_fn)sym(rt, "pk_gen_copy_bandwidth", &missing);
     rt->destroy = (pk_gen_destroy_fn)sym(rt, "pk_gen_destroy", &missing);
     if (missing) return pk_fail(k, PK_ERR_BACKEND, "pk_compile: '%s' lacks pk's entry points", rt->so_path);
     const pk_gen_info *info = rt->info = get_info();
@@ -214,6 +223,7 @@ static pk_status load(pk_kernel *k, pk_runtime *rt) {
     staging = (staging + 0xfffff) & ~0xfffffull;
     if (staging < (1u << 20)) staging = 1u << 20;
     uint64_t work = b->work + workspace_extra(k) + 2 * staging;
+    rt->work_bytes = work;
     fprintf(stderr, "pk: GPU memory: weights %.2f GB, KV cache %.2f GB, workspace %.1f MB\n", gb(b->weights), gb(b->kv),
             (double)work / 1e6);
     uint64_t need = b->weights + b->kv + work + CONTEXT_RESERVE;
@@ -251,7 +261,7 @@ static pk_status load(pk_kernel *k, pk_runtime *rt) {
 }
 
 /* Generates and builds for rt->arch (the cache makes a repeat cheap). */
-static pk_status build(pk_kernel *k, pk_runtime *rt, const pk_compile_options *opts) {
+static pk_status build(pk_kernel *k, pk_cuda_runtime *rt, const pk_compile_options *opts) {
     pk_sb_free(&rt->cu);
     pk_status st = pk_cuda_codegen(k, rt->fallback, &rt->cu);
     if (st != PK_OK) return st;
@@ -260,9 +270,11 @@ static pk_status build(pk_kernel *k, pk_runtime *rt, const pk_compile_options *o
 
 pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
     pk_cuda_free(k);
-    pk_runtime *rt = calloc(1, sizeof *rt);
+    pk_runtime *base = pk_runtime_get(k);
+    if (!base) return k->status;
+    pk_cuda_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory");
-    k->runtime = rt;
+    base->cuda = rt;
     const char *fb = getenv("PK_CUDA_FALLBACK_KERNELS");
     rt->fallback = (fb && fb[0] && strcmp(fb, "0") != 0) || !pk_cuda_have_task_kernels();
     pk_status st = pk_cuda_plan_buffers(k, &rt->bufs);
@@ -311,7 +323,7 @@ static void on_token(void *user, int32_t req, int32_t token, int32_t row) {
 }
 
 /* Loads the object now if pk_compile only built it (PK_CUDA_ARCH). */
-static pk_status ensure_loaded(pk_kernel *k, pk_runtime *rt) {
+static pk_status ensure_loaded(pk_kernel *k, pk_cuda_runtime *rt) {
     if (rt->ctx) return PK_OK;
     char built[16];
     snprintf(built, sizeof built, "%s", rt->arch);
@@ -326,7 +338,7 @@ static pk_status ensure_loaded(pk_kernel *k, pk_runtime *rt) {
 }
 
 pk_status pk_cuda_run(pk_kernel *k, pk_decode *d) {
-    pk_runtime *rt = k->runtime;
+    pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt) return pk_fail(k, PK_ERR_STATE, "pk_run: the CUDA backend is not set up (compile failed?)");
     if (d->nreqs == 0) return PK_OK;
     pk_status st = ensure_loaded(k, rt);
@@ -363,6 +375,8 @@ pk_status pk_cuda_run(pk_kernel *k, pk_decode *d) {
     a.user = &sc;
     a.num_output = ints + 2 * n;
     a.finish = ints + 3 * n;
+    a.step_rec_cap = d->s.rec ? d->s.rec_cap : 0;
+    a.step_rec = (pk_gen_step_rec *)d->s.rec;
     char err[PK_ERR_MAX];
     int rc = rt->run(rt->ctx, &a, err, sizeof err);
     if (rc == -2) {
@@ -422,7 +436,7 @@ done:
 }
 
 pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes) {
-    pk_runtime *rt = k->runtime;
+    pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt || !rt->ctx || rt->bufs.bytes[t->id] == 0) {
         memcpy(dst, t->data, bytes); /* never on the GPU (or nothing ran): pk's zero-filled memory */
         return PK_OK;
@@ -433,8 +447,33 @@ pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_
     return PK_OK;
 }
 
+pk_status pk_cuda_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
+    pk_cuda_runtime *rt = cuda_rt(k);
+    if (!rt) return pk_fail(k, PK_ERR_STATE, "pk_device_copy_bandwidth: the CUDA backend is not set up (compile failed?)");
+    pk_status st = ensure_loaded(k, rt);
+    if (st != PK_OK) return st;
+    char err[PK_ERR_MAX];
+    uint64_t want = pk_copy_probe_bytes(COPY_PROBE_BYTES), used = 0;
+    if (rt->copy_bandwidth(rt->ctx, want, COPY_PROBE_REPS, bytes_per_s, &used, err, sizeof err) != 0)
+        return pk_fail(k, PK_ERR_BACKEND, "pk_device_copy_bandwidth: %s", err);
+    if (used < want)
+        fprintf(stderr, "pk: copy bandwidth measured with %.0f MiB buffers (not enough free GPU memory for %.0f MiB)\n",
+                (double)used / (1 << 20), (double)want / (1 << 20));
+    return PK_OK;
+}
+
+int pk_cuda_memory(const pk_kernel *k, pk_memory_stats *out) {
+    const pk_cuda_runtime *rt = cuda_rt(k);
+    if (!rt || !rt->ctx) return 0;
+    out->weight_bytes = (int64_t)rt->bufs.weights;
+    out->kv_cache_bytes = (int64_t)rt->bufs.kv;
+    out->workspace_bytes = (int64_t)rt->work_bytes;
+    out->on_device = 1;
+    return 1;
+}
+
 void pk_cuda_free(pk_kernel *k) {
-    pk_runtime *rt = k->runtime;
+    pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt) return;
     if (rt->ctx) rt->destroy(rt->ctx);
     if (rt->so) dlclose(rt->so);
@@ -443,5 +482,5 @@ void pk_cuda_free(pk_kernel *k) {
     pk_cuda_buffers_free(&rt->bufs);
     pk_sb_free(&rt->cu);
     free(rt);
-    k->runtime = NULL;
+    k->runtime->cuda = NULL;
 }

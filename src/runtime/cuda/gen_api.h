@@ -4,7 +4,8 @@
  *
  * Life of a loaded object: pk_gen_get_info (check ABI and graph hash) → pk_gen_create (device
  * buffers, one per tensor id that lives on the GPU) → pk_gen_upload … pk_gen_upload_wait
- * (weights) → pk_gen_run (any number of times) / pk_gen_read → pk_gen_destroy. Every call but
+ * (weights) → pk_gen_run (any number of times) / pk_gen_read / pk_gen_copy_bandwidth →
+ * pk_gen_destroy. Every call but
  * get_info takes the context create returned, so two kernels may share one object. Calls return
  * 0 on success, or -1 with a one-line message in err (pk_gen_run: -2 when a debug build's wait
  * timed out, with args.debug filled in).
@@ -15,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PK_GEN_API_VERSION 1
+#define PK_GEN_API_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,12 @@ typedef struct pk_gen_trace_rec {
     uint64_t start_ns, end_ns; /* %globaltimer */
 } pk_gen_trace_rec;
 
+/* A step boundary (the layout of decode_step.h's pk_step_rec): see pk_gen_run_args.step_rec. */
+typedef struct pk_gen_step_rec {
+    uint64_t ns; /* %globaltimer */
+    int32_t rows, prompt_rows;
+} pk_gen_step_rec;
+
 /* What a wait that ran past the debug spin limit saw (PK_DEBUG_SPIN_LIMIT builds). */
 typedef struct pk_gen_debug {
     uint32_t flag;      /* 1 once a wait timed out */
@@ -76,6 +83,11 @@ typedef struct pk_gen_run_args {
     uint64_t trace_cap;
     pk_gen_trace_rec *trace;       /* [num_workers · trace_cap] host memory */
     uint64_t *trace_n;             /* out: [num_workers] records taken (may exceed trace_cap) */
+    /* step times (step_rec_cap 0: off): [step_rec_cap + 1] host memory, filled after the kernel
+     * ends: [0].ns when step 1 started, [i] step i's rows and the %globaltimer at its end, as the
+     * device-side prepare_next_step wrote them (steps past step_rec_cap are not recorded) */
+    int64_t step_rec_cap;
+    pk_gen_step_rec *step_rec;
     /* out */
     int32_t *num_output;           /* [nreqs] */
     int32_t *finish;               /* [nreqs] pk_finish_reason */
@@ -92,6 +104,11 @@ typedef int (*pk_gen_upload_wait_fn)(void *ctx, char *err, size_t err_len);
 typedef int (*pk_gen_run_fn)(void *ctx, pk_gen_run_args *a, char *err, size_t err_len);
 typedef int (*pk_gen_read_fn)(void *ctx, uint32_t buffer, uint64_t offset, void *dst, uint64_t bytes, char *err,
                               size_t err_len);
+/* Device-to-device copy bandwidth: cudaMemcpy between two buffers of `bytes` (halved while
+ * cudaMalloc fails, down to 64 MiB; bytes_used says what was used), 3 warm-up copies, then
+ * `reps` timed with events on the object's stream. Read + write bytes per second. */
+typedef int (*pk_gen_copy_bandwidth_fn)(void *ctx, uint64_t bytes, int reps, double *bytes_per_s, uint64_t *bytes_used,
+                                        char *err, size_t err_len);
 typedef void (*pk_gen_destroy_fn)(void *ctx);
 
 #ifdef __cplusplus

@@ -15,6 +15,8 @@
  *            round-robin; the END_OF_GRAPH scheduler runs prepare_next_step.
  * Tokens stream out through mapped host memory: prepare_next_step appends to step->emitted
  * (mapped) and publishes the count after __threadfence_system(); the host polls it.
+ * Step times (pk_run_step_times): the thread running prepare_next_step stores one %globaltimer
+ * stamp per step into step->rec (device memory, copied back after the kernel ends).
  */
 #ifndef PK_CUDA_RUNTIME_CUH
 #define PK_CUDA_RUNTIME_CUH
@@ -32,17 +34,20 @@
 
 /* ================================ device ================================ */
 
-/* prepare_next_step: returns 1 if another step was planned. One thread. */
+/* prepare_next_step: returns 1 if another step was planned. One thread. Its start is the end
+ * of the step that ran (one %globaltimer store when step times are on). */
 __device__ int pk_prepare_next_step(const pk_dev_state *S) {
     pk_step_state *s = S->step;
+    pk_step_mark_end(s, pk_globaltimer());
     pk_step_finish(s);
     __threadfence_system(); /* the emitted tokens (mapped memory) before their count */
     *S->host_nemitted = s->nemitted;
     return pk_step_plan(s);
 }
 
-/* The first step, before any task runs. One thread. */
+/* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
+    pk_step_mark_start(S->step, pk_globaltimer());
     pk_step_reset(S->step);
     return pk_step_plan(S->step);
 }
@@ -183,6 +188,9 @@ extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel(c
 }
 
 /* ================================ host ================================ */
+
+static_assert(sizeof(pk_gen_step_rec) == sizeof(pk_step_rec) && alignof(pk_gen_step_rec) == alignof(pk_step_rec),
+              "pk_gen_run_args.step_rec is decode_step.h's records");
 
 static const pk_gen_info pk_gen_info_v = {
     PK_ABI_VERSION, PK_GEN_API_VERSION, PK_GEN_GRAPH_HASH, PK_GEN_NUM_TASKS, PK_GEN_NUM_EVENTS, PK_GEN_NUM_LAYERS,
@@ -375,6 +383,7 @@ typedef struct pk_gen_run_mem {
     pk_step_token *h_emitted; /* mapped */
     pk_gen_trace_rec *d_trace;
     pk_u64 *d_trace_n;
+    pk_step_rec *d_step_rec;
 } pk_gen_run_mem;
 
 static void pk_gen_run_free(pk_gen_run_mem *m) {
@@ -386,6 +395,7 @@ static void pk_gen_run_free(pk_gen_run_mem *m) {
     if (m->h_emitted) cudaFreeHost(m->h_emitted);
     cudaFree(m->d_trace);
     cudaFree(m->d_trace_n);
+    cudaFree(m->d_step_rec);
     memset(m, 0, sizeof *m);
 }
 
@@ -465,6 +475,13 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.step_info = (int32_t *)c->buf[cfg->step_info];
     st.step_output = (const int32_t *)c->buf[cfg->step_output];
     st.emitted = d_emitted;
+    if (a->step_rec_cap > 0 && a->step_rec) {
+        size_t rec_bytes = (size_t)(a->step_rec_cap + 1) * sizeof(pk_step_rec);
+        PK_CU(cudaMalloc((void **)&m->d_step_rec, rec_bytes));
+        PK_CU(cudaMemset(m->d_step_rec, 0, rec_bytes));
+        st.rec = m->d_step_rec;
+        st.rec_cap = a->step_rec_cap;
+    }
     PK_CU(cudaMemcpy(c->d_step, &st, sizeof st, cudaMemcpyHostToDevice));
 
     /* counters, flags and queues start empty */
@@ -531,6 +548,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
         free(out);
         PK_CU(e1);
     }
+    if (m->d_step_rec)
+        PK_CU(cudaMemcpy(a->step_rec, m->d_step_rec, (size_t)(a->step_rec_cap + 1) * sizeof(pk_step_rec),
+                         cudaMemcpyDeviceToHost));
     if (a->trace_cap) {
         PK_CU(cudaMemcpy(a->trace_n, m->d_trace_n, W * sizeof(pk_u64), cudaMemcpyDeviceToHost));
         PK_CU(cudaMemcpy(a->trace, m->d_trace, (size_t)W * a->trace_cap * sizeof(pk_gen_trace_rec),
@@ -547,6 +567,51 @@ extern "C" int pk_gen_run(void *vctx, pk_gen_run_args *a, char *err, size_t err_
     memset(&m, 0, sizeof m);
     int rc = pk_gen_run_inner(c, a, &m, err, err_len);
     if (!c->broken) pk_gen_run_free(&m);
+    return rc;
+}
+
+static int pk_gen_copy_bandwidth_inner(pk_gen_ctx *c, void *a, void *b, uint64_t bytes, int reps, cudaEvent_t e0,
+                                       cudaEvent_t e1, double *bytes_per_s, char *err, size_t err_len) {
+    for (int i = 0; i < 3; i++) PK_CU(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    PK_CU(cudaEventRecord(e0, c->stream));
+    for (int i = 0; i < reps; i++) PK_CU(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    PK_CU(cudaEventRecord(e1, c->stream));
+    PK_CU(cudaEventSynchronize(e1));
+    float ms = 0;
+    PK_CU(cudaEventElapsedTime(&ms, e0, e1));
+    if (ms <= 0) return pk_gen_fail(err, err_len, "the copy probe took %g ms", (double)ms);
+    *bytes_per_s = 2.0 * (double)bytes * reps / ((double)ms / 1e3);
+    return 0;
+}
+
+extern "C" int pk_gen_copy_bandwidth(void *vctx, uint64_t bytes, int reps, double *bytes_per_s, uint64_t *bytes_used,
+                                     char *err, size_t err_len) {
+    pk_gen_ctx *c = (pk_gen_ctx *)vctx;
+    if (c->broken) return pk_gen_fail(err, err_len, "the CUDA context failed in an earlier run");
+    if (reps < 1) reps = 1;
+    void *a = NULL, *b = NULL;
+    for (; bytes >= (64ull << 20); bytes /= 2) {
+        if (cudaMalloc(&a, bytes) != cudaSuccess) a = NULL;
+        else if (cudaMalloc(&b, bytes) != cudaSuccess) b = NULL;
+        if (a && b) break;
+        (void)cudaGetLastError(); /* an allocation failure is not sticky; clear it */
+        if (a) cudaFree(a);
+        a = b = NULL;
+    }
+    if (!a || !b)
+        return pk_gen_fail(err, err_len, "not enough free GPU memory for the copy probe (two buffers of 64 MiB)");
+    *bytes_used = bytes;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        rc = pk_gen_fail(err, err_len, "cannot create CUDA events for the copy probe");
+    else
+        rc = pk_gen_copy_bandwidth_inner(c, a, b, bytes, reps, e0, e1, bytes_per_s, err, err_len);
+    cudaStreamSynchronize(c->stream);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
     return rc;
 }
 
