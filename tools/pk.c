@@ -1,4 +1,4 @@
-/* pk.c — the pk command: generate, tokenize, detokenize, inspect, compile.
+/* pk.c — the pk command: generate, bench, tokenize, detokenize, inspect, compile.
  *
  * Uses only pk.h. Every error ends the program with exit status 1 and one line on stderr
  * ("pk: <reason>"); usage errors exit with 2.
@@ -32,6 +32,8 @@ static void usage(void) {
     fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
           "                   [--step-tokens T] [--logits FILE]\n"
+          "       pk bench [--model DIR] [--backend cpu|cuda] [--prompt-len N | --context N] [--gen N]\n"
+          "                [--threads N] [--step-tokens T] [--max-seq N] [--seed S] [--json]\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
           "       pk inspect [--model DIR] [--task-graph FILE]\n"
@@ -83,6 +85,8 @@ typedef struct options {
     const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch, *logits;
     const char *backend;
     int max_tokens, threads, chat, print_ids, step_tokens;
+    int prompt_len, gen, context, max_seq, json; /* bench */
+    long seed;
     int nargs;
     char **args; /* positional arguments */
 } options;
@@ -90,6 +94,8 @@ typedef struct options {
 static void parse(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->max_tokens = 64;
+    o->gen = 128;
+    o->seed = 1234;
     o->backend = "cpu";
     o->args = calloc((size_t)argc + 1, sizeof *o->args);
     if (!o->args) die("out of memory");
@@ -105,6 +111,12 @@ static void parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--trace")) o->trace = VALUE();
         else if (!strcmp(a, "--logits")) o->logits = VALUE();
         else if (!strcmp(a, "--step-tokens")) o->step_tokens = (int)parse_long(VALUE(), "--step-tokens", 1, 65536);
+        else if (!strcmp(a, "--prompt-len")) o->prompt_len = (int)parse_long(VALUE(), "--prompt-len", 1, 1 << 24);
+        else if (!strcmp(a, "--gen")) o->gen = (int)parse_long(VALUE(), "--gen", 2, 1 << 24);
+        else if (!strcmp(a, "--context")) o->context = (int)parse_long(VALUE(), "--context", 1, 1 << 24);
+        else if (!strcmp(a, "--max-seq")) o->max_seq = (int)parse_long(VALUE(), "--max-seq", 2, 1 << 24);
+        else if (!strcmp(a, "--seed")) o->seed = parse_long(VALUE(), "--seed", 0, LONG_MAX);
+        else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
         else if (!strcmp(a, "--out")) o->out = VALUE();
         else if (!strcmp(a, "--arch")) o->arch = VALUE();
@@ -314,6 +326,174 @@ static int cmd_generate(options *o) {
     return 0;
 }
 
+/* ---- pk bench ---------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A JSON string literal of s (quotes, backslashes and control characters escaped). */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* Decode latency of one request: a seeded random prompt of --context (or --prompt-len) tokens,
+ * a warm-up run, then --gen tokens. Per-step times come from the runtime (pk_run_step_times:
+ * CLOCK_MONOTONIC on the CPU, %globaltimer inside the GPU kernel), and only steps without prompt
+ * rows count as decode. The floor is the bytes one decode step must read (weights + the KV cache
+ * at the median decode context) over the copy bandwidth measured in this process. */
+static int cmd_bench(options *o) {
+    if (o->context && o->prompt_len && o->context != o->prompt_len)
+        die("--context N is the bench's prompt length (the decode then reads N + 1 ... positions): give "
+            "--prompt-len or --context, not both");
+    int P = o->context ? o->context : o->prompt_len ? o->prompt_len : 32, gen = o->gen;
+    pk_config probe = make_config(o, 1, NULL);
+    probe.max_seq_length = 2;
+    probe.backend = PK_BACKEND_CPU;
+    probe.num_workers = 1;
+    probe.trace_path = NULL;
+    pk_model *m = load_model(o->model, &probe);
+    pk_model_info info = *pk_model_get_info(m);
+    pk_model_free(m);
+    int64_t need = (int64_t)P + gen;
+    if (need > info.max_position_embeddings)
+        die("a prompt of %d tokens plus --gen %d needs %lld positions; the model takes %d (max_position_embeddings)", P,
+            gen, (long long)need, info.max_position_embeddings);
+    if (o->max_seq && o->max_seq < need) die("--max-seq %d is less than the prompt plus --gen (%lld)", o->max_seq, (long long)need);
+    if (o->max_seq > info.max_position_embeddings)
+        die("--max-seq %d exceeds the model's max_position_embeddings %d", o->max_seq, info.max_position_embeddings);
+    o->max_tokens = gen;
+    pk_config c = make_config(o, P, &info);
+    c.max_seq_length = o->max_seq ? o->max_seq : (int)need;
+    m = load_model(o->model, &c);
+    pk_kernel *k = pk_model_kernel(m);
+    double t0 = now_s();
+    if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    double compile_ms = (now_s() - t0) * 1e3;
+
+    int32_t *ids = malloc((size_t)P * sizeof *ids), *out = malloc((size_t)gen * sizeof *out);
+    if (!ids || !out) die("out of memory");
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)o->seed;
+    for (int i = 0; i < P; i++) { /* xorshift64* */
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        ids[i] = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)info.vocab_size);
+    }
+    /* warm-up (first launch, caches, clocks), then the measured run */
+    pk_request warm = {.prompt = ids, .prompt_len = P, .max_new_tokens = gen < 4 ? gen : 4, .output = out};
+    if (pk_run(k, &warm, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    pk_request req = {.prompt = ids, .prompt_len = P, .max_new_tokens = gen, .output = out};
+    double t_run = now_s();
+    if (pk_run(k, &req, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    double run_ms = (now_s() - t_run) * 1e3;
+
+    pk_step_times st;
+    if (pk_run_step_times(k, &st) != PK_OK || st.num_timed != st.num_steps)
+        die("the runtime timed %lld of %lld steps", (long long)st.num_timed, (long long)st.num_steps);
+    double *dec = malloc((size_t)(st.num_timed ? st.num_timed : 1) * sizeof *dec);
+    if (!dec) die("out of memory");
+    int ndec = 0, nprefill = 0;
+    double prefill_ms = 0, sum = 0;
+    for (int64_t i = 0; i < st.num_timed; i++) {
+        if (st.prompt_rows[i] > 0) {
+            prefill_ms += st.ms[i];
+            nprefill++;
+        } else {
+            dec[ndec++] = st.ms[i];
+            sum += st.ms[i];
+        }
+    }
+    if (ndec == 0)
+        die("no decode step to time: the model produced %d token(s) and stopped (%s); try another --seed", req.num_output,
+            req.finish == PK_FINISH_EOS ? "EOS" : "length");
+    double *sorted = malloc((size_t)ndec * sizeof *sorted);
+    if (!sorted) die("out of memory");
+    memcpy(sorted, dec, (size_t)ndec * sizeof *sorted);
+    qsort(sorted, (size_t)ndec, sizeof *sorted, cmp_double);
+    double median = ndec % 2 ? sorted[ndec / 2] : (sorted[ndec / 2 - 1] + sorted[ndec / 2]) / 2;
+    double mean = sum / ndec, mn = sorted[0], p90 = sorted[(ndec * 9 + 9) / 10 - 1]; /* nearest rank */
+
+    /* Bytes a decode step must move: the weights it reads, and K and V (bf16) of every position
+     * up to its own; decode step j of the prompt of P tokens sits at position P + j. */
+    double ctx = P + 1 + (ndec - 1) / 2.0;
+    double kv_per_pos = (double)info.num_layers * 2 * info.num_kv_heads * info.head_dim * 2;
+    double bytes = (double)info.weight_bytes + kv_per_pos * ctx;
+    pk_memory_stats mem;
+    if (pk_kernel_memory(k, &mem) != PK_OK) die("%s", pk_kernel_error(k));
+    double bw = 0;
+    if (pk_device_copy_bandwidth(k, &bw) != PK_OK) die("%s", pk_kernel_error(k));
+    int cuda = pk_kernel_config(k)->backend == PK_BACKEND_CUDA;
+    char bw_what[160], size[32];
+    const char *probe_mb = getenv("PK_COPY_PROBE_MB"); /* pk.h: the probe's buffer size */
+    if (probe_mb && *probe_mb) snprintf(size, sizeof size, "%s MiB", probe_mb);
+    else snprintf(size, sizeof size, "%s", cuda ? "2 GiB" : "1 GiB");
+    snprintf(bw_what, sizeof bw_what,
+             cuda ? "GPU device-to-device cudaMemcpy of %s, read + write"
+                  : "CPU memcpy of %s between host buffers, one thread, read + write",
+             size);
+    double floor_ms = bytes / bw * 1e3, gbps = bytes / (median / 1e3) / 1e9;
+    const char *finish = req.finish == PK_FINISH_EOS ? "eos" : "length";
+    int workers = pk_kernel_config(k)->num_workers, T = pk_kernel_config(k)->max_tokens_per_step;
+
+    if (o->json) {
+        printf("{\"model\": ");
+        json_string(stdout, o->model);
+        printf(", \"architecture\": ");
+        json_string(stdout, info.architecture);
+        printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"max_seq\": %d, \"seed\": %ld,\n",
+               cuda ? "cuda" : "cpu", workers, T, c.max_seq_length, o->seed);
+        printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "
+               "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f,\n",
+               P, gen, req.num_output, finish, (long long)st.num_steps, nprefill, ndec, ctx);
+        printf(" \"decode_ms_median\": %.6f, \"decode_ms_mean\": %.6f, \"decode_ms_min\": %.6f, \"decode_ms_p90\": %.6f, "
+               "\"prefill_ms\": %.6f, \"run_ms\": %.3f, \"compile_ms\": %.1f,\n",
+               median, mean, mn, p90, prefill_ms, run_ms, compile_ms);
+        printf(" \"weight_bytes\": %lld, \"kv_bytes_per_position\": %.0f, \"bytes_per_token\": %.0f, "
+               "\"achieved_GBps\": %.3f,\n",
+               (long long)info.weight_bytes, kv_per_pos, bytes, gbps);
+        printf(" \"copy_bandwidth_GBps\": %.3f, \"copy_bandwidth_source\": \"%s\", \"floor_ms\": %.6f, "
+               "\"pct_of_floor\": %.2f,\n",
+               bw / 1e9, bw_what, floor_ms, 100 * floor_ms / median);
+        printf(" \"memory\": {\"on_device\": %s, \"weights_bytes\": %lld, \"kv_cache_bytes\": %lld, \"workspace_bytes\": %lld},\n",
+               mem.on_device ? "true" : "false", (long long)mem.weight_bytes, (long long)mem.kv_cache_bytes,
+               (long long)mem.workspace_bytes);
+        printf(" \"decode_step_ms\": [");
+        for (int i = 0; i < ndec; i++) printf("%s%.4f", i ? ", " : "", dec[i]);
+        printf("]}\n");
+    } else {
+        printf("pk bench: %s (%s), %s backend, %d workers, T = %d\n", o->model, info.architecture,
+               cuda ? "cuda" : "cpu", workers, T);
+        printf("prompt        %d random tokens (seed %ld): %d prefill step%s, %.3f ms\n", P, o->seed, nprefill,
+               nprefill == 1 ? "" : "s", prefill_ms);
+        printf("generated     %d of %d tokens (%s); %d decode steps at context %d .. %d\n", req.num_output, gen, finish,
+               ndec, P + 1, P + ndec);
+        printf("decode        median %.4f ms/token   mean %.4f   min %.4f   p90 %.4f\n", median, mean, mn, p90);
+        printf("bytes/token   %.2f MB: weights %.2f MB + KV %.2f MB (median context %.1f)\n", bytes / 1e6,
+               (double)info.weight_bytes / 1e6, kv_per_pos * ctx / 1e6, ctx);
+        printf("achieved      %.1f GB/s at the median\n", gbps);
+        printf("copy b/w      %.1f GB/s (%s)\n", bw / 1e9, bw_what);
+        printf("floor         %.4f ms/token; pk at %.1f %% of the floor\n", floor_ms, 100 * floor_ms / median);
+        printf("memory        %s: weights %.1f MB, KV cache %.1f MB, workspace %.1f MB\n",
+               mem.on_device ? "GPU" : "host", (double)mem.weight_bytes / 1e6, (double)mem.kv_cache_bytes / 1e6,
+               (double)mem.workspace_bytes / 1e6);
+        if (req.num_output < gen) printf("note          the model stopped at EOS; try another --seed for a full run\n");
+    }
+    fflush(stdout);
+    free(sorted);
+    free(dec);
+    free(ids);
+    free(out);
+    pk_model_free(m);
+    return 0;
+}
+
 static int cmd_tokenize(options *o) {
     if (o->nargs != 1) die("tokenize takes one TEXT argument");
     pk_tokenizer *t = load_tokenizer(o->model, 1);
@@ -402,12 +582,13 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     int rc;
     if (!strcmp(cmd, "generate")) rc = cmd_generate(&o);
+    else if (!strcmp(cmd, "bench")) rc = cmd_bench(&o);
     else if (!strcmp(cmd, "tokenize")) rc = cmd_tokenize(&o);
     else if (!strcmp(cmd, "detokenize")) rc = cmd_detokenize(&o);
     else if (!strcmp(cmd, "inspect")) rc = cmd_inspect(&o);
     else if (!strcmp(cmd, "compile")) rc = cmd_compile(&o);
     else if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) usage();
-    else die("unknown command '%s' (generate, tokenize, detokenize, inspect, compile)", cmd);
+    else die("unknown command '%s' (generate, bench, tokenize, detokenize, inspect, compile)", cmd);
     free(o.args);
     return rc;
 }
