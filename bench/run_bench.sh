@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# run_bench.sh — issue 5's benchmark in one run on the GPU machine:
+#   1. the machine, the build (build/pk and tests/gpu/test_cuda_e2e, prebuilt or made here);
+#   2. the correctness gate, so that timings are only reported for a correct build:
+#      GATE=quick (default): scripts/gpu_check.sh's quick end-to-end (test_cuda_e2e --quick: CPU vs
+#        CUDA static and dynamic, tokens identical, logits within tolerance) and `pk generate
+#        --print-ids` on models/pk-tiny, CUDA == CPU;
+#      GATE=full: scripts/gpu_check.sh's normal end-to-end pass (every configuration, 100 repeats,
+#        EOS, trace) and the pk-tiny comparison;
+#      GATE=0: skipped (the table then says so). A failed gate stops here with exit 1;
+#   3. bench/run_bench.py: for qwen3-0.6b, qwen3-1.7b, qwen3-8b (random weights, bf16, saved by
+#      transformers) at context 160 and 4096: `pk bench --backend cuda --json` and
+#      bench/hf_baseline.py's run() (eager and CUDA graph), then one table: pk ms/token (median),
+#      % of the floor, HF eager, HF CUDA graph, speedups, and issue 5's targets at context 160.
+# Usage: bash bench/run_bench.sh                    (about 8-10 min on one H200, see docs/PERF.md)
+#        MODELS="qwen3-0.6b qwen3-1.7b" CONTEXTS="160" bash bench/run_bench.sh
+#        bash bench/run_bench.sh --table [results.jsonl ...]   # print the table again
+# Env: BENCH_DIR (work directory: models, logs, results.jsonl, table.txt; default /tmp/pk-bench,
+#      kept between calls: run the same command again and the gate (for the same binaries) and the
+#      finished (model, context) pairs are skipped; RESUME=0 starts over);
+#      OUT (if set, logs, results and table are copied there at exit: the device tool's folder);
+#      DEADLINE_S (seconds for the whole script, default 560: stages that would run past it are
+#      skipped and the table shows what finished); GEN (tokens, 128); GATE; BUILD (build);
+#      run_bench.py's PK_TIMEOUT_S, HF_TIMEOUT_S, MAKE_TIMEOUT_S, HF=0, HF_PROMPT, KEEP_MODELS.
+# Prebuilt binaries and a kernel cache are used as scripts/gpu_check.sh does (.gpu/lib, .gpu/cache).
+set -u
+cd "$(dirname "$0")/.."
+W=${BENCH_DIR:-/tmp/pk-bench}
+mkdir -p "$W"
+B=${BUILD:-build}
+DEADLINE_S=${DEADLINE_S:-560}
+T0=$(date +%s)
+log() { printf '[%5ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
+left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+
+[ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PATH:/usr/local/cuda/bin"
+
+if [ "${1:-}" = "--table" ]; then
+    shift
+    [ $# -gt 0 ] || set -- "$W/results.jsonl"
+    exec python3 bench/run_bench.py --table "$@"
+fi
+
+PK_CACHE_DIR=
+finish() {
+    [ -n "$PK_CACHE_DIR" ] && rm -rf "$PK_CACHE_DIR"
+    if [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ]; then
+        mkdir -p "$OUT" && cp "$W"/*.jsonl "$W"/*.txt "$W"/*.log "$W"/*.err "$OUT"/ 2>/dev/null
+    fi
+    return 0
+}
+trap finish EXIT
+
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -4
+nvcc --version 2>&1 | tail -1
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 | tail -1
+echo "pk $(git rev-parse --short HEAD 2>/dev/null)$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)"
+
+echo "== build"
+E2E=$B/tests/gpu/test_cuda_e2e
+runs() { [ -x "$1" ] && ! ldd "$1" 2>/dev/null | grep -q "not found"; }
+if runs "$B/pk" && runs "$E2E"; then
+    log "using prebuilt $B/pk and $E2E"
+elif timeout 300 make -j"$(nproc)" >"$W/build.log" 2>&1 && mkdir -p "$B/tests/gpu" &&
+    timeout 120 cc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -O2 -g \
+        tests/gpu/test_cuda_e2e.c "$B/libpk.a" -lcjson -lpcre2-8 -lpthread -lm -ldl -o "$E2E" >>"$W/build.log" 2>&1; then
+    log "built"
+else
+    tail -n 30 "$W/build.log"; log "build FAILED (see $W/build.log)"; exit 1
+fi
+
+# a private kernel cache (pk refuses a cache others can write), seeded from .gpu/cache
+PK_CACHE_DIR=$(mktemp -d /tmp/pk-cache-XXXXXX)
+export PK_CACHE_DIR
+chmod 700 "$PK_CACHE_DIR"
+if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
+unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS PK_COPY_PROBE_MB
+
+GATE=${GATE:-quick}
+gate="skipped (GATE=0)"
+gate_key="$GATE $(cat "$B/pk" "$E2E" 2>/dev/null | md5sum | cut -c1-16)"
+if [ "$GATE" != 0 ] && [ "${RESUME:-1}" != 0 ] && [ -f "$W/gate.ok" ] && [ "$(head -n 1 "$W/gate.ok")" = "$gate_key" ]; then
+    gate="$(tail -n 1 "$W/gate.ok") (in an earlier call, same binaries)"
+    log "correctness gate passed earlier in $W for these binaries: not repeated"
+elif [ "$GATE" != 0 ]; then
+    echo "== correctness gate ($GATE)"
+    ok=1
+    if [ "$GATE" = full ]; then
+        OUT="$W/gate" RUN_E2E=1 E2E_DEBUG=0 STALL=0 KERNELS=0 TF=0 GEN=0 SANITIZE=0 BIG= \
+            timeout 300 bash scripts/gpu_check.sh >"$W/gate_check.log" 2>&1
+        cp "$W/gate/e2e.log" "$W/gate_e2e.log" 2>/dev/null
+        summary=$(grep -E '^cuda_e2e: [0-9]+ passed' "$W/gate_e2e.log" 2>/dev/null | tail -n 1)
+        pattern='^cuda_e2e: [0-9]+ passed, 0 failed$'
+    else
+        timeout 240 "$E2E" --quick >"$W/gate_e2e.log" 2>&1
+        summary=$(grep -E '^cuda_e2e_quick: [0-9]+ passed' "$W/gate_e2e.log" | tail -n 1)
+        pattern='^cuda_e2e_quick: [0-9]+ passed, 0 failed$'
+    fi
+    if [[ "$summary" =~ $pattern ]]; then
+        log "end-to-end: $summary"
+    else
+        ok=0
+        log "end-to-end FAILED: ${summary:-no summary (crash or timeout)}"
+        grep -E '^FAIL' "$W/gate_e2e.log" 2>/dev/null | head -n 10
+    fi
+    if [ -d models/pk-tiny ]; then
+        timeout 60 "$B/pk" generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cpu \
+            >"$W/gate_cpu.txt" 2>"$W/gate_cpu.err"
+        timeout 180 "$B/pk" generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cuda \
+            >"$W/gate_cuda.txt" 2>"$W/gate_cuda.err"
+        if [ -s "$W/gate_cpu.txt" ] && cmp -s "$W/gate_cpu.txt" "$W/gate_cuda.txt"; then
+            log "pk generate pk-tiny: cuda == cpu ($(wc -w <"$W/gate_cpu.txt") tokens)"
+        else
+            ok=0
+            log "pk generate pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$W/gate_cuda.err")"
+        fi
+    fi
+    if [ "$ok" != 1 ]; then
+        log "correctness gate FAILED: no timings are reported for this build (logs in $W)"
+        exit 1
+    fi
+    gate="passed ($GATE: ${summary}; pk-tiny cuda == cpu)"
+    printf '%s\n%s\n' "$gate_key" "$gate" >"$W/gate.ok"
+fi
+
+echo "== benchmark ($(left) s left)"
+[ "${RESUME:-1}" = 0 ] && rm -f "$W/results.jsonl"
+PK="$B/pk" timeout $(( $(left) + 20 )) python3 -u bench/run_bench.py --results "$W" \
+    --models "${MODELS:-qwen3-0.6b,qwen3-1.7b,qwen3-8b}" --contexts "${CONTEXTS:-160,4096}" --gen "${GEN:-128}" \
+    --deadline-s "$(( $(left) - 10 ))" --gate "$gate"
+rc=$?
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    log "the benchmark driver was stopped at the deadline; what finished:"
+    python3 bench/run_bench.py --table "$W/results.jsonl" | tee "$W/table.txt"
+fi
+log "done (exit $rc); results: $W/results.jsonl, table: $W/table.txt${OUT:+, copied to $OUT}"
+exit $rc
