@@ -321,6 +321,9 @@ static void test_layers(void) {
     /* embedding */
     EXPECT(k, pk_embedding_layer(k, tok_bf16, emb, h, 1), PK_ERR_DTYPE, "tokens", "tok_bf16", "bf16", "int32");
     EXPECT(k, pk_embedding_layer(k, tok_long, emb, h, 1), PK_ERR_SHAPE, "tok_long", "[9]", "[8]");
+    /* ids of any other int32 [T] tensor are not checked against V: the kernel would read out of bounds */
+    pk_tensor *tok_mine = attach(k, "tok_mine", PK_DTYPE_INT32, 1, T, 0);
+    EXPECT(k, pk_embedding_layer(k, tok_mine, emb, h, 1), PK_ERR_INVALID_ARGUMENT, "tok_mine", "pk_step_tokens");
     EXPECT(k, pk_embedding_layer(k, tok, emb1d, h, 1), PK_ERR_SHAPE, "emb1d", "[16]");
     EXPECT(k, pk_embedding_layer(k, tok, emb, h17, 1), PK_ERR_SHAPE, "h17", "[8, 17]", "[8, 16]");
     EXPECT(k, pk_embedding_layer(k, tok, emb, h, 0), PK_ERR_GRID, "grid 0");

@@ -174,6 +174,13 @@ pk_status pk_embedding_layer(pk_kernel *k, pk_tensor *tokens, pk_tensor *weight,
     TRY(begin(&b, k, "pk_embedding_layer", PK_TASK_EMBEDDING, grid));
     int64_t T = T_of(k);
     TRY(check_tensor(&b, "tokens", tokens, PK_DTYPE_INT32, 1, (int64_t[]){T}));
+    /* The kernel reads row tokens[t] unchecked: only the step's tokens, whose ids pk_run checks
+     * against the vocabulary, can be looked up. */
+    if (tokens->id != k->t_step_tokens)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: tokens '%s' is not pk_step_tokens(k): only the step's tokens have their "
+                       "ids checked against the vocabulary",
+                       b.fn, tokens->name);
     TRY(check_tensor(&b, "weight", weight, PK_DTYPE_BF16, 2, (int64_t[]){-1, -1}));
     int64_t V = weight->dims[0], H = weight->dims[1];
     TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, H}));
