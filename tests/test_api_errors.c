@@ -232,6 +232,11 @@ static void test_tensors(void) {
           "NULL tensor queries");
     EXPECT_NULL(k, pk_attach_input(k, "nodata", PK_DTYPE_BF16, 2, d46, NULL, NULL), PK_ERR_INVALID_ARGUMENT, "nodata",
                 "NULL");
+    /* misaligned elements: the kernels load whole bf16 / int32 values (UB otherwise) */
+    EXPECT_NULL(k, pk_attach_input(k, "odd_bf16", PK_DTYPE_BF16, 2, d46, NULL, (const char *)g_data + 1),
+                PK_ERR_INVALID_ARGUMENT, "odd_bf16", "aligned", "2 bytes");
+    EXPECT_NULL(k, pk_attach_input(k, "odd_i32", PK_DTYPE_INT32, 2, d46, NULL, g_data + 1), PK_ERR_INVALID_ARGUMENT,
+                "odd_i32", "int32", "4 bytes");
     EXPECT_NULL(k, pk_attach_input(k, "baddtype", (pk_dtype)42, 2, d46, NULL, g_data), PK_ERR_DTYPE, "baddtype", "42");
     EXPECT_NULL(k, pk_attach_input(k, "baddtype2", (pk_dtype)-1, 2, d46, NULL, g_data), PK_ERR_DTYPE, "baddtype2", "-1");
     EXPECT_NULL(k, pk_attach_input(k, "nd0", PK_DTYPE_BF16, 0, d46, NULL, g_data), PK_ERR_SHAPE, "nd0", "ndim 0");

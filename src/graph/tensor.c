@@ -71,6 +71,11 @@ pk_tensor *pk_attach_input(pk_kernel *k, const char *name, pk_dtype dtype, int n
         pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_attach_input '%s': data is NULL", name);
         return NULL;
     }
+    if ((uintptr_t)data % pk_dtype_size(dtype) != 0) { /* the kernels load whole elements */
+        pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_attach_input '%s': data %p is not aligned to its %s elements (%zu bytes)",
+                name, data, pk_dtype_name(dtype), pk_dtype_size(dtype));
+        return NULL;
+    }
     if (strides) {
         int64_t expect = 1;
         for (int i = ndim - 1; i >= 0; i--) {
