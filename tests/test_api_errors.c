@@ -342,6 +342,10 @@ static void test_layers(void) {
     pk_tensor *hatt = w2(k, "h_attached", T, H);
     EXPECT(k, pk_embedding_layer(k, tok, emb, hatt, 1), PK_ERR_INVALID_ARGUMENT, "h_attached");
     CHECK(pk_embedding_layer(NULL, tok, emb, h, 1) == PK_ERR_INVALID_ARGUMENT, "layer on NULL kernel");
+    pk_tensor *emb_halves[2] = {w2(k, "emb_lo", V / 2, H), w2(k, "emb_hi", V / 2, H)};
+    pk_tensor *emb_fused = pk_fuse_tensors(k, "emb_fused", emb_halves, 2, 0, 1);
+    EXPECT(k, pk_embedding_layer(k, tok, emb_fused, h, 1), PK_ERR_INVALID_ARGUMENT, "weight 'emb_fused'", "fused",
+           "split by rows", "dim 1");
     OK(k, pk_embedding_layer(k, tok, emb, h, 4));
     CHECK(pk_kernel_status(k) == PK_OK && pk_kernel_error(k)[0] == '\0', "success clears the error");
     pk_tensor *h_b = act(k, "h_b", H), *emb2 = w2(k, "embed2", V + 1, H);

@@ -88,10 +88,11 @@ static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *
     pk_kernel *k = b->k;
     TRY(check_view_extent(b, role, t));
     if (t->storage == PK_STORAGE_FUSED && split.dim != 0 && split.dim != -1)
-        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: fused tensor '%s' can only be read as a weight",
-                       b->fn, t->name);
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is a fused tensor: it can only be a weight split by rows (dim 0), "
+                       "and here it would be split along dim %d",
+                       b->fn, role, t->name, split.dim);
     PK_ASSERT(b->l.ninputs < PK_LAYER_MAX_TENSORS);
-    (void)role;
     b->l.inputs[b->l.ninputs] = t->id;
     b->l.in_split[b->l.ninputs++] = split;
     return PK_OK;
