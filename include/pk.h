@@ -153,7 +153,8 @@ pk_tensor *pk_step_output(pk_kernel *k);
  * divide that dimension. A tensor may be written by one layer only, and a layer may only read
  * tensors that are inputs or written by earlier layers. Activations are [T, ·] bf16. */
 
-/* out[t, :] = weight[tokens[t], :].  tokens int32 [T], weight [V, H], out [T, H]; grid splits H. */
+/* out[t, :] = weight[tokens[t], :].  tokens must be pk_step_tokens(k) (the step's ids, which pk_run
+ * checks against V), weight [V, H], out [T, H]; grid splits H. */
 pk_status pk_embedding_layer(pk_kernel *k, pk_tensor *tokens, pk_tensor *weight, pk_tensor *out,
                              int grid);
 

@@ -174,7 +174,7 @@ typedef struct stream {
     int print_text;
     int count;
     double t_first, t_last;
-    char buf[4096];
+    char buf[1 << 16]; /* > 64 bytes + the longest token: pk_decoder_push never runs short */
     /* --logits: after the first step, the logits of the prompt's rows */
     pk_kernel *k;
     pk_tensor *logits;
@@ -210,6 +210,7 @@ static void on_token(void *user, int request, int32_t token, int row) {
     if (s->count++ == 0) s->t_first = s->t_last;
     if (s->print_text && s->dec) {
         int n = pk_decoder_push(s->dec, token, s->buf, sizeof s->buf);
+        if (n < 0) die("token id %d cannot be decoded by the tokenizer", (int)token);
         if (n > 0) {
             fwrite(s->buf, 1, (size_t)n, stdout);
             fflush(stdout);
@@ -275,8 +276,8 @@ static int cmd_generate(options *o) {
         n++;
     }
     if (n >= info.max_position_embeddings)
-        die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings)", n,
-            info.max_position_embeddings);
+        die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings %d, one "
+            "position kept for a generated token)", n, info.max_position_embeddings - 1, info.max_position_embeddings);
     pk_config c = make_config(o, n, &info);
     if (o->logits && n > c.max_tokens_per_step)
         die("--logits needs the prompt in one step: %d tokens, at most %d", n, c.max_tokens_per_step);
@@ -512,7 +513,7 @@ static int cmd_detokenize(options *o) {
     pk_tokenizer *t = load_tokenizer(o->model, 1);
     pk_decoder *d = pk_decoder_new(t);
     if (!d) die("out of memory");
-    char buf[4096];
+    char buf[1 << 16];
     for (int i = 0; i < o->nargs; i++) {
         long id = parse_long(o->args[i], "token id", 0, INT32_MAX);
         int n = pk_decoder_push(d, (int32_t)id, buf, sizeof buf);

@@ -67,7 +67,9 @@ pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts) {
         if (mkdir(opts->output_dir, 0755) != 0 && (stat(opts->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
             s = pk_fail(k, PK_ERR_IO, "pk_compile: cannot create output directory '%s'", opts->output_dir);
         char path[1200];
-        snprintf(path, sizeof path, "%s/task_graph.json", opts->output_dir);
+        if (s == PK_OK && (size_t)snprintf(path, sizeof path, "%s/task_graph.json", opts->output_dir) >= sizeof path)
+            s = pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_compile: output directory path of %zu bytes is too long",
+                        strlen(opts->output_dir));
         if (s == PK_OK) s = pk_taskgraph_write_json(k, path);
     }
     if (s == PK_OK && k->cfg.backend == PK_BACKEND_CUDA) s = pk_cuda_compile(k, opts);
