@@ -335,6 +335,9 @@ typedef struct pk_model_info {
  * graph through the layer API. The kernel is not compiled yet. On error returns NULL and writes
  * a one-line reason naming the file, tensor or number into err (err_len bytes, may be 0). */
 pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len);
+/* Reads only DIR/config.json into out (weight_bytes is -1: the weights are not opened), to size
+ * a config before pk_model_load. PK_OK, or an error with a one-line reason in err. */
+pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, size_t err_len);
 /* Frees the model, its kernel and its mapped weights. Accepts NULL. */
 void pk_model_free(pk_model *m);
 pk_kernel *pk_model_kernel(pk_model *m);

@@ -237,6 +237,14 @@ int main(void) {
     pk_model *m = pk_model_load("models/pk-tiny", &c0, err, sizeof err);
     CHECK(m != NULL, "pk-tiny with num_workers 0: %s", err);
     if (m) {
+        pk_model_info ri;
+        CHECK(pk_model_read_info("models/pk-tiny", &ri, err, sizeof err) == PK_OK, "read_info: %s", err);
+        const pk_model_info *li_ = pk_model_get_info(m);
+        CHECK(ri.weight_bytes == -1 && ri.vocab_size == li_->vocab_size && ri.num_layers == li_->num_layers &&
+                  ri.max_position_embeddings == li_->max_position_embeddings && ri.eos_token_id == li_->eos_token_id,
+              "pk_model_read_info disagrees with pk_model_load");
+        CHECK(pk_model_read_info("/nonexistent", &ri, err, sizeof err) != PK_OK && strstr(err, "/nonexistent"),
+              "read_info of a missing directory: '%s'", err);
         pk_layer_info li;
         pk_kernel_layer(pk_model_kernel(m), 1, &li);
         CHECK(pk_kernel_config(pk_model_kernel(m))->num_workers >= 1 && li.grid >= 2,

@@ -234,6 +234,13 @@ static pk_config make_config(const options *o, int prompt_len, const pk_model_in
     return c;
 }
 
+static pk_model_info read_info(const char *dir) {
+    char err[1024];
+    pk_model_info info;
+    if (pk_model_read_info(dir, &info, err, sizeof err) != PK_OK) die("%s", err);
+    return info;
+}
+
 static pk_model *load_model(const char *dir, const pk_config *c) {
     char err[1024];
     pk_model *m = pk_model_load(dir, c, err, sizeof err);
@@ -258,16 +265,8 @@ static int cmd_generate(options *o) {
     } else {
         n = encode_or_die(tok, o->prompt, ids, MAX_IDS);
     }
-    /* The model's limits come from config.json: load once with a provisional config to read
-     * them, then size the real run. Loading maps the weights; it does not copy bf16 ones. */
-    pk_config probe = make_config(o, 1, NULL);
-    probe.max_seq_length = 2;
-    probe.backend = PK_BACKEND_CPU;
-    probe.num_workers = 1;
-    probe.trace_path = NULL;
-    pk_model *m = load_model(o->model, &probe);
-    pk_model_info info = *pk_model_get_info(m);
-    pk_model_free(m);
+    /* The model's limits come from config.json; they size the run's config. */
+    pk_model_info info = read_info(o->model);
     if (o->prompt && !o->chat && !strcmp(info.architecture, "LlamaForCausalLM") && info.bos_token_id >= 0 &&
         ids[0] != info.bos_token_id) {
         if (n == MAX_IDS) die("the prompt has too many tokens");
@@ -281,7 +280,7 @@ static int cmd_generate(options *o) {
     pk_config c = make_config(o, n, &info);
     if (o->logits && n > c.max_tokens_per_step)
         die("--logits needs the prompt in one step: %d tokens, at most %d", n, c.max_tokens_per_step);
-    m = load_model(o->model, &c);
+    pk_model *m = load_model(o->model, &c);
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
@@ -356,14 +355,7 @@ static int cmd_bench(options *o) {
         die("--context N is the bench's prompt length (the decode then reads N + 1 ... positions): give "
             "--prompt-len or --context, not both");
     int P = o->context ? o->context : o->prompt_len ? o->prompt_len : 32, gen = o->gen;
-    pk_config probe = make_config(o, 1, NULL);
-    probe.max_seq_length = 2;
-    probe.backend = PK_BACKEND_CPU;
-    probe.num_workers = 1;
-    probe.trace_path = NULL;
-    pk_model *m = load_model(o->model, &probe);
-    pk_model_info info = *pk_model_get_info(m);
-    pk_model_free(m);
+    pk_model_info info = read_info(o->model);
     int64_t need = (int64_t)P + gen;
     if (need > info.max_position_embeddings)
         die("a prompt of %d tokens plus --gen %d needs %lld positions; the model takes %d (max_position_embeddings)", P,
@@ -374,7 +366,8 @@ static int cmd_bench(options *o) {
     o->max_tokens = gen;
     pk_config c = make_config(o, P, &info);
     c.max_seq_length = o->max_seq ? o->max_seq : (int)need;
-    m = load_model(o->model, &c);
+    pk_model *m = load_model(o->model, &c);
+    info = *pk_model_get_info(m); /* now with the weight bytes the loaded graph reads */
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));

@@ -160,6 +160,43 @@ static int build(builder *b) {
     return 1;
 }
 
+/* The pk_model_info fields config.json determines (weight_bytes stays as it is). */
+static void info_from_config(const pk_hf_config *c, pk_model_info *i) {
+    snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
+    i->vocab_size = c->vocab_size;
+    i->hidden_size = c->hidden_size;
+    i->intermediate_size = c->intermediate_size;
+    i->num_layers = c->num_hidden_layers;
+    i->num_q_heads = c->num_attention_heads;
+    i->num_kv_heads = c->num_key_value_heads;
+    i->head_dim = c->head_dim;
+    i->max_position_embeddings = c->max_position_embeddings;
+    i->tie_word_embeddings = c->tie_word_embeddings;
+    i->has_qk_norm = c->has_qk_norm;
+    i->bos_token_id = c->bos_token_id;
+    i->eos_token_id = c->eos_token_id;
+}
+
+pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, size_t err_len) {
+    char dummy[8];
+    if (!err || err_len == 0) {
+        err = dummy;
+        err_len = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!dir || !out) {
+        snprintf(err, err_len, "pk_model_read_info: directory or output is NULL");
+        return PK_ERR_INVALID_ARGUMENT;
+    }
+    pk_hf_config c;
+    pk_status s = pk_hf_config_load(dir, &c, err, err_len);
+    if (s != PK_OK) return s;
+    memset(out, 0, sizeof *out);
+    info_from_config(&c, out);
+    out->weight_bytes = -1;
+    return PK_OK;
+}
+
 pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, size_t err_len) {
     char dummy[8];
     if (!err || err_len == 0) {
@@ -210,19 +247,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
         return NULL;
     }
     pk_model_info *i = &m->info;
-    snprintf(i->architecture, sizeof i->architecture, "%s", c.architecture);
-    i->vocab_size = c.vocab_size;
-    i->hidden_size = c.hidden_size;
-    i->intermediate_size = c.intermediate_size;
-    i->num_layers = c.num_hidden_layers;
-    i->num_q_heads = c.num_attention_heads;
-    i->num_kv_heads = c.num_key_value_heads;
-    i->head_dim = c.head_dim;
-    i->max_position_embeddings = c.max_position_embeddings;
-    i->tie_word_embeddings = c.tie_word_embeddings;
-    i->has_qk_norm = c.has_qk_norm;
-    i->bos_token_id = c.bos_token_id;
-    i->eos_token_id = c.eos_token_id;
+    info_from_config(&c, i);
     /* Bytes a decode step reads: every weight but the embedding table (one row of it), plus the
      * LM head even when tied. */
     i->weight_bytes = pk_weights_bytes_handed_out(m->w) - (int64_t)c.vocab_size * c.hidden_size * 2;
