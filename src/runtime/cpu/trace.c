@@ -1,10 +1,23 @@
 /* trace.c — writes executed tasks as a Chrome trace-event JSON file, which Perfetto
  * (ui.perfetto.dev) and chrome://tracing open: one track (tid) per worker, one complete event
- * ("ph": "X") per task, named "<layer>.<task index>", with the step in its args.
+ * ("ph": "X") per task, named "<layer>.<task index>", with the step and the layer's first output
+ * tensor (which tells the layers of one kind apart: "qkv" and "gate_up") in its args.
  */
 #include <inttypes.h>
 
 #include "runtime/cpu/cpu_runtime.h"
+
+/* A JSON string literal (tensor names come from the caller of pk_new_tensor). */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
 
 pk_status pk_trace_write(pk_kernel *k, const char *path, pk_trace_record *const *recs, const size_t *n,
                          int nworkers) {
@@ -22,10 +35,14 @@ pk_status pk_trace_write(pk_kernel *k, const char *path, pk_trace_record *const 
         for (size_t i = 0; i < n[w]; i++) {
             const pk_trace_record *r = &recs[w][i];
             const pk_task *t = &k->graph.tasks[r->task];
+            const pk_layer *l = &k->layers[t->layer];
+            const char *out = l->noutputs > 0 && l->outputs[0] >= 0 ? k->tensors[l->outputs[0]]->name : "";
             fprintf(f, ",\n{\"name\":\"%s.%u\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
-                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%u,\"step\":%u}}",
-                    k->layers[t->layer].name, t->index, w, (double)(r->start_ns - t0) / 1e3,
-                    (double)(r->end_ns - r->start_ns) / 1e3, r->task, r->step);
+                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%u,\"step\":%u,\"out\":",
+                    l->name, t->index, w, (double)(r->start_ns - t0) / 1e3, (double)(r->end_ns - r->start_ns) / 1e3,
+                    r->task, r->step);
+            json_string(f, out);
+            fputs("}}", f);
         }
     }
     fprintf(f, "\n]}\n");

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""trace_summary.py — where a decode step's time goes, from a pk trace (Chrome trace JSON written by
+`pk generate --trace FILE` or `pk bench --trace FILE`; one event per task, named "<layer>.<index>",
+args.step = the step).
+
+    python3 bench/trace_summary.py TRACE.json [--steps N] [--layers]
+
+For the last N steps (default 8; pure decode when the run generated more than N tokens) it prints,
+per layer kind (layer name and output tensor, numbers replaced by #), averaged over layers and steps:
+  tasks   tasks per layer
+  dur     mean / max task duration (the task's own time: from its dependency being met to its
+          signal; the wait is not in it)
+  gap     from the previous layer's last task end to this layer's first task start: the hand-off
+          (signal, counter propagation, the consumer's poll and its barrier)
+  skew    last start - first start within the layer (workers that were still busy elsewhere)
+  span    first start to last end of the layer
+and the step time (first task start to last task end, and from step to step), so that
+step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
+"""
+import json
+import re
+import sys
+from collections import defaultdict
+
+
+def load(path):
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    recs = []
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        layer = e["name"].rsplit(".", 1)[0]
+        out = e["args"].get("out")
+        if out:  # "L3.rmsnorm_linear" -> "L3.rmsnorm_linear>model.layers.0.qkv"
+            layer += ">" + out
+        recs.append((e["args"]["step"], layer, e["ts"], e["ts"] + e["dur"], e["dur"]))
+    return recs
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        raise SystemExit(__doc__)
+    nsteps, show_layers, path = 8, False, None
+    i = 0
+    while i < len(args):
+        if args[i] == "--steps":
+            nsteps = int(args[i + 1])
+            i += 2
+            continue
+        if args[i] == "--layers":
+            show_layers = True
+        else:
+            path = args[i]
+        i += 1
+    recs = load(path)
+    steps = sorted({r[0] for r in recs})
+    use = steps[-nsteps:] if len(steps) > nsteps else steps
+    by_step = defaultdict(lambda: defaultdict(list))
+    for s, layer, t0, t1, d in recs:
+        if s in use:
+            by_step[s][layer].append((t0, t1, d))
+    kinds = defaultdict(lambda: defaultdict(list))
+    step_spans, step_starts = [], []
+    order = []
+    for s in use:
+        layers = sorted(by_step[s].items(), key=lambda kv: min(t[0] for t in kv[1]))
+        prev_end = None
+        first = min(t[0] for _, ts in layers for t in ts)
+        last = max(t[1] for _, ts in layers for t in ts)
+        step_spans.append(last - first)
+        step_starts.append(first)
+        rows = []
+        for name, ts in layers:
+            st = [t[0] for t in ts]
+            en = [t[1] for t in ts]
+            du = [t[2] for t in ts]
+            gap = min(st) - prev_end if prev_end is not None else 0.0
+            prev_end = max(en)
+            kind = re.sub(r"\d+", "#", name.split(".", 1)[1])
+            k = kinds[kind]
+            k["tasks"].append(len(ts))
+            k["dur"].append(sum(du) / len(du))
+            k["dmax"].append(max(du))
+            k["gap"].append(gap)
+            k["skew"].append(max(st) - min(st))
+            k["span"].append(max(en) - min(st))
+            rows.append((name, len(ts), sum(du) / len(du), max(du), gap, max(st) - min(st), max(en) - min(st)))
+            if kind not in order:
+                order.append(kind)
+    mean = lambda v: sum(v) / len(v) if v else 0.0
+    nst = len(use)
+    print(f"trace {path}: steps {use[0]}..{use[-1]} ({nst} steps; all times in us)")
+    print(f"{'layer kind':48s} {'n/step':>6s} {'tasks':>6s} {'dur':>7s} {'dmax':>7s} {'gap':>7s} {'skew':>7s} "
+          f"{'span':>7s} {'Σspan':>8s} {'Σgap':>8s}")
+    tot_span = tot_gap = 0.0
+    for kind in order:
+        k = kinds[kind]
+        per_step = len(k["span"]) / nst
+        ss, sg = sum(k["span"]) / nst, sum(k["gap"]) / nst
+        tot_span += ss
+        tot_gap += sg
+        print(f"{kind[:48]:48s} {per_step:6.0f} {mean(k['tasks']):6.0f} {mean(k['dur']):7.2f} {mean(k['dmax']):7.2f} "
+              f"{mean(k['gap']):7.2f} {mean(k['skew']):7.2f} {mean(k['span']):7.2f} {ss:8.1f} {sg:8.1f}")
+    print(f"{'total':48s} {'':6s} {'':6s} {'':7s} {'':7s} {'':7s} {'':7s} {'':7s} {tot_span:8.1f} {tot_gap:8.1f}")
+    print(f"step (first start .. last end): mean {mean(step_spans):.1f} us")
+    if len(step_starts) > 1:
+        d = [b - a for a, b in zip(step_starts, step_starts[1:])]
+        print(f"step to step (first task start): mean {mean(d):.1f} us; between steps (prepare_next_step and "
+              f"the BEGIN hand-off): {mean(d) - mean(step_spans[:-1]):.1f} us")
+    if show_layers:
+        print(f"\nlayers of step {use[-1]}:")
+        for r in rows:
+            print(f"{r[0][:48]:48s} {r[1]:5d} {r[2]:7.2f} {r[3]:7.2f} {r[4]:7.2f} {r[5]:7.2f} {r[6]:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
