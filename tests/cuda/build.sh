@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds tests/cuda/test_cuda_kernels: the CUDA task kernels against the CPU kernels (linked as C
 # objects). Warnings are errors. Usage: tests/cuda/build.sh [outdir] (default .dev/cuda);
-# PTXAS_V=1 adds -Xptxas -v (registers, shared memory, spills per kernel).
+# PTXAS_V=1 adds -Xptxas -v (registers, shared memory, spills per kernel); NVCC_EXTRA adds flags.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-.dev/cuda}
@@ -17,6 +17,8 @@ for f in src/kernels/cpu/*.c; do
 done
 extra=()
 [ -n "${PTXAS_V:-}" ] && extra+=(-Xptxas -v)
+# shellcheck disable=SC2206
+[ -n "${NVCC_EXTRA:-}" ] && extra+=($NVCC_EXTRA) # e.g. -DPK_ATT_PROFILE (attention phase times in the bench)
 "$NVCC" -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -I src -I include \
     -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings "${extra[@]}" \
     tests/cuda/test_cuda_kernels.cu "${objs[@]}" -lm -o "$out/test_cuda_kernels"

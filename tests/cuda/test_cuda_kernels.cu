@@ -108,6 +108,24 @@ WRAP k_linear_grid(const pk_bf16 *x, int n_tok, int K, pk_rows w, int N, int til
     if (nc > 0) pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
 }
 
+/* Decode attention over the whole layer: CTA b takes KV head b. Two register budgets: the
+ * persistent kernel's (__launch_bounds__(256, 2): 128 registers) and an unbounded one. */
+WRAP k_attention_grid(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int64_t qkv_stride,
+                      pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                      pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_attention(&p, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+                     out_stride, smem_);
+}
+__global__ void __launch_bounds__(PK_CUDA_THREADS, 2)
+    k_attention_grid128(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int64_t qkv_stride,
+                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride) {
+    SMEM;
+    pk_dev_attention(&p, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+                     out_stride, smem_);
+}
+
 /* Every kind behind one switch, as the persistent kernel will hold them: never launched, compiled
  * so that `-Xptxas -v` reports the registers of the union (the worker kernel's budget). */
 struct all_args {
@@ -164,7 +182,8 @@ static void setup_kernels(void) {
                         (const void *)k_silu_mul_linear, (const void *)k_silu_mul,
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
-                        (const void *)k_linear_grid};
+                        (const void *)k_linear_grid,     (const void *)k_attention_grid,
+                        (const void *)k_attention_grid128};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -880,6 +899,69 @@ static void bench_linear(int sms) {
     }
 }
 
+/* Decode attention (one row, Qwen3 shapes: D 128, Hkv 8, G 2 and 4) at a given context, one CTA
+ * per KV head as the persistent kernel runs it; the cache is filled with random values first. */
+static void bench_attention(void) {
+    static const int Gs[] = {2, 4}, ctxs[] = {0, 200, 4096};
+    const int D = 128, Hkv = 8, page = 64, maxpos = 4096;
+    const int ppr = (maxpos + page) / page + 1;
+    uint64_t seed = 7;
+    printf("\n%-22s %5s %6s %10s %10s %9s\n", "bench attention", "G", "ctx", "us (128r)", "us (255r)", "KV GB/s");
+    for (int gi = 0; gi < 2; gi++) {
+        const int G = Gs[gi], Hq = G * Hkv;
+        const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
+        pk_layer_params p = attn_params(Hq, Hkv, D, 1000000.0f, 0, 1);
+        std::vector<int32_t> pt(ppr);
+        for (int i = 0; i < ppr; i++) pt[i] = i;
+        size_t cache_n = (size_t)ppr * page * Hkv * D;
+        pk_bf16 *dkc = dup(rand_bf16(cache_n, -1.0f, 1.0f, &seed));
+        pk_bf16 *dvc = dup(rand_bf16(cache_n, -1.0f, 1.0f, &seed));
+        pk_bf16 *dqkv = dup(rand_bf16((size_t)cols, -1.0f, 1.0f, &seed));
+        pk_bf16 *dn = dup(rand_bf16(D, 0.5f, 1.5f, &seed));
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)ocols);
+        int32_t *dpt = dup(pt), *dreq = dalloc<int32_t>(1), *dpos = dalloc<int32_t>(1);
+        CU(cudaMemset(dreq, 0, 4));
+        for (int ci = 0; ci < 3; ci++) {
+            int32_t pos = ctxs[ci];
+            CU(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+            pk_attn_step ds = {1, dpos, dreq, dpt, ppr, page};
+            double us[2];
+            for (int v = 0; v < 2; v++) {
+                cudaEvent_t e0, e1;
+                CU(cudaEventCreate(&e0));
+                CU(cudaEventCreate(&e1));
+                const int REPS = 20;
+                for (int it = -3; it < REPS; it++) {
+                    if (it == 0) CU(cudaEventRecord(e0));
+                    if (v == 0)
+                        k_attention_grid128<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
+                    else
+                        k_attention_grid<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
+                    CU(cudaGetLastError());
+                }
+                CU(cudaEventRecord(e1));
+                CU(cudaEventSynchronize(e1));
+                float ms = 0.0f;
+                CU(cudaEventElapsedTime(&ms, e0, e1));
+                us[v] = 1e3 * ms / REPS;
+                CU(cudaEventDestroy(e0));
+                CU(cudaEventDestroy(e1));
+            }
+            double kv = (double)(pos + 1) * Hkv * D * 2 * 2;
+            printf("%-22s %5d %6d %10.1f %10.1f %9.0f\n", "attention decode", G, pos, us[0], us[1],
+                   kv / (us[0] * 1e-6) / 1e9);
+#ifdef PK_ATT_PROFILE
+            unsigned long long pr[8];
+            CU(cudaMemcpyFromSymbol(pr, pk_att_prof, sizeof pr));
+            printf("  phases (us from start, CTA 0): inv_freq %.2f, K/V write %.2f, q cos/sin %.2f, q rotate %.2f, "
+                   "blocks %.2f, combine+end %.2f\n", (pr[1] - pr[0]) / 1e3, (pr[2] - pr[0]) / 1e3,
+                   (pr[3] - pr[0]) / 1e3, (pr[4] - pr[0]) / 1e3, (pr[5] - pr[0]) / 1e3, (pr[6] - pr[0]) / 1e3);
+#endif
+        }
+        dfree_all();
+    }
+}
+
 /* Which groups to run: every group, or those named on the command line (embedding, rmsnorm,
  * silu_mul, linear, attention, argmax, bench). */
 static int g_argc;
@@ -916,6 +998,7 @@ int main(int argc, char **argv) {
     }
     if (want("argmax")) test_argmax(&seed);
     if (want("bench")) bench_linear(prop.multiProcessorCount);
+    if (want("bench") || want("bench_attention")) bench_attention();
 
     printf("\n%-20s %6s %7s %11s %10s %10s %6s\n", "kind", "cases", "failed", "values",
            "max_err", "mean_err", "bad");

@@ -10,14 +10,16 @@
  *   with the CPU's bf16 rounding points and stored to the cache with V; barrier (K / V of every
  *   row are in the cache before any row reads it: a prefill chunk sees its own tokens). The cache
  *   is read back through L2, as are qkv, the page table and token metadata.
- * Phase 3: work item = (row t, KV head g, chunk of HB <= 8 of its G query heads). The 8 warps form
+ * Phase 3: work item = (row t, KV head g, chunk of HB <= 4 of its G query heads). The 8 warps form
  *   groups of SP warps (SP = 8 / the largest power of two <= min(8, items)); a group takes one item
  *   per round and its warp s takes the blocks of 32 positions s, s + SP, ... of 0 .. pos. Per item
  *   a warp rotates its HB q heads into q_s (fp32), then per block: lane l scores position
- *   32b + l against all HB heads (full D dot product in fp32, 16-byte K loads), online softmax per
- *   head (block max by butterfly, running max m, rescale alpha = exp(m_old - m_new), lane-local
- *   running sums), the block's e_j go to e_s; then lane l accumulates dims (2l, 2l + 1) + 64·i of
- *   Σ_j e_j · v_j (4-byte V loads, j in order) and folds them into acc_s = acc_s · alpha + Σ.
+ *   32b + l against all HB heads (full D dot product in fp32, 16-byte K loads, 8 in flight),
+ *   online softmax per head (block max by butterfly, running max m, rescale alpha =
+ *   exp(m_old - m_new), lane-local running sums), the block's e_j go to e_s; then Σ_j e_j · v_j is
+ *   folded into acc_s = acc_s · alpha + Σ: for D / 8 dividing 32 by pk_att_pv_vec (16-byte V loads,
+ *   8 in flight, lanes split dims and positions), otherwise lane l takes dims (2l, 2l + 1) + 64·i
+ *   (4-byte V loads, j in order).
  *   At the end the lane sums are added by butterfly. SP = 1: out = bf16(acc_s / l). SP > 1: each
  *   warp leaves (m, l, acc_s) in shared memory; barrier; the group combines its warps in order
  *   (factors exp(m_s - M)) and writes out; barrier. All orders are fixed by the shapes: the same
@@ -34,9 +36,23 @@
 #include "pk.h"
 
 #define PK_ATT_MAX_D 512 /* = PK_CPU_ATTN_MAX_HEAD_DIM */
-#define PK_ATT_HB_MAX 8  /* query heads a warp carries at once (register arrays) */
+#define PK_ATT_HB_MAX 4  /* query heads a warp carries at once (register arrays) */
 #define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane */
 #define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
+
+#ifdef PK_ATT_PROFILE /* tests/cuda bench only: %globaltimer at phase ends, CTA 0 thread 0 */
+__device__ unsigned long long pk_att_prof[8];
+#define PK_ATT_STAMP(i)                                                                          \
+    do {                                                                                         \
+        if (blockIdx.x == 0 && threadIdx.x == 0) {                                               \
+            unsigned long long t_;                                                               \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                               \
+            pk_att_prof[i] = t_;                                                                 \
+        }                                                                                        \
+    } while (0)
+#else
+#define PK_ATT_STAMP(i) do { } while (0)
+#endif
 
 /* Bytes of one warp's shared-memory area for HB heads of dimension D. */
 __device__ __forceinline__ int pk_att_warp_bytes(int HB, int D) {
@@ -147,26 +163,36 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
     }
 }
 
-/* sc[h] += q_s[h] · k for h < nh, k one cache row [D]: the lane's own position. */
+/* sc[h] += q_s[h] · k for h < nh, k one cache row [D]: the lane's own position. The vector path
+ * issues the row's loads 8 at a time (one L2 round trip per 128 bytes, not one per 16), then
+ * adds in ascending d as before. */
 template <bool VEC>
 __device__ __forceinline__ void pk_att_scores(const float *q_s, const pk_bf16 *k, int D, int nh,
                                               float *sc) {
     if (VEC) {
-#pragma unroll 2
-        for (int d = 0; d < D; d += 8) {
-            float kf[8];
-            pk_dev_unpack8(pk_dev_ldcg16(k + d), kf);
+        for (int d0 = 0; d0 < D; d0 += 64) {
+            uint4 kv[8];
 #pragma unroll
-            for (int h = 0; h < PK_ATT_HB_MAX; h++) {
-                if (h < nh) {
-                    float4 q0 = *(const float4 *)(q_s + h * D + d);
-                    float4 q1 = *(const float4 *)(q_s + h * D + d + 4);
-                    float s = sc[h];
-                    s = fmaf(q0.x, kf[0], s); s = fmaf(q0.y, kf[1], s);
-                    s = fmaf(q0.z, kf[2], s); s = fmaf(q0.w, kf[3], s);
-                    s = fmaf(q1.x, kf[4], s); s = fmaf(q1.y, kf[5], s);
-                    s = fmaf(q1.z, kf[6], s); s = fmaf(q1.w, kf[7], s);
-                    sc[h] = s;
+            for (int i = 0; i < 8; i++)
+                kv[i] = d0 + 8 * i < D ? pk_dev_ldcg16(k + d0 + 8 * i) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int d = d0 + 8 * i;
+                if (d >= D) break;
+                float kf[8];
+                pk_dev_unpack8(kv[i], kf);
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                    if (h < nh) {
+                        float4 q0 = *(const float4 *)(q_s + h * D + d);
+                        float4 q1 = *(const float4 *)(q_s + h * D + d + 4);
+                        float sv = sc[h];
+                        sv = fmaf(q0.x, kf[0], sv); sv = fmaf(q0.y, kf[1], sv);
+                        sv = fmaf(q0.z, kf[2], sv); sv = fmaf(q0.w, kf[3], sv);
+                        sv = fmaf(q1.x, kf[4], sv); sv = fmaf(q1.y, kf[5], sv);
+                        sv = fmaf(q1.z, kf[6], sv); sv = fmaf(q1.w, kf[7], sv);
+                        sc[h] = sv;
+                    }
                 }
             }
         }
@@ -176,6 +202,61 @@ __device__ __forceinline__ void pk_att_scores(const float *q_s, const pk_bf16 *k
 #pragma unroll
             for (int h = 0; h < PK_ATT_HB_MAX; h++)
                 if (h < nh) sc[h] = fmaf(q_s[h * D + d], kf, sc[h]);
+        }
+    }
+}
+
+/* acc_s[h][d] = acc_s[h][d] · alpha[h] + Σ_jj e_s[h][jj] · v_jj[d] over the block's nb positions,
+ * 16-byte V loads (D % 8 == 0 and D / 8 divides 32, v_cache 16-byte aligned): lane l takes the
+ * 8 dims 8·(l % CH) of positions l / CH, l / CH + PPW, ... (CH = D / 8 lanes per row, PPW = 32 / CH
+ * rows per warp load), 8 loads in flight; the PPW partial sums are added by a fixed butterfly.
+ * Whole warp. */
+__device__ __forceinline__ void pk_att_pv_vec(const pk_bf16 *v_cache, const int *slot_s, const float *e_s,
+                                              int nb, int Hkv, int g, int D, int nh, const float *alpha,
+                                              float *acc_s, int lane) {
+    const int CH = D / 8, PPW = 32 / CH, c = lane % CH;
+    float a[PK_ATT_HB_MAX][8];
+#pragma unroll
+    for (int h = 0; h < PK_ATT_HB_MAX; h++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) a[h][i] = 0.0f;
+    for (int j0 = lane / CH; j0 < nb; j0 += 8 * PPW) {
+        uint4 vv[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int jj = j0 + u * PPW;
+            vv[u] = jj < nb ? pk_dev_ldcg16(v_cache + ((int64_t)slot_s[jj] * Hkv + g) * D + 8 * c)
+                            : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int jj = j0 + u * PPW;
+            if (jj >= nb) break;
+            float vf[8];
+            pk_dev_unpack8(vv[u], vf);
+#pragma unroll
+            for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                if (h < nh) {
+                    const float e = e_s[h * 32 + jj];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) a[h][i] = fmaf(e, vf[i], a[h][i]);
+                }
+            }
+        }
+    }
+    for (int o = CH; o < 32; o <<= 1)
+#pragma unroll
+        for (int h = 0; h < PK_ATT_HB_MAX; h++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) a[h][i] += __shfl_xor_sync(PK_DEV_FULL_MASK, a[h][i], o);
+    if (lane < CH) {
+#pragma unroll
+        for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+            if (h < nh) {
+                float *ac = acc_s + h * D + 8 * c;
+#pragma unroll
+                for (int i = 0; i < 8; i++) ac[i] = fmaf(ac[i], alpha[h], a[h][i]);
+            }
         }
     }
 }
@@ -202,11 +283,13 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
     if (PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) return;
     const int WB = pk_att_warp_bytes(HB, D);
 
+    PK_ATT_STAMP(0);
     /* phase 0 */
     for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
         inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
     __syncthreads();
 
+    PK_ATT_STAMP(1);
     /* phases 1 + 2: rotated K and raw V of every row into the cache */
     for (int item = warp; item < n_tok * nkv; item += PK_DEV_WARPS) {
         const int t = item / nkv, g = kv0 + item % nkv;
@@ -236,6 +319,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
     }
     __syncthreads(); /* the cache holds every row's K and V (global writes of this CTA) */
 
+    PK_ATT_STAMP(2);
     /* phase 3 */
     const int nhc = (G + HB - 1) / HB, items = n_tok * nkv * nhc;
     int NG = PK_DEV_WARPS; /* groups */
@@ -245,6 +329,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
     const float scale = 1.0f / sqrtf((float)D);
     const bool vec_k = D % 8 == 0 && pk_dev_aligned16(k_cache);
     const bool v4 = pk_dev_aligned4(v_cache);
+    const bool vec_v = D % 8 == 0 && 32 % (D / 8) == 0 && pk_dev_aligned16(v_cache);
     char *wbase = smem + PK_ATT_HDR + warp * WB;
     float *q_s = (float *)wbase;            /* [HB][D] */
     float *acc_s = q_s + HB * D;            /* [HB][D] */
@@ -272,6 +357,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
             /* q of the item's heads, rotated, into q_s; acc_s = 0 */
             float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
             pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
+            PK_ATT_STAMP(3);
             for (int h = 0; h < nh; h++) {
                 const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D;
                 pk_att_head(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
@@ -286,6 +372,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
                 for (int i = lane; i < D; i += 32) acc_s[h * D + i] = 0.0f;
             }
             __syncwarp();
+            PK_ATT_STAMP(4);
 
             float m[PK_ATT_HB_MAX], l[PK_ATT_HB_MAX];
 #pragma unroll
@@ -322,37 +409,41 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
                     }
                 }
                 __syncwarp();
-                for (int d = 2 * lane; d < D; d += 64) {
-                    float a0[PK_ATT_HB_MAX], a1[PK_ATT_HB_MAX];
+                if (vec_v) {
+                    pk_att_pv_vec(v_cache, slot_s, e_s, nb, Hkv, g, D, nh, alpha, acc_s, lane);
+                } else {
+                    for (int d = 2 * lane; d < D; d += 64) {
+                        float a0[PK_ATT_HB_MAX], a1[PK_ATT_HB_MAX];
 #pragma unroll
-                    for (int h = 0; h < PK_ATT_HB_MAX; h++) a0[h] = a1[h] = 0.0f;
+                        for (int h = 0; h < PK_ATT_HB_MAX; h++) a0[h] = a1[h] = 0.0f;
 #pragma unroll 4
-                    for (int jj = 0; jj < nb; jj++) {
-                        const pk_bf16 *vr = v_cache + ((int64_t)slot_s[jj] * Hkv + g) * D + d;
-                        float v0, v1;
-                        if (v4) {
-                            uint32_t u = pk_dev_ldcg4(vr);
-                            v0 = pk_dev_lo_f32(u);
-                            v1 = pk_dev_hi_f32(u);
-                        } else {
-                            v0 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr));
-                            v1 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr + 1));
+                        for (int jj = 0; jj < nb; jj++) {
+                            const pk_bf16 *vr = v_cache + ((int64_t)slot_s[jj] * Hkv + g) * D + d;
+                            float v0, v1;
+                            if (v4) {
+                                uint32_t u = pk_dev_ldcg4(vr);
+                                v0 = pk_dev_lo_f32(u);
+                                v1 = pk_dev_hi_f32(u);
+                            } else {
+                                v0 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr));
+                                v1 = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(vr + 1));
+                            }
+#pragma unroll
+                            for (int h = 0; h < PK_ATT_HB_MAX; h++) {
+                                if (h < nh) {
+                                    float e = e_s[h * 32 + jj];
+                                    a0[h] = fmaf(e, v0, a0[h]);
+                                    a1[h] = fmaf(e, v1, a1[h]);
+                                }
+                            }
                         }
 #pragma unroll
                         for (int h = 0; h < PK_ATT_HB_MAX; h++) {
                             if (h < nh) {
-                                float e = e_s[h * 32 + jj];
-                                a0[h] = fmaf(e, v0, a0[h]);
-                                a1[h] = fmaf(e, v1, a1[h]);
+                                float *ac = acc_s + h * D + d;
+                                ac[0] = fmaf(ac[0], alpha[h], a0[h]);
+                                ac[1] = fmaf(ac[1], alpha[h], a1[h]);
                             }
-                        }
-                    }
-#pragma unroll
-                    for (int h = 0; h < PK_ATT_HB_MAX; h++) {
-                        if (h < nh) {
-                            float *ac = acc_s + h * D + d;
-                            ac[0] = fmaf(ac[0], alpha[h], a0[h]);
-                            ac[1] = fmaf(ac[1], alpha[h], a1[h]);
                         }
                     }
                 }
@@ -375,6 +466,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
                     }
             }
         }
+        PK_ATT_STAMP(5);
         if (SP > 1) {
             __syncthreads(); /* every warp of the group (same item, same `valid`) is done */
             /* group combine: thread q of the group's SP·32 takes outputs q, q + SP·32, ... */
@@ -401,6 +493,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
             __syncthreads(); /* the group's areas are reused next round */
         }
     }
+    PK_ATT_STAMP(6);
 }
 
 #endif /* PK_CUDA_ATTENTION_CUH */

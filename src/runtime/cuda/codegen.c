@@ -359,6 +359,38 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     pk_sb_printf(o, "        break;\n    }\n");
 }
 
+/* The view holding a layer kind's weight tile, or -1 (no weight read as rows). */
+static int weight_view(pk_task_kind kind) {
+    switch (kind) {
+    case PK_TASK_RMSNORM_LINEAR: return PK_V_NL_W;
+    case PK_TASK_LINEAR: return PK_V_LIN_W;
+    case PK_TASK_LINEAR_RESIDUAL: return PK_V_LR_W;
+    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: return PK_V_SML_W;
+    default: return -1;
+    }
+}
+
+/* Layer l's weight prefetch entry {buffer, bytes, offset of tile 0, offset step per index}: a
+ * task's weight tile is rows [row0, row0 + rows) of its weight, whole rows, so one contiguous
+ * range (bytes 0: nothing to prefetch — no weight, or a range the bulk prefetch cannot take). */
+static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
+    const pk_layer *L = &k->layers[l];
+    int v = weight_view(L->kind);
+    if (v >= 0) {
+        gview w = layer_view(k, L, v);
+        uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
+        uint64_t bytes = (uint64_t)w.rows * w.rs * es, off = (uint64_t)w.row0 * w.rs * es;
+        uint64_t step = (uint64_t)w.drow0 * w.rs * es;
+        if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && bytes % 16 == 0 && off % 16 == 0 &&
+            step % 16 == 0 && bytes <= 0xffffffffu) {
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull}, /* %s */\n", w.id, bytes, off, step,
+                         L->name);
+            return;
+        }
+    }
+    pk_sb_printf(o, "    {0, 0, 0, 0}, /* %s */\n", L->name);
+}
+
 static const char *buffer_kind_name(int kind) {
     switch (kind) {
     case PK_CUDA_BUF_WEIGHT: return "weight";
@@ -449,6 +481,10 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                      p->rope_original_max_position, float_lit(p->qk_norm_eps, f6, sizeof f6), p->has_qk_norm,
                      k->layers[l].name);
     }
+    pk_sb_printf(o, "};\n\n");
+    pk_sb_printf(o, "/* Weight prefetch (runtime.cuh): {buffer, tile bytes, offset of tile 0, offset step per task index}. */\n");
+    pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
+    for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
     pk_sb_printf(o, "};\n\n");
     (void)e;
 

@@ -21,6 +21,14 @@ typedef struct pk_gen_task {
     uint32_t trig_event; /* signalled when done */
 } pk_gen_task;
 
+/* A layer's weight tiles as byte ranges, for the L2 prefetch (codegen.c's emit_prefetch_entry):
+ * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none. */
+typedef struct pk_gen_prefetch {
+    uint32_t buffer;
+    uint32_t bytes;
+    uint64_t off0, step;
+} pk_gen_prefetch;
+
 /* A plain weight of `rows` rows of `stride` elements at base. */
 __device__ __forceinline__ pk_rows pk_gen_rows(const void *base, uint32_t rows, uint64_t stride) {
     pk_rows w;

@@ -6,8 +6,9 @@
  * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
- *   static:  worker w walks pk_gen_sched_tasks of w every step: wait (dep event ≥ triggers ·
- *            step), run, __syncthreads, thread 0 adds 1 to the trigger event. The add that
+ *   static:  worker w walks pk_gen_sched_tasks of w every step: L2 prefetch of the next task's
+ *            weights (pk_prefetch_task), wait (dep event ≥ triggers · step), run, __syncthreads,
+ *            thread 0 adds 1 to the trigger event. The add that
  *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
  *            to BEGIN, which starts the next step or, with `terminate` set, ends the kernel.
  *   dynamic: as the CPU runtime: the add that completes an event pushes it to scheduler queue
@@ -64,12 +65,39 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint
     S->trace_n[w] = n + 1;
 }
 
+#ifndef PK_PREFETCH_MAX_BYTES
+#define PK_PREFETCH_MAX_BYTES (128u << 10) /* per task: 2 tasks x 132 SMs x 128 KB = 34 MB < L2 (50 MB) */
+#endif
+#define PK_PREFETCH_CHUNK (32u << 10)
+
+/* Starts fetching task t's weight tile (its first PK_PREFETCH_MAX_BYTES) from DRAM into L2 and
+ * returns at once: the copy engine works while this CTA waits on a dependency or runs the task
+ * before, so the task reads its weights from L2 instead of paying DRAM latency after its event
+ * fires. Weights never change during a run, so reading them early is always safe. One thread. */
+__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
+    const pk_gen_task task = pk_gen_tasks[t];
+    if (task.layer >= PK_GEN_NUM_LAYERS) return;
+    const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
+    if (p.bytes == 0) return;
+    const char *base = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
+    const uint32_t n = p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES;
+    for (uint32_t o = 0; o < n; o += PK_PREFETCH_CHUNK) {
+        const uint32_t c = n - o < PK_PREFETCH_CHUNK ? n - o : PK_PREFETCH_CHUNK;
+#if __CUDA_ARCH__ >= 900
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + o), "r"(c) : "memory");
+#else
+        for (uint32_t b = 0; b < c; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o + b));
+#endif
+    }
+}
+
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop;
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
     const bool tracing = S->trace != nullptr;
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
     for (pk_u64 step = 1;; step++) {
+        if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
         if (threadIdx.x == 0) sh_stop = pk_ld_volatile_int(S->terminate);
         __syncthreads();
@@ -79,6 +107,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             const pk_gen_task task = pk_gen_tasks[t];
             pk_u64 need = (pk_u64)pk_gen_events[task.dep_event].num_triggers * step;
             if (t == PK_DEBUG_STALL_TASK) need++;
+            /* the next task's weights load while this one waits and runs (two tasks in flight) */
+            if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
             pk_wait_event(S, task.dep_event, need, t);
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
             pk_gen_run_task(S, t, smem);

@@ -103,6 +103,10 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
 #define PK_SPIN_CHECK(S, task, event, counter, threshold)
 #endif
 
+#ifndef PK_SPIN_SLEEP_NS
+#define PK_SPIN_SLEEP_NS 32 /* between polls of an event counter: every waiting SM polls one L2 line */
+#endif
+
 /* Thread 0 waits until counters[event] >= threshold (acquire); then the CTA syncs. Every thread
  * of the CTA must call it. */
 __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
@@ -112,7 +116,7 @@ __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t ev
         if (c < threshold) {
             PK_SPIN_BEGIN
             do {
-                __nanosleep(32);
+                __nanosleep(PK_SPIN_SLEEP_NS);
                 c = pk_ld_acquire(&S->counters[event]);
                 PK_SPIN_CHECK(S, task, event, c, threshold)
             } while (c < threshold);
