@@ -83,7 +83,7 @@ WRAP k_attention(pk_layer_params p, pk_attn_step s, int kv0, int nkv, const pk_b
                  int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
                  const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride) {
     SMEM;
-    pk_dev_attention(&p, &s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+    pk_dev_attention(&p, NULL, &s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                      out_stride, smem_);
 }
 WRAP k_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0, int nv,
@@ -114,7 +114,7 @@ WRAP k_attention_grid(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int
                       pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
                       pk_bf16 *out, int64_t out_stride) {
     SMEM;
-    pk_dev_attention(&p, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+    pk_dev_attention(&p, NULL, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                      out_stride, smem_);
 }
 __global__ void __launch_bounds__(PK_CUDA_THREADS, 2)
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(PK_CUDA_THREADS, 2)
                         pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
                         const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride) {
     SMEM;
-    pk_dev_attention(&p, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+    pk_dev_attention(&p, NULL, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                      out_stride, smem_);
 }
 
@@ -157,7 +157,7 @@ WRAP k_all_kinds(int kind, all_args g) {
         pk_dev_silu_mul_linear(g.x, g.st, g.a, g.b, &g.w, g.c, g.d, g.y, g.st, g.o, g.st, smem_);
         break;
     case PK_TASK_ATTENTION:
-        pk_dev_attention(&g.p, &g.s, g.a, g.b, g.x, g.st, g.kc, g.vc, g.y, g.y, g.o, g.st, smem_);
+        pk_dev_attention(&g.p, NULL, &g.s, g.a, g.b, g.x, g.st, g.kc, g.vc, g.y, g.y, g.o, g.st, smem_);
         break;
     case PK_TASK_ARGMAX_PARTIAL:
         pk_dev_argmax_partial(g.x, g.st, g.a, g.b, g.c, g.fo, g.io, g.st, smem_);

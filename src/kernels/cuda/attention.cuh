@@ -1,19 +1,24 @@
 /* attention.cuh — PK_TASK_ATTENTION on the device: causal GQA attention over the paged KV cache for
  * KV heads [kv0, kv0 + nkv) of every row (pk_cpu_attention: same layouts, same rounding points).
  *
- * Phase 0: threads i < D/2 compute inv_freq[i] into shared memory (pk_rope_inv_freq's formula and
- *   fp32 rounding step by step, no FMA contraction; theta^e as fp32(pow(double)), the correctly
- *   rounded value glibc's powf returns); barrier.
- * Phases 1+2: one warp per (row, KV head), warps round-robin. Lane i holds the RoPE pairs
+ * Phase 0: inv_freq [D/2]: the code generator's table (pk_rope_inv_freq run on the host, so the
+ *   CPU's bits), or, when the caller passes NULL, threads i < D/2 compute it into shared memory
+ *   (the same formula and fp32 rounding step by step, no FMA contraction; theta^e as
+ *   fp32(pow(double)), the correctly rounded value glibc's powf returns); barrier.
+ * Phase A: per (row, KV head) one item writes K and V to the cache and, when every row's q heads
+ *   fit in shared memory (decode), G more items rotate one q head each into q_all; warps take the
+ *   items round-robin, so the K / V write and the q rotations run in parallel (measured: the
+ *   serial version spent 12 of its 21 us at context 0 here). Lane i holds the RoPE pairs
  *   (i, i + D/2), (i + 32, i + 32 + D/2), ...; cos / sin = bf16(fp32(cos / sin(double))) of
- *   fp32(pos) · inv_freq; K is normalised (k_norm: warp sum of squares, fixed butterfly), rotated
- *   with the CPU's bf16 rounding points and stored to the cache with V; barrier (K / V of every
- *   row are in the cache before any row reads it: a prefill chunk sees its own tokens). The cache
- *   is read back through L2, as are qkv, the page table and token metadata.
+ *   fp32(pos) · inv_freq; K (and q) are normalised (k_norm / q_norm: warp sum of squares, fixed
+ *   butterfly), rotated with the CPU's bf16 rounding points; barrier (K / V of every row are in
+ *   the cache before any row reads it: a prefill chunk sees its own tokens). The cache is read
+ *   back through L2, as are qkv, the page table and token metadata.
  * Phase 3: work item = (row t, KV head g, chunk of HB <= 4 of its G query heads). The 8 warps form
  *   groups of SP warps (SP = 8 / the largest power of two <= min(8, items)); a group takes one item
  *   per round and its warp s takes the blocks of 32 positions s, s + SP, ... of 0 .. pos. Per item
- *   a warp rotates its HB q heads into q_s (fp32), then per block: lane l scores position
+ *   a warp reads its HB q heads from q_all (or, when q_all did not fit, rotates them into its own
+ *   q_s, fp32), then per block: lane l scores position
  *   32b + l against all HB heads (full D dot product in fp32, 16-byte K loads, 8 in flight),
  *   online softmax per head (block max by butterfly, running max m, rescale alpha =
  *   exp(m_old - m_new), lane-local running sums), the block's e_j go to e_s; then Σ_j e_j · v_j is
@@ -25,7 +30,8 @@
  *   (factors exp(m_s - M)) and writes out; barrier. All orders are fixed by the shapes: the same
  *   bits on every run; the CPU's two-pass softmax agrees to rounding (bf16 tolerance).
  * Shared memory: [0, 1024) inv_freq [D/2] f32; per warp, at 1024 + warp · WB: q_s [HB][D],
- *   acc_s [HB][D], e_s [HB][32], m_s [HB], l_s [HB] (f32), slot_s [32] i32.
+ *   acc_s [HB][D], e_s [HB][32], m_s [HB], l_s [HB] (f32), slot_s [32] i32; then, when it fits,
+ *   q_all [n_tok][nkv][G][D] f32.
  * Rows whose request / position lie outside the page table or whose pages are unmapped get zeros
  * and write no cache; an invalid layer (D odd, > 512, heads not divisible) writes nothing.
  */
@@ -261,11 +267,28 @@ __device__ __forceinline__ void pk_att_pv_vec(const pk_bf16 *v_cache, const int 
     }
 }
 
-__device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0,
-                                        int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
-                                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride,
-                                        char *smem) {
+/* q head h of row t, rotated (pk_att_head), into q [D] (fp32). Whole warp. */
+__device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 *q_norm, float eps,
+                                               const float *cs, const float *sn, int D, int lane,
+                                               float *q) {
+    const int half = D / 2;
+    float ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
+    pk_att_head(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
+#pragma unroll
+    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        int i = lane + 32 * ii;
+        if (i < half) {
+            q[i] = ya[ii];
+            q[i + half] = yb[ii];
+        }
+    }
+}
+
+__device__ inline void pk_dev_attention(const pk_layer_params *p, const float *inv_freq,
+                                        const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *qkv,
+                                        int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
+                                        const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                                        int64_t out_stride, char *smem) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (D <= 0 || D > PK_ATT_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
         nkv < 0 || kv0 + nkv > Hkv)
@@ -276,27 +299,45 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
     const float eps = p->qk_norm_eps;
     float *inv_freq_s = (float *)smem; /* [half] */
 
-    /* heads per warp pass: as many as fit (<= 8) */
+    /* heads per warp pass: as many as fit (<= PK_ATT_HB_MAX) */
     int HB = G < PK_ATT_HB_MAX ? G : PK_ATT_HB_MAX;
     while (HB > 1 && PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES)
         HB--;
     if (PK_ATT_HDR + PK_DEV_WARPS * pk_att_warp_bytes(HB, D) > PK_CUDA_SMEM_BYTES) return;
     const int WB = pk_att_warp_bytes(HB, D);
+    /* Shared q: when every row's rotated q heads fit after the warp areas (decode steps), phase A
+     * rotates each (row, q head) once, in parallel with the K / V writes, and phase 3 reads q
+     * from there; otherwise every phase-3 warp rotates its item's heads into its own q_s. */
+    const int64_t q_all_bytes = (int64_t)n_tok * nkv * G * D * 4;
+    float *q_all = (float *)(smem + PK_ATT_HDR + PK_DEV_WARPS * WB); /* [n_tok][nkv][G][D] */
+    const bool shared_q = PK_ATT_HDR + PK_DEV_WARPS * WB + q_all_bytes <= PK_CUDA_SMEM_BYTES;
 
     PK_ATT_STAMP(0);
-    /* phase 0 */
-    for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
-        inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
-    __syncthreads();
+    /* phase 0: inv_freq (a table from the code generator, or computed here) */
+    if (!inv_freq) {
+        for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
+            inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
+        __syncthreads();
+    }
+    const float *inv = inv_freq ? inv_freq : inv_freq_s;
 
     PK_ATT_STAMP(1);
-    /* phases 1 + 2: rotated K and raw V of every row into the cache */
-    for (int item = warp; item < n_tok * nkv; item += PK_DEV_WARPS) {
-        const int t = item / nkv, g = kv0 + item % nkv;
+    /* phase A: per (row, KV head) item 0 writes rotated K and raw V into the cache; items 1 .. G
+     * (shared q only) rotate q head item - 1 into q_all. Warps take items round-robin. */
+    const int per = 1 + (shared_q ? G : 0);
+    for (int item = warp; item < n_tok * nkv * per; item += PK_DEV_WARPS) {
+        const int tg = item / per, kind = item - tg * per;
+        const int t = tg / nkv, g = kv0 + tg % nkv;
         int req, pos;
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
         float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
-        pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
+        pk_att_cos_sin(inv, half, pos, lane, cs, sn);
+        if (kind > 0) {
+            const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)(kind - 1) * D;
+            pk_att_store_q(qx, q_norm, eps, cs, sn, D, lane,
+                           q_all + ((int64_t)tg * G + (kind - 1)) * D);
+            continue;
+        }
         /* K [D] then V [D] of head g */
         const pk_bf16 *kx = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D;
         const pk_bf16 *vx = kx + D;
@@ -317,7 +358,7 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
             for (int i = lane; i < D; i += 32) vd[i] = pk_dev_ldcg_bf16(vx + i);
         }
     }
-    __syncthreads(); /* the cache holds every row's K and V (global writes of this CTA) */
+    __syncthreads(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
 
     PK_ATT_STAMP(2);
     /* phase 3 */
@@ -331,8 +372,8 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
     const bool v4 = pk_dev_aligned4(v_cache);
     const bool vec_v = D % 8 == 0 && 32 % (D / 8) == 0 && pk_dev_aligned16(v_cache);
     char *wbase = smem + PK_ATT_HDR + warp * WB;
-    float *q_s = (float *)wbase;            /* [HB][D] */
-    float *acc_s = q_s + HB * D;            /* [HB][D] */
+    float *q_s = (float *)wbase;            /* [HB][D] (or, with shared q, the item's q_all heads) */
+    float *acc_s = (float *)wbase + HB * D; /* [HB][D] */
     float *e_s = acc_s + HB * D;            /* [HB][32] */
     float *m_s = e_s + HB * 32;             /* [HB] */
     float *l_s = m_s + HB;                  /* [HB] */
@@ -354,23 +395,19 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const pk_attn_
         if (item < items && !valid && sub == 0)
             for (int i = lane; i < nh * D; i += 32) orow[i] = 0;
         if (valid) {
-            /* q of the item's heads, rotated, into q_s; acc_s = 0 */
-            float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
-            pk_att_cos_sin(inv_freq_s, half, pos, lane, cs, sn);
-            PK_ATT_STAMP(3);
-            for (int h = 0; h < nh; h++) {
-                const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D;
-                pk_att_head(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
-#pragma unroll
-                for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
-                    int i = lane + 32 * ii;
-                    if (i < half) {
-                        q_s[h * D + i] = ya[ii];
-                        q_s[h * D + i + half] = yb[ii];
-                    }
-                }
-                for (int i = lane; i < D; i += 32) acc_s[h * D + i] = 0.0f;
+            /* q of the item's heads, rotated (phase A's q_all, or here into q_s); acc_s = 0 */
+            if (shared_q) {
+                q_s = q_all + (((int64_t)t * nkv + (g - kv0)) * G + h0) * D;
+            } else {
+                float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS];
+                pk_att_cos_sin(inv, half, pos, lane, cs, sn);
+                for (int h = 0; h < nh; h++)
+                    pk_att_store_q(qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D, q_norm,
+                                   eps, cs, sn, D, lane, q_s + h * D);
             }
+            PK_ATT_STAMP(3);
+            for (int h = 0; h < nh; h++)
+                for (int i = lane; i < D; i += 32) acc_s[h * D + i] = 0.0f;
             __syncwarp();
             PK_ATT_STAMP(4);
 

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/runtime.h"
 
@@ -330,7 +331,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
         pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
         pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
-        pk_sb_printf(o, "        pk_gen_call_attention(&pk_gen_layers[%d], &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", l, nkv, nkv,
+        pk_sb_printf(o, "        pk_gen_call_attention(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", l, l, nkv, nkv,
                      base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
@@ -482,6 +483,23 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                      k->layers[l].name);
     }
     pk_sb_printf(o, "};\n\n");
+    /* RoPE inverse frequencies of each attention layer: the CPU's own function (rope.c), so the
+     * device uses bit for bit the CPU's values without computing pow() in every task. */
+    for (int l = 0; l < g->nlayers; l++) {
+        const pk_layer_params *p = &g->layer_params[l];
+        if (k->layers[l].kind != PK_TASK_ATTENTION) continue;
+        if (p->head_dim < 2 || p->head_dim > PK_CPU_ATTN_MAX_HEAD_DIM) { /* the kernel writes nothing */
+            pk_sb_printf(o, "__device__ const float pk_gen_inv_freq_%d[1] = {0};\n", l);
+            continue;
+        }
+        float inv[PK_CPU_ATTN_MAX_HEAD_DIM / 2];
+        pk_rope_inv_freq(p, inv);
+        pk_sb_printf(o, "__device__ const float pk_gen_inv_freq_%d[%d] = {", l, p->head_dim / 2);
+        for (int i = 0; i < p->head_dim / 2; i++)
+            pk_sb_printf(o, "%s%a", i ? (i % 8 ? ", " : ",\n    ") : "\n    ", (double)inv[i]);
+        pk_sb_printf(o, "};\n");
+    }
+    pk_sb_printf(o, "\n");
     pk_sb_printf(o, "/* Weight prefetch (runtime.cuh): {buffer, tile bytes, offset of tile 0, offset step per task index}. */\n");
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);

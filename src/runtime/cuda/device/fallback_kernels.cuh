@@ -249,11 +249,13 @@ __device__ __forceinline__ float pk_fb_score(const float *q, const pk_bf16 *k, i
 
 #define PK_FB_MAX_D 512
 
-/* Shared memory per warp: q [PK_FB_MAX_D] floats, then e [32]. */
-__device__ void pk_dev_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv,
+/* Shared memory per warp: q [PK_FB_MAX_D] floats, then e [32]. inv_freq (the generated table) is
+ * not used: this cross-check computes its own. */
+__device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s, int kv0, int nkv,
                                  const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
                                  const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride,
                                  char *smem) {
+    (void)inv_freq;
     int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (D <= 0 || D > PK_FB_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 || nkv < 0 || kv0 + nkv > Hkv)
         return;

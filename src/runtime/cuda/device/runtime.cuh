@@ -65,8 +65,10 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint
     S->trace_n[w] = n + 1;
 }
 
+/* Off by default: on the H200 (Qwen3-0.6B shape, docs/PERF.md) 128 KB per task made decode
+ * slower (2.96 ms/token against 2.76 without). Kept as a tuning knob (PK_NVCC_DEFINES). */
 #ifndef PK_PREFETCH_MAX_BYTES
-#define PK_PREFETCH_MAX_BYTES (128u << 10) /* per task: 2 tasks x 132 SMs x 128 KB = 34 MB < L2 (50 MB) */
+#define PK_PREFETCH_MAX_BYTES 0u
 #endif
 #define PK_PREFETCH_CHUNK (32u << 10)
 
@@ -78,7 +80,7 @@ __device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t
     const pk_gen_task task = pk_gen_tasks[t];
     if (task.layer >= PK_GEN_NUM_LAYERS) return;
     const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
-    if (p.bytes == 0) return;
+    if (p.bytes == 0 || PK_PREFETCH_MAX_BYTES == 0) return;
     const char *base = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
     const uint32_t n = p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES;
     for (uint32_t o = 0; o < n; o += PK_PREFETCH_CHUNK) {

@@ -103,8 +103,14 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
 #define PK_SPIN_CHECK(S, task, event, counter, threshold)
 #endif
 
+/* Polling: every waiting SM reads one L2 line (the event's counter), so a tight loop over many
+ * SMs keeps that L2 slice busy for everyone else's loads. The sleep between polls starts at
+ * PK_SPIN_SLEEP_NS and doubles up to PK_SPIN_SLEEP_MAX_NS (equal: a fixed period). */
 #ifndef PK_SPIN_SLEEP_NS
-#define PK_SPIN_SLEEP_NS 32 /* between polls of an event counter: every waiting SM polls one L2 line */
+#define PK_SPIN_SLEEP_NS 32
+#endif
+#ifndef PK_SPIN_SLEEP_MAX_NS
+#define PK_SPIN_SLEEP_MAX_NS PK_SPIN_SLEEP_NS
 #endif
 
 /* Thread 0 waits until counters[event] >= threshold (acquire); then the CTA syncs. Every thread
@@ -115,8 +121,10 @@ __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t ev
         pk_u64 c = pk_ld_acquire(&S->counters[event]);
         if (c < threshold) {
             PK_SPIN_BEGIN
+            unsigned ns = PK_SPIN_SLEEP_NS;
             do {
-                __nanosleep(PK_SPIN_SLEEP_NS);
+                __nanosleep(ns);
+                ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
                 c = pk_ld_acquire(&S->counters[event]);
                 PK_SPIN_CHECK(S, task, event, c, threshold)
             } while (c < threshold);
