@@ -43,21 +43,35 @@
 
 #define PK_ATT_MAX_D 512 /* = PK_CPU_ATTN_MAX_HEAD_DIM */
 #define PK_ATT_HB_MAX 4  /* query heads a warp carries at once (register arrays) */
-#define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane */
+#define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane at the largest D */
 #define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
 
-#ifdef PK_ATT_PROFILE /* tests/cuda bench only: %globaltimer at phase ends, CTA 0 thread 0 */
+#ifdef PK_ATT_PROFILE /* diagnostics: %globaltimer at phase ends of the task with kv0 == 0, thread 0;
+                       * tests/cuda's bench reads pk_att_prof, a kernel built with
+                       * PK_NVCC_DEFINES=-DPK_ATT_PROFILE prints decode tasks at position 200 */
 __device__ unsigned long long pk_att_prof[8];
 #define PK_ATT_STAMP(i)                                                                          \
     do {                                                                                         \
-        if (blockIdx.x == 0 && threadIdx.x == 0) {                                               \
+        if (kv0 == 0 && threadIdx.x == 0) {                                                      \
             unsigned long long t_;                                                               \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                               \
             pk_att_prof[i] = t_;                                                                 \
         }                                                                                        \
     } while (0)
+#define PK_ATT_PROFILE_REPORT()                                                                  \
+    do {                                                                                         \
+        if (kv0 == 0 && threadIdx.x == 0 && s->n_tok == 1 &&                                     \
+            pk_dev_ldcg_i32(s->token_pos) == 200) {                                              \
+            const unsigned long long *p_ = pk_att_prof;                                          \
+            printf("pk attention profile (us): inv_freq %.2f phaseA %.2f setup %.2f q %.2f "     \
+                   "blocks %.2f end %.2f\n", (p_[1] - p_[0]) / 1e3, (p_[2] - p_[0]) / 1e3,       \
+                   (p_[3] - p_[0]) / 1e3, (p_[4] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3,           \
+                   (p_[6] - p_[0]) / 1e3);                                                       \
+        }                                                                                        \
+    } while (0)
 #else
 #define PK_ATT_STAMP(i) do { } while (0)
+#define PK_ATT_PROFILE_REPORT() do { } while (0)
 #endif
 
 /* Bytes of one warp's shared-memory area for HB heads of dimension D. */
@@ -110,11 +124,16 @@ __device__ __forceinline__ int64_t pk_att_slot(const pk_attn_step *s, int req, i
     return (int64_t)page * s->page_size + pos % s->page_size;
 }
 
-/* cs[i], sn[i]: bf16 cos / sin of this lane's pairs i = lane + 32·ii < half at position pos. */
+/* cs[i], sn[i]: bf16 cos / sin of this lane's pairs i = lane + 32·ii < half at position pos.
+ * NP (pairs per lane, >= D / 64) is a template parameter everywhere: unrolled loops of the largest
+ * head size (8 pairs, D 512) made the code 4x longer than D 128 needs, and in the persistent kernel,
+ * where the attention code runs once per layer between other kinds, its instruction fetches
+ * come cold (measured: phase A 15 us there against 4 us in a loop on its own). */
+template <int NP>
 __device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half, int pos, int lane,
                                                float *cs, float *sn) {
 #pragma unroll
-    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+    for (int ii = 0; ii < NP; ii++) {
         int i = lane + 32 * ii;
         cs[ii] = sn[ii] = 0.0f;
         if (i < half) {
@@ -130,14 +149,15 @@ __device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half
 /* y = RoPE(rmsnorm(x) · norm_w) of one head vector x [D] (no norm when norm_w is NULL), as fp32
  * holding bf16 values, this lane's pairs: ya[ii] = y[i], yb[ii] = y[i + half], i = lane + 32·ii.
  * Whole warp. */
+template <int NP>
 __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *norm_w, float eps,
                                             const float *cs, const float *sn, int D, int lane,
                                             float *ya, float *yb) {
     const int half = D / 2;
-    float a[PK_ATT_PAIRS], b[PK_ATT_PAIRS];
+    float a[NP], b[NP];
     float ss = 0.0f;
 #pragma unroll
-    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+    for (int ii = 0; ii < NP; ii++) {
         int i = lane + 32 * ii;
         a[ii] = b[ii] = 0.0f;
         if (i < half) {
@@ -150,7 +170,7 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
     if (norm_w) {
         float scale = 1.0f / sqrtf(pk_dev_warp_sum(ss) / (float)D + eps);
 #pragma unroll
-        for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        for (int ii = 0; ii < NP; ii++) {
             int i = lane + 32 * ii;
             if (i < half) {
                 a[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * scale) *
@@ -161,7 +181,7 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
         }
     }
 #pragma unroll
-    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+    for (int ii = 0; ii < NP; ii++) {
         ya[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * cs[ii]) -
                                    pk_dev_round_bf16(b[ii] * sn[ii]));
         yb[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * cs[ii]) +
@@ -268,14 +288,15 @@ __device__ __forceinline__ void pk_att_pv_vec(const pk_bf16 *v_cache, const int 
 }
 
 /* q head h of row t, rotated (pk_att_head), into q [D] (fp32). Whole warp. */
+template <int NP>
 __device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 *q_norm, float eps,
                                                const float *cs, const float *sn, int D, int lane,
                                                float *q) {
     const int half = D / 2;
-    float ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
-    pk_att_head(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
+    float ya[NP], yb[NP];
+    pk_att_head<NP>(qx, q_norm, eps, cs, sn, D, lane, ya, yb);
 #pragma unroll
-    for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+    for (int ii = 0; ii < NP; ii++) {
         int i = lane + 32 * ii;
         if (i < half) {
             q[i] = ya[ii];
@@ -284,13 +305,14 @@ __device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 
     }
 }
 
-__device__ inline void pk_dev_attention(const pk_layer_params *p, const float *inv_freq,
+template <int NP>
+__device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float *inv_freq,
                                         const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *qkv,
                                         int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
                                         const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
                                         int64_t out_stride, char *smem) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
-    if (D <= 0 || D > PK_ATT_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
+    if (D <= 0 || D > 64 * NP || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
         nkv < 0 || kv0 + nkv > Hkv)
         return; /* a layer the API rejects, or a task outside it */
     const int G = Hq / Hkv, half = D / 2, n_tok = s->n_tok;
@@ -330,11 +352,11 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const float *i
         const int t = tg / nkv, g = kv0 + tg % nkv;
         int req, pos;
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
-        float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS], ya[PK_ATT_PAIRS], yb[PK_ATT_PAIRS];
-        pk_att_cos_sin(inv, half, pos, lane, cs, sn);
+        float cs[NP], sn[NP], ya[NP], yb[NP];
+        pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
         if (kind > 0) {
             const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)(kind - 1) * D;
-            pk_att_store_q(qx, q_norm, eps, cs, sn, D, lane,
+            pk_att_store_q<NP>(qx, q_norm, eps, cs, sn, D, lane,
                            q_all + ((int64_t)tg * G + (kind - 1)) * D);
             continue;
         }
@@ -342,9 +364,9 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const float *i
         const pk_bf16 *kx = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D;
         const pk_bf16 *vx = kx + D;
         const int64_t off = (pk_att_slot(s, req, pos) * Hkv + g) * D;
-        pk_att_head(kx, k_norm, eps, cs, sn, D, lane, ya, yb);
+        pk_att_head<NP>(kx, k_norm, eps, cs, sn, D, lane, ya, yb);
 #pragma unroll
-        for (int ii = 0; ii < PK_ATT_PAIRS; ii++) {
+        for (int ii = 0; ii < NP; ii++) {
             int i = lane + 32 * ii;
             if (i < half) {
                 k_cache[off + i] = pk_dev_f32_to_bf16(ya[ii]);
@@ -399,10 +421,10 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const float *i
             if (shared_q) {
                 q_s = q_all + (((int64_t)t * nkv + (g - kv0)) * G + h0) * D;
             } else {
-                float cs[PK_ATT_PAIRS], sn[PK_ATT_PAIRS];
-                pk_att_cos_sin(inv, half, pos, lane, cs, sn);
+                float cs[NP], sn[NP];
+                pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
                 for (int h = 0; h < nh; h++)
-                    pk_att_store_q(qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D, q_norm,
+                    pk_att_store_q<NP>(qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D, q_norm,
                                    eps, cs, sn, D, lane, q_s + h * D);
             }
             PK_ATT_STAMP(3);
@@ -531,6 +553,29 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const float *i
         }
     }
     PK_ATT_STAMP(6);
+#ifndef PK_ATT_PROFILE_NO_PRINT
+    PK_ATT_PROFILE_REPORT();
+#endif
+}
+
+/* Pairs per lane for head size D (0: too large). */
+__host__ __device__ constexpr int pk_att_pairs(int D) {
+    return D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : D <= PK_ATT_MAX_D ? 8 : 0;
+}
+
+/* Any head size: the instance for D (the code generator calls pk_dev_attention_np with the
+ * layer's own NP, so the persistent kernel holds one instance). */
+__device__ inline void pk_dev_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
+                                        int kv0, int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
+                                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, char *smem) {
+    switch (pk_att_pairs(p->head_dim)) {
+    case 1: pk_dev_attention_np<1>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem); break;
+    case 2: pk_dev_attention_np<2>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem); break;
+    case 4: pk_dev_attention_np<4>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem); break;
+    case 8: pk_dev_attention_np<8>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem); break;
+    default: break; /* a layer the API rejects */
+    }
 }
 
 #endif /* PK_CUDA_ATTENTION_CUH */

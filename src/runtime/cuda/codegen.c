@@ -331,7 +331,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
         pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
         pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
-        pk_sb_printf(o, "        pk_gen_call_attention(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", l, l, nkv, nkv,
+        int D = p->head_dim, np = D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : 8; /* attention.cuh's pk_att_pairs */
+        pk_sb_printf(o, "        pk_gen_call_attention<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", np, l, l, nkv, nkv,
                      base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));

@@ -76,11 +76,19 @@ __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_st
                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
     pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
 }
-__device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s, int kv0, int nkv,
-                                                  const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
-                                                  pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
-                                                  pk_bf16 *out, int64_t out_stride, char *smem) {
+/* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance
+ * of the attention code per head size in the kernel, not the largest one's unrolled loops. */
+template <int NP>
+__device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
+                                                  int kv0, int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
+                                                  pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                                                  const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, char *smem) {
+#if PK_GEN_FALLBACK_KERNELS
     pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
+#else
+    pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride,
+                            smem);
+#endif
 }
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,

@@ -204,6 +204,13 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
  * worker per SM. */
 extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel(const pk_dev_state *S, int dynamic) {
     extern __shared__ __align__(16) char pk_smem[];
+#ifdef PK_DEBUG_SMID /* which SM each CTA landed on (PK_NVCC_DEFINES=-DPK_DEBUG_SMID) */
+    if (threadIdx.x == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        printf("pk cta %u on sm %u\n", blockIdx.x, smid);
+    }
+#endif
     if (blockIdx.x >= S->W) {
         pk_scheduler(S);
         return;
@@ -436,22 +443,33 @@ static void pk_gen_sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
+/* Dynamic shared memory per CTA. Static mode asks for more than half an SM's shared memory, so
+ * that the block scheduler can place only one worker per SM: at 96 KB two workers fit on one SM,
+ * and a cooperative launch does not promise to spread them (two workers sharing an SM run each
+ * task at half speed while another SM idles). Dynamic mode keeps 96 KB so that the scheduler
+ * CTA fits beside a worker. The task kernels use the first PK_CUDA_SMEM_BYTES either way. */
+#ifndef PK_STATIC_SMEM_BYTES
+#define PK_STATIC_SMEM_BYTES (116 * 1024)
+#endif
+static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared memory");
+
 static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m, char *err, size_t err_len) {
     const pk_gen_config *cfg = &c->cfg;
     const uint32_t W = cfg->num_workers, blocks = W + (a->dynamic ? 1u : 0u);
+    const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : PK_STATIC_SMEM_BYTES;
     /* residency: every CTA must be on an SM at once, or spin waits never end */
     int dev = cfg->device, sms = 0, per_sm = 0;
     PK_CU(cudaFuncSetAttribute((const void *)pk_gen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               PK_CUDA_SMEM_BYTES));
+                               PK_STATIC_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)pk_gen_kernel, PK_CUDA_THREADS,
-                                                        PK_CUDA_SMEM_BYTES));
+                                                        smem_bytes));
     if ((long)per_sm * sms < (long)blocks)
         return pk_gen_fail(err, err_len,
                            "the persistent kernel needs %u resident CTAs (%u workers%s) but the GPU holds %d (%d per SM "
                            "x %d SMs at %d threads and %d bytes of shared memory each): use fewer workers",
                            blocks, W, a->dynamic ? " + 1 scheduler CTA" : "", per_sm * sms, per_sm, sms,
-                           PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES);
+                           PK_CUDA_THREADS, smem_bytes);
 
     /* requests */
     int64_t total_prompt = 0, total_new = 0;
@@ -543,7 +561,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     int arg_dynamic = a->dynamic;
     void *args[] = {(void *)&arg_state, (void *)&arg_dynamic};
     PK_CU(cudaLaunchCooperativeKernel((const void *)pk_gen_kernel, dim3(blocks), dim3(PK_CUDA_THREADS), args,
-                                      PK_CUDA_SMEM_BYTES, c->stream));
+                                      smem_bytes, c->stream));
     uint32_t delivered = 0;
     cudaError_t q;
     for (;;) {
