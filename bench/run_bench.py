@@ -24,7 +24,10 @@ cannot take falls back to 32 and is marked with *).
 
 Env: PK (build/pk), PK_TIMEOUT_S (420: the first context of a model compiles its kernel),
 HF_TIMEOUT_S (300), MAKE_TIMEOUT_S (300), HF=0 (skip transformers), HF_PROMPT (context | 32),
-KEEP_MODELS=1 (keep the model directories), RESUME=0 (start over).
+KEEP_MODELS=1 (keep the model directories), RESUME=0 (start over), PK_THREADS (pk's --threads:
+default one worker per SM; give the count a kernel was precompiled with, docs/PERF.md).
+pk's models come from bench/shape_model.py (random bf16 weights, written without torch);
+transformers builds its own random model of the same shape (hf_baseline.run).
 """
 import json
 import os
@@ -131,7 +134,9 @@ def bench_model(R, name, contexts, gen):
     d = os.path.join(R.results_dir, "models", name)
     if todo_pk:
         if not os.path.exists(os.path.join(d, "config.json")):
-            rc, out, err = R.run([sys.executable, os.path.join(HERE, "random_models.py"), name, d],
+            # random bf16 weights without torch (bench/shape_model.py): the same config.json as on the
+            # build machine, so a kernel compiled there ahead of time is found in the cache
+            rc, out, err = R.run([sys.executable, os.path.join(HERE, "shape_model.py"), name, d],
                                  int(os.environ.get("MAKE_TIMEOUT_S", "300")), f"{name}: random model")
             if rc != 0:
                 for ctx in todo_pk:
@@ -143,6 +148,8 @@ def bench_model(R, name, contexts, gen):
         if ctx in todo_pk:
             cmd = [R.pk, "bench", "--model", d, "--backend", "cuda", "--context", str(ctx), "--gen", str(gen),
                    "--max-seq", str(max_seq), "--json"]
+            if os.environ.get("PK_THREADS"):  # workers (default: one per SM); set to match a precompiled kernel
+                cmd += ["--threads", os.environ["PK_THREADS"]]
             limit = int(os.environ.get("PK_TIMEOUT_S", "420" if first else "240"))
             rc, out, err = R.run(cmd, limit, f"{name} @ {ctx}: pk bench")
             first = False

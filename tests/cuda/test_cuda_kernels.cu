@@ -859,10 +859,15 @@ static void bench_linear(int sms) {
         {"qkv 4096->6144", 4096, 6144},
         {"gate_up 4096->24576", 4096, 24576},
         {"down 12288->4096", 12288, 4096},
-        {"lm_head 4096->151936", 4096, 151936}};
+        {"lm_head 4096->151936", 4096, 151936},
+        {"0.6B qkv 1024->4096", 1024, 4096},
+        {"0.6B o 2048->1024", 2048, 1024},
+        {"0.6B gate_up 1024->6144", 1024, 6144},
+        {"0.6B down 3072->1024", 3072, 1024},
+        {"0.6B lm_head 1024->151936", 1024, 151936}};
     static const int ntoks[] = {1, 4, 8};
     uint64_t seed = 99;
-    printf("\n%-22s %5s %6s %6s %10s %9s\n", "bench linear", "n_tok", "grid", "tile", "us", "GB/s");
+    printf("\n%-26s %5s %6s %6s %10s %9s\n", "bench linear", "n_tok", "grid", "tile", "us", "GB/s");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int K = shapes[si].K, N = shapes[si].N;
         const int NCOPY = 2; /* alternate two weight copies so that L2 cannot hold them */
@@ -891,7 +896,7 @@ static void bench_linear(int sms) {
             float ms = 0.0f;
             CU(cudaEventElapsedTime(&ms, e0, e1));
             double us = 1e3 * ms / REPS, gbs = (double)N * K * 2 / (us * 1e-6) / 1e9;
-            printf("%-22s %5d %6d %6d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, us, gbs);
+            printf("%-26s %5d %6d %6d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, us, gbs);
             CU(cudaEventDestroy(e0));
             CU(cudaEventDestroy(e1));
         }

@@ -56,6 +56,9 @@ typedef struct pk_lin_args {
     int64_t res_stride;
     pk_bf16 *out; /* [n_tok, ncols] */
     int64_t out_stride;
+    const pk_bf16 *wst; /* rows n0 .. n0 + wst_rows - 1 staged in shared memory (the runtime's
+                         * copy, made before the task's dependency was met), row stride as w's */
+    int wst_rows;
 } pk_lin_args;
 
 /* Stages xn[t0 + r, k0 + c] for r < nt, c < kc into xs[r · ldx + c] (bf16); zeros for c in
@@ -127,7 +130,7 @@ __device__ __forceinline__ void pk_lin_fma(const pk_bf16 *xc, int ldx, const uin
 
 /* The chunks vl, vl + nvl, ... of staged columns [k0, k0 + kc) against weight rows wr[c]
  * (each [K], pointing at k = 0). VEC: every wr[c] + k0 is 16-byte aligned. */
-template <int NT, int CW, int U, bool VEC>
+template <int NT, int CW, int U, bool VEC, bool SM = false>
 __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const pk_bf16 *const *wr,
                                              int k0, int kc, int vl, int nvl,
                                              float (&acc)[CW][NT]) {
@@ -140,6 +143,7 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
             for (int i = 0; i < CW; i++) {
                 const pk_bf16 *p = wr[i] + k0 + 8 * (c + u * nvl);
                 wv[u][i] = c + u * nvl >= nfull ? make_uint4(0, 0, 0, 0)
+                           : SM                 ? *(const uint4 *)p /* staged rows: shared memory */
                            : VEC                ? pk_dev_ldw16(p)
                                                 : pk_dev_load8_any<false>(p);
             }
@@ -199,10 +203,14 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         const bool active = cg < ngroups;
         const pk_bf16 *wr[CW];
         bool vec = true;
+        /* the group reads shared memory when all its rows are staged (whole rows, 16-byte rows) */
+        const bool sm = a.wst && j0 + CW <= a.wst_rows;
 #pragma unroll
         for (int i = 0; i < CW; i++) {
             int j = j0 + i < a.ncols ? j0 + i : a.ncols - 1; /* a spare column repeats the last */
-            wr[i] = active ? pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j)) : a.w->seg[0];
+            wr[i] = !active ? a.w->seg[0]
+                    : sm    ? a.wst + (int64_t)j * (int64_t)a.w->row_stride
+                            : pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j));
             vec = vec && pk_dev_aligned16(wr[i]);
         }
         float acc[CW][NT];
@@ -219,8 +227,12 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
                 __syncthreads();
             }
             if (active) {
-                if (vec)
+                if (sm && vec && kc % 8 == 0)
+                    pk_lin_accum<NT, CW, U, true, true>(xs, ldx, wr, k0, kc, vl, nvl, acc);
+                else if (vec && !sm)
                     pk_lin_accum<NT, CW, U, true>(xs, ldx, wr, k0, kc, vl, nvl, acc);
+                else if (sm) /* not reached: the runtime stages only 16-byte rows (codegen.c) */
+                    __trap();
                 else
                     pk_lin_accum<NT, CW, U, false>(xs, ldx, wr, k0, kc, vl, nvl, acc);
             }
@@ -261,7 +273,9 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
     if (a.ncols <= 0) return;
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-        if (nt == 1)
+        if (nt == 1 && a.K <= 1024 && a.ncols >= 4 * PK_DEV_WARPS)
+            pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
+        else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
         else if (nt == 2)
             pk_lin_rows<XN, 2, 2, 8>(a, t0, nt, smem);
@@ -275,26 +289,29 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
 __device__ inline void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                      const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                     char *smem) {
+                                     char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
-                     residual, res_stride, out, out_stride};
+                     residual, res_stride, out, out_stride, wst, wst_rows};
     pk_lin_tile<PK_LIN_PLAIN>(a, smem);
 }
 
 __device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
                                              const pk_bf16 *norm_w, float eps, int n_tok, int K,
                                              const pk_rows *w, int n0, int ncols, pk_bf16 *out,
-                                             int64_t out_stride, char *smem) {
-    pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols, NULL, 0, out, out_stride};
+                                             int64_t out_stride, char *smem,
+                                             const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+    pk_lin_args a = {x,   x_stride, n_tok, K,          norm_w, eps, w,  n0,
+                     ncols, NULL,   0,     out, out_stride, wst,    wst_rows};
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
 }
 
 __device__ inline void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                               const pk_rows *w, int n0, int ncols,
                                               const pk_bf16 *residual, int64_t res_stride,
-                                              pk_bf16 *out, int64_t out_stride, char *smem) {
+                                              pk_bf16 *out, int64_t out_stride, char *smem,
+                                              const pk_bf16 *wst = nullptr, int wst_rows = 0) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
-                     residual, res_stride, out, out_stride};
+                     residual, res_stride, out, out_stride, wst, wst_rows};
     pk_lin_tile<PK_LIN_SILU_MUL>(a, smem);
 }
 

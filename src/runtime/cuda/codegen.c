@@ -292,12 +292,12 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
-        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
+        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
                      v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs);
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem);\n",
+        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows);\n",
                      base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
                      index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
                      tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs);
@@ -307,7 +307,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", base_expr(&v[PK_V_LR_X], 1, a, sizeof a),
                      v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
                      v[PK_V_LR_W].rows);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs);
         break;
     case PK_TASK_SILU_MUL:
@@ -321,7 +321,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_silu_mul_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ",
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
                      v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
         break;
     case PK_TASK_ATTENTION: {
@@ -372,9 +372,10 @@ static int weight_view(pk_task_kind kind) {
     }
 }
 
-/* Layer l's weight prefetch entry {buffer, bytes, offset of tile 0, offset step per index}: a
+/* Layer l's weight prefetch entry {buffer, bytes, row bytes, offset of tile 0, offset step per index}: a
  * task's weight tile is rows [row0, row0 + rows) of its weight, whole rows, so one contiguous
- * range (bytes 0: nothing to prefetch — no weight, or a range the bulk prefetch cannot take). */
+ * range (bytes 0: none — no weight, or rows not a multiple of 16 bytes, which neither the staging
+ * copy nor the bulk prefetch can take). */
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     int v = weight_view(L->kind);
@@ -383,14 +384,15 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
         uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
         uint64_t bytes = (uint64_t)w.rows * w.rs * es, off = (uint64_t)w.row0 * w.rs * es;
         uint64_t step = (uint64_t)w.drow0 * w.rs * es;
-        if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && bytes % 16 == 0 && off % 16 == 0 &&
+        if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && (w.rs * es) % 16 == 0 && off % 16 == 0 &&
             step % 16 == 0 && bytes <= 0xffffffffu) {
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull}, /* %s */\n", w.id, bytes, off, step,
-                         L->name);
+            uint64_t row_bytes = (uint64_t)w.rs * es;
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull}, /* %s */\n", w.id, bytes,
+                         row_bytes, off, step, L->name);
             return;
         }
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0}, /* %s */\n", L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0}, /* %s */\n", L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -501,7 +503,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
         pk_sb_printf(o, "};\n");
     }
     pk_sb_printf(o, "\n");
-    pk_sb_printf(o, "/* Weight prefetch (runtime.cuh): {buffer, tile bytes, offset of tile 0, offset step per task index}. */\n");
+    pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
+                    " * offset step per task index}. */\n");
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
     pk_sb_printf(o, "};\n\n");
@@ -511,8 +514,10 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o,
                  "/* Runs task t on the calling CTA (every thread calls it). Shapes are literals; a task's tile is its\n"
                  " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step. */\n"
-                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, char *smem) {\n"
+                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, char *smem, int wst_rows) {\n"
                  "    void *const *B = S->buf;\n"
+                 "    const pk_bf16 *wst = (const pk_bf16 *)(smem + PK_CUDA_SMEM_BYTES); /* staged weight rows */\n"
+                 "    (void)wst;\n"
                  "    const pk_gen_task task = pk_gen_tasks[t];\n"
                  "    const int64_t idx = task.index;\n"
                  "    const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n"

@@ -21,11 +21,13 @@ typedef struct pk_gen_task {
     uint32_t trig_event; /* signalled when done */
 } pk_gen_task;
 
-/* A layer's weight tiles as byte ranges, for the L2 prefetch (codegen.c's emit_prefetch_entry):
+/* A layer's weight tiles as byte ranges, for the shared-memory staging and the L2 prefetch of
+ * runtime.cuh (codegen.c's emit_prefetch_entry):
  * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none. */
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
-    uint32_t bytes;
+    uint32_t bytes;     /* the tile: whole rows */
+    uint32_t row_bytes; /* one row (a multiple of 16 when bytes != 0) */
     uint64_t off0, step;
 } pk_gen_prefetch;
 
@@ -56,21 +58,32 @@ __device__ __noinline__ void pk_gen_call_rmsnorm(const pk_bf16 *x, int64_t x_str
                                                 int hidden, float eps, pk_bf16 *out, int64_t out_stride, char *smem) {
     pk_dev_rmsnorm(x, x_stride, w, n_tok, hidden, eps, out, out_stride, smem);
 }
+/* The linear kinds take the rows of their tile staged in shared memory (wst, wst_rows; 0: none). */
+#if PK_GEN_FALLBACK_KERNELS
+#define PK_GEN_WST
+#else
+#define PK_GEN_WST , wst, wst_rows
+#endif
 __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
-                                               pk_bf16 *out, int64_t out_stride, char *smem) {
-    pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem);
+                                               pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
+                                               int wst_rows) {
+    (void)wst, (void)wst_rows;
+    pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
                                                        float eps, int n_tok, int K, const pk_rows *w, int n0,
-                                                       int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
-    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem);
+                                                       int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
+                                                       const pk_bf16 *wst, int wst_rows) {
+    (void)wst, (void)wst_rows;
+    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                                        char *smem) {
-    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem);
+                                                        char *smem, const pk_bf16 *wst, int wst_rows) {
+    (void)wst, (void)wst_rows;
+    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0,
                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {

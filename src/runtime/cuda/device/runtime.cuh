@@ -6,9 +6,9 @@
  * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
- *   static:  worker w walks pk_gen_sched_tasks of w every step: L2 prefetch of the next task's
- *            weights (pk_prefetch_task), wait (dep event ≥ triggers · step), run, __syncthreads,
- *            thread 0 adds 1 to the trigger event. The add that
+ *   static:  worker w walks pk_gen_sched_tasks of w every step: copies of the task's first weight
+ *            rows into shared memory (pk_stage_weights), wait (dep event ≥ triggers · step), run,
+ *            __syncthreads, thread 0 adds 1 to the trigger event. The add that
  *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
  *            to BEGIN, which starts the next step or, with `terminate` set, ends the kernel.
  *   dynamic: as the CPU runtime: the add that completes an event pushes it to scheduler queue
@@ -93,6 +93,38 @@ __device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t
     }
 }
 
+/* Shared-memory weight staging (static mode): before waiting on task t's dependency, every
+ * thread issues 16-byte cp.async copies of t's weight tile, when the whole tile fits in
+ * PK_WSTAGE_BYTES, into the area after the kernels' own PK_CUDA_SMEM_BYTES. The copy
+ * runs while the CTA waits (the hand-off gap and the skew of the layer before), so when the
+ * event fires the task reads those rows from shared memory instead of starting a DRAM round
+ * trip. Returns the rows staged (0: none). Every thread calls it. */
+#ifndef PK_WSTAGE_BYTES
+#define PK_WSTAGE_BYTES (96u * 1024u)
+#endif
+__device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)S, (void)t, (void)smem;
+    return 0;
+#else
+    const pk_gen_task task = pk_gen_tasks[t];
+    if (PK_WSTAGE_BYTES == 0 || task.layer >= PK_GEN_NUM_LAYERS) return 0;
+    const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
+    /* whole tiles only: staging the first rows of a larger tile made the Qwen3-8B shape slower
+     * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway) */
+    if (p.bytes == 0 || p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES) return 0;
+    const uint32_t fit = PK_WSTAGE_BYTES / p.row_bytes, all = p.bytes / p.row_bytes;
+    const uint32_t rows = all < fit ? all : fit, n16 = rows * (p.row_bytes / 16);
+    const char *src = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem + PK_CUDA_SMEM_BYTES);
+    for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * e), "l"(src + 16 * (pk_u64)e)
+                     : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    return (int)rows;
+#endif
+}
+
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop;
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
@@ -111,9 +143,14 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (t == PK_DEBUG_STALL_TASK) need++;
             /* the next task's weights load while this one waits and runs (two tasks in flight) */
             if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
+            const int staged = pk_stage_weights(S, t, smem);
             pk_wait_event(S, task.dep_event, need, t);
+            if (staged) {
+                asm volatile("cp.async.wait_all;" ::: "memory");
+                __syncthreads(); /* every thread's copies are in shared memory */
+            }
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
-            pk_gen_run_task(S, t, smem);
+            pk_gen_run_task(S, t, smem, staged);
             __syncthreads(); /* the task's writes are issued by every thread */
             if (threadIdx.x == 0) {
                 if (tracing) pk_trace(S, w, t, step, t0);
@@ -140,7 +177,7 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         const uint32_t t = sh_task;
         if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
         pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
-        pk_gen_run_task(S, t, smem);
+        pk_gen_run_task(S, t, smem, 0);
         __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
         if (threadIdx.x == 0) {
             if (tracing) pk_trace(S, w, t, sh_step, t0);
@@ -449,7 +486,7 @@ static void pk_gen_sleep_us(long us) {
  * task at half speed while another SM idles). Dynamic mode keeps 96 KB so that the scheduler
  * CTA fits beside a worker. The task kernels use the first PK_CUDA_SMEM_BYTES either way. */
 #ifndef PK_STATIC_SMEM_BYTES
-#define PK_STATIC_SMEM_BYTES (116 * 1024)
+#define PK_STATIC_SMEM_BYTES (PK_CUDA_SMEM_BYTES + (PK_WSTAGE_BYTES > 20 * 1024 ? PK_WSTAGE_BYTES : 20 * 1024))
 #endif
 static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared memory");
 
