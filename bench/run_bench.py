@@ -47,14 +47,18 @@ def log(*a):
 
 
 def last_json(text):
-    """The last line of text that parses as a JSON object, or None."""
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
+    """The last JSON object in text: it may span lines (pk bench --json prints one object over
+    several lines), so each line that starts with "{" is tried, from the last, with everything
+    after it; None if nothing parses."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].lstrip().startswith("{"):
             try:
-                return json.loads(line)
+                obj = json.loads("\n".join(lines[i:]))
             except ValueError:
                 continue
+            if isinstance(obj, dict):
+                return obj
     return None
 
 
