@@ -130,6 +130,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof wbuf / sizeof wbuf[0]; i++) wbuf[i] = pk_f32_to_bf16(0.01f * (float)(i % 17));
     setenv("PK_CUDA_ARCH", "sm_90a", 1);
     unsetenv("PK_CUDA_DEBUG");
+    unsetenv("PK_NVCC_DEFINES"); /* tuning macros would change the kernel the cache test expects */
     char tmp[] = "/tmp/pk-test-cuda-XXXXXX";
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
     char cache[256], out[256], path[512];
@@ -227,7 +228,20 @@ int main(void) {
         unsetenv("PK_NVCC");
     free(old_nvcc);
 
-    /* 6. a malformed arch */
+    /* 6. malformed tuning macros (PK_NVCC_DEFINES): refused before nvcc runs, naming the variable */
+    static const char *bad_defines[] = {"-DPK_X;rm -rf /", "PK_X=1", "-D", "-DA -DB -DC -DD -DE -DF -DG -DH -DI -DJ -DK -DL -DM -DN -DO -DP -DQ",
+                                        "-DPK_X=$(id)"};
+    for (size_t i = 0; i < sizeof bad_defines / sizeof bad_defines[0]; i++) {
+        setenv("PK_NVCC_DEFINES", bad_defines[i], 1);
+        k = build(cache);
+        s = pk_compile(k, NULL);
+        CHECK(s == PK_ERR_INVALID_ARGUMENT && strstr(pk_kernel_error(k), "PK_NVCC_DEFINES"), "PK_NVCC_DEFINES='%s': %s: %s",
+              bad_defines[i], pk_status_name(s), pk_kernel_error(k));
+        pk_kernel_free(k);
+    }
+    unsetenv("PK_NVCC_DEFINES");
+
+    /* 7. a malformed arch */
     setenv("PK_CUDA_ARCH", "compute_90", 1);
     k = build(cache);
     s = pk_compile(k, NULL);

@@ -322,8 +322,9 @@ pk_status pk_cuda_build(pk_kernel *k, const pk_strbuf *cu, const char *arch, con
         if (strlen(defs) >= sizeof defines)
             return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "PK_NVCC_DEFINES is longer than %zu bytes", sizeof defines - 1);
         strcpy(defines, defs);
+        int ndef = 0;
         for (char *save = NULL, *tok = strtok_r(defines, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-            int ok = strncmp(tok, "-D", 2) == 0 && tok[2] != '\0' && nf < 16;
+            int ok = strncmp(tok, "-D", 2) == 0 && tok[2] != '\0' && ++ndef <= 8;
             for (const char *c = tok + 2; ok && *c; c++)
                 ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
                      *c == '=';
