@@ -358,6 +358,8 @@ static void check_trace(const char *path, int64_t steps, int ntasks, int nworker
         int task = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(args, "task"));
         int64_t step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(args, "step"));
         int tid = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "tid"));
+        const cJSON *out = cJSON_GetObjectItemCaseSensitive(args, "out"); /* the layer's output tensor */
+        if (!cJSON_IsString(out) || !out->valuestring[0]) bad++;
         if (task < 1 || task >= ntasks || step < 1 || step > steps || tid < 0 || tid >= nworkers)
             bad++;
         else
