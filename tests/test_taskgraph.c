@@ -455,7 +455,8 @@ static void check_graph(pk_kernel *k, const char *what) {
     for (int t = 1; t < nt; t++) EXPECT_G(count[t] == 1, "%s: task %d scheduled %d times", what, t, count[t]);
     /* A layer is a phase: when its tasks all wait on one event and there are workers enough,
      * each runs on its own worker (none queues behind a sibling). */
-    int *owner = calloc((size_t)nt, sizeof *owner), *on_worker = calloc((size_t)W, sizeof *on_worker);
+    size_t nw = W > 0 ? (size_t)W : 1, ntk = nt > 0 ? (size_t)nt : 1;
+    int *owner = calloc(ntk, sizeof *owner), *on_worker = calloc(nw, sizeof *on_worker);
     for (int w = 0; w < W; w++)
         for (uint32_t i = g->sched_offset[w]; i < g->sched_offset[w + 1] && i < (uint32_t)nt - 1; i++)
             if (g->sched_tasks[i] < (uint32_t)nt) owner[g->sched_tasks[i]] = w;
@@ -466,7 +467,7 @@ static void check_graph(pk_kernel *k, const char *what) {
         for (int i = 1; i < L->grid; i++)
             one_event &= g->tasks[L->first_task + i].dep_event == g->tasks[L->first_task].dep_event;
         if (!one_event) continue;
-        memset(on_worker, 0, (size_t)W * sizeof *on_worker);
+        memset(on_worker, 0, nw * sizeof *on_worker);
         for (int i = 0; i < L->grid; i++) {
             int w = owner[L->first_task + i];
             EXPECT_G(on_worker[w] == 0, "%s: layer %s has tasks %d and %d on worker %d", what, L->name, on_worker[w] - 1, i, w);
