@@ -113,7 +113,23 @@ __device__ __forceinline__ int32_t pk_dev_ldcg_i32(const int32_t *p) {
 }
 
 /* Weights (read-only for the whole launch): the non-coherent read-only path. */
-__device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) { return __ldg((const uint4 *)p); }
+/* 16 weight bytes: read-only path, not kept in L1 (each weight byte is read once per step), and
+ * the L2 asked to fetch 256-byte blocks (a decode GEMV streams whole rows: fewer, larger DRAM
+ * requests). */
+#ifndef PK_WEIGHT_LOAD_HINT
+#define PK_WEIGHT_LOAD_HINT 1 /* 0: plain __ldg (PK_NVCC_DEFINES, to compare) */
+#endif
+__device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
+#if __CUDA_ARCH__ >= 800 && PK_WEIGHT_LOAD_HINT
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+#else
+    return __ldg((const uint4 *)p);
+#endif
+}
 __device__ __forceinline__ uint32_t pk_dev_ldw4(const void *p) {
     return __ldg((const unsigned int *)p);
 }
