@@ -25,7 +25,8 @@ cannot take falls back to 32 and is marked with *).
 Env: PK (build/pk), PK_TIMEOUT_S (420: the first context of a model compiles its kernel),
 HF_TIMEOUT_S (300), MAKE_TIMEOUT_S (300), HF=0 (skip transformers), HF_PROMPT (context | 32),
 KEEP_MODELS=1 (keep the model directories), RESUME=0 (start over), PK_THREADS (pk's --threads:
-default one worker per SM; give the count a kernel was precompiled with, docs/PERF.md).
+default one worker per SM; give the count a kernel was precompiled with, docs/PERF.md), PK_COMMIT
+(the commit to name in the table when the GPU machine's git HEAD is stale).
 pk's models come from bench/shape_model.py (random bf16 weights, written without torch);
 transformers builds its own random model of the same shape (hf_baseline.run).
 """
@@ -294,8 +295,10 @@ def main(argv):
     gen = int(args["gen"])
     R = Runner(args)
     gpu = sh(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()
-    commit = sh(["git", "rev-parse", "--short", "HEAD"])
-    dirty = sh(["git", "status", "--porcelain", "--untracked-files=no"])
+    # PK_COMMIT: the commit the binaries were built from, when the GPU machine's copy of the tree
+    # carries a stale git HEAD (the device tool copies the working tree; its .git may lag)
+    commit = os.environ.get("PK_COMMIT") or sh(["git", "rev-parse", "--short", "HEAD"])
+    dirty = "" if os.environ.get("PK_COMMIT") else sh(["git", "status", "--porcelain", "--untracked-files=no"])
     R.record({"kind": "meta", "gpu": gpu[0] if gpu else "?", "commit": commit + ("+dirty" if dirty else ""),
               "gate": args["gate"], "models": models, "contexts": contexts, "gen": gen})
     log(f"models {models}, contexts {contexts}, {gen} tokens; results in {R.path}; "

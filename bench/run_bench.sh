@@ -56,7 +56,7 @@ echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -4
 nvcc --version 2>&1 | tail -1
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 | tail -1
-echo "pk $(git rev-parse --short HEAD 2>/dev/null)$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)"
+echo "pk ${PK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)}"
 
 echo "== build"
 E2E=$B/tests/gpu/test_cuda_e2e

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# quick_gpu.sh — one short GPU call for a tuning step (what session 2 ran after every change):
+#   1. correctness: tests/cuda's kernel harness (if built: .dev/cuda/test_cuda_kernels), the quick
+#      CPU-vs-CUDA end-to-end check, and pk-tiny CUDA == CPU;
+#   2. `pk bench` on random Qwen3-shaped models (bench/shape_model.py) for every variant of the
+#      device code (PK_NVCC_DEFINES values, "" = the default), with a trace summary
+#      (bench/trace_summary.py) of the default variant.
+# Usage (device tool, after precompiling the kernels here: docs/PERF.md "Running it"):
+#   MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|-DPK_WSTAGE_BYTES=0" bash bench/quick_gpu.sh
+#   carry ["build/pk", "build/tests/gpu/test_cuda_e2e", ".gpu", ".dev/cuda/test_cuda_kernels"]
+# Env: MODELS (qwen3-0.6b qwen3-8b), CONTEXT (160), GEN (128), MAX_SEQ (4224: run_bench's, so
+#      the precompiled kernels serve both), THREADS (132), VARIANTS ('|'-separated, default ""),
+#      TRACE (1), HARNESS_GROUPS (linear attention bench), OUT (where logs go).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
+CONTEXT=${CONTEXT:-160}
+GEN=${GEN:-128}
+MAX_SEQ=${MAX_SEQ:-4224}
+THREADS=${THREADS:-132}
+VARIANTS=${VARIANTS:-}
+TRACE=${TRACE:-1}
+OUT=${OUT:-/tmp/pk-quick}
+mkdir -p "$OUT"
+[ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PATH:/usr/local/cuda/bin"
+# a private kernel cache (pk refuses a cache others can write), seeded from .gpu/cache
+PK_CACHE_DIR=$(mktemp -d /tmp/pk-cache-XXXXXX)
+export PK_CACHE_DIR
+chmod 700 "$PK_CACHE_DIR"
+[ -d .gpu/cache ] && cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"
+trap 'rm -rf "$PK_CACHE_DIR"' EXIT
+
+for m in $MODELS; do python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null & done
+if [ -x .dev/cuda/test_cuda_kernels ]; then
+    # shellcheck disable=SC2086
+    .dev/cuda/test_cuda_kernels ${HARNESS_GROUPS:-linear attention bench} >"$OUT/kernels.txt" 2>&1
+    grep -A40 "^bench linear" "$OUT/kernels.txt" | grep -v "^kind \|^$" | head -40
+    tail -n 1 "$OUT/kernels.txt"
+fi
+wait
+echo "== correctness"
+timeout 200 build/tests/gpu/test_cuda_e2e --quick >"$OUT/e2e.txt" 2>&1
+tail -n 1 "$OUT/e2e.txt"
+build/pk generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cpu >"$OUT/tiny_cpu.txt" 2>/dev/null
+build/pk generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cuda --threads "$THREADS" \
+    >"$OUT/tiny_cuda.txt" 2>"$OUT/tiny_cuda.err"
+if [ -s "$OUT/tiny_cpu.txt" ] && cmp -s "$OUT/tiny_cpu.txt" "$OUT/tiny_cuda.txt"; then
+    echo "pk-tiny: cuda == cpu"
+else
+    echo "pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$OUT/tiny_cuda.err")"
+fi
+
+B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN --context $CONTEXT"
+IFS='|' read -r -a variants <<<"$VARIANTS"
+[ ${#variants[@]} -eq 0 ] && variants=("")
+for m in $MODELS; do
+    for v in "${variants[@]}"; do
+        echo "== $m @ $CONTEXT ${v:+($v)}"
+        PK_NVCC_DEFINES="$v" $B --model "/tmp/$m" 2>&1 | grep -E "decode |floor|compiling|^pk: .*(error|no CUDA|failed)"
+    done
+    if [ "$TRACE" = 1 ]; then
+        $B --model "/tmp/$m" --gen 24 --trace "/tmp/trace_$m.json" >/dev/null 2>&1
+        python3 bench/trace_summary.py "/tmp/trace_$m.json" --steps 16 --layers >"$OUT/trace_$m.txt" 2>&1
+        sed -n 2,14p "$OUT/trace_$m.txt"
+    fi
+done
