@@ -111,8 +111,10 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
     if (PK_WSTAGE_BYTES == 0 || task.layer >= PK_GEN_NUM_LAYERS) return 0;
     const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
     /* whole tiles only: staging the first rows of a larger tile made the Qwen3-8B shape slower
-     * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway) */
-    if (p.bytes == 0 || p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES) return 0;
+     * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway).
+     * S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
+     * less shared memory per block than the H100 / H200's 227 KB) */
+    if (p.bytes == 0 || p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes) return 0;
     const uint32_t fit = PK_WSTAGE_BYTES / p.row_bytes, all = p.bytes / p.row_bytes;
     const uint32_t rows = all < fit ? all : fit, n16 = rows * (p.row_bytes / 16);
     const char *src = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
@@ -493,11 +495,17 @@ static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared 
 static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m, char *err, size_t err_len) {
     const pk_gen_config *cfg = &c->cfg;
     const uint32_t W = cfg->num_workers, blocks = W + (a->dynamic ? 1u : 0u);
-    const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : PK_STATIC_SMEM_BYTES;
     /* residency: every CTA must be on an SM at once, or spin waits never end */
-    int dev = cfg->device, sms = 0, per_sm = 0;
+    int dev = cfg->device, sms = 0, per_sm = 0, optin = 0;
+    /* static mode: as much of PK_STATIC_SMEM_BYTES as the GPU gives one block (1 KB is left for
+     * the kernel's own __shared__ variables); what is beyond the kernels' area stages weights */
+    PK_CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int static_smem = PK_STATIC_SMEM_BYTES < optin - 1024 ? PK_STATIC_SMEM_BYTES : optin - 1024;
+    if (static_smem < PK_CUDA_SMEM_BYTES) static_smem = PK_CUDA_SMEM_BYTES; /* the launch check names it */
+    const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : static_smem;
+    c->hs.wstage_bytes = a->dynamic ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
     PK_CU(cudaFuncSetAttribute((const void *)pk_gen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               PK_STATIC_SMEM_BYTES));
+                               smem_bytes > PK_CUDA_SMEM_BYTES ? smem_bytes : PK_CUDA_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)pk_gen_kernel, PK_CUDA_THREADS,
                                                         smem_bytes));
