@@ -76,12 +76,20 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint
  * returns at once: the copy engine works while this CTA waits on a dependency or runs the task
  * before, so the task reads its weights from L2 instead of paying DRAM latency after its event
  * fires. Weights never change during a run, so reading them early is always safe. One thread. */
-__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
+/* Task t's weight tile (codegen's pk_gen_prefetches entry in *p) and its first byte; NULL when
+ * the task has no tile (BEGIN, a kind without weight rows, rows not a multiple of 16 bytes). */
+__device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint32_t t, pk_gen_prefetch *p) {
     const pk_gen_task task = pk_gen_tasks[t];
-    if (task.layer >= PK_GEN_NUM_LAYERS) return;
-    const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
-    if (p.bytes == 0 || PK_PREFETCH_MAX_BYTES == 0) return;
-    const char *base = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
+    if (task.layer >= PK_GEN_NUM_LAYERS) return nullptr;
+    *p = pk_gen_prefetches[task.layer];
+    if (p->bytes == 0) return nullptr;
+    return (const char *)S->buf[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
+}
+
+__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
+    pk_gen_prefetch p;
+    const char *base = PK_PREFETCH_MAX_BYTES ? pk_task_tile(S, t, &p) : nullptr;
+    if (!base) return;
     const uint32_t n = p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES;
     for (uint32_t o = 0; o < n; o += PK_PREFETCH_CHUNK) {
         const uint32_t c = n - o < PK_PREFETCH_CHUNK ? n - o : PK_PREFETCH_CHUNK;
@@ -107,17 +115,15 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
     (void)S, (void)t, (void)smem;
     return 0;
 #else
-    const pk_gen_task task = pk_gen_tasks[t];
-    if (PK_WSTAGE_BYTES == 0 || task.layer >= PK_GEN_NUM_LAYERS) return 0;
-    const pk_gen_prefetch p = pk_gen_prefetches[task.layer];
+    pk_gen_prefetch p;
+    const char *src = PK_WSTAGE_BYTES ? pk_task_tile(S, t, &p) : nullptr;
+    if (!src) return 0;
     /* whole tiles only: staging the first rows of a larger tile made the Qwen3-8B shape slower
      * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway).
      * S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
      * less shared memory per block than the H100 / H200's 227 KB) */
-    if (p.bytes == 0 || p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes) return 0;
-    const uint32_t fit = PK_WSTAGE_BYTES / p.row_bytes, all = p.bytes / p.row_bytes;
-    const uint32_t rows = all < fit ? all : fit, n16 = rows * (p.row_bytes / 16);
-    const char *src = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)task.index * p.step;
+    if (p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes) return 0;
+    const uint32_t rows = p.bytes / p.row_bytes, n16 = p.bytes / 16;
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem + PK_CUDA_SMEM_BYTES);
     for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * e), "l"(src + 16 * (pk_u64)e)
