@@ -108,19 +108,13 @@ WRAP k_linear_grid(const pk_bf16 *x, int n_tok, int K, pk_rows w, int N, int til
     if (nc > 0) pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
 }
 
-/* Decode attention over the whole layer: CTA b takes KV head b. Two register budgets: the
- * persistent kernel's (__launch_bounds__(256, 2): 128 registers) and an unbounded one. */
-WRAP k_attention_grid(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int64_t qkv_stride,
-                      pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
-                      pk_bf16 *out, int64_t out_stride) {
-    SMEM;
-    pk_dev_attention(&p, NULL, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
-                     out_stride, smem_);
-}
-__global__ void __launch_bounds__(PK_CUDA_THREADS, 2)
-    k_attention_grid128(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int64_t qkv_stride,
-                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride) {
+/* Decode attention over the whole layer: CTA b takes KV head b. MINB = 2: the persistent
+ * kernel's register budget (__launch_bounds__(256, 2): 128 registers); 1: unbounded. */
+template <int MINB>
+__global__ void __launch_bounds__(PK_CUDA_THREADS, MINB)
+    k_attention_grid(pk_layer_params p, pk_attn_step s, const pk_bf16 *qkv, int64_t qkv_stride,
+                     pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                     pk_bf16 *out, int64_t out_stride) {
     SMEM;
     pk_dev_attention(&p, NULL, &s, blockIdx.x, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                      out_stride, smem_);
@@ -182,8 +176,8 @@ static void setup_kernels(void) {
                         (const void *)k_silu_mul_linear, (const void *)k_silu_mul,
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
-                        (const void *)k_linear_grid,     (const void *)k_attention_grid,
-                        (const void *)k_attention_grid128};
+                        (const void *)k_linear_grid,     (const void *)k_attention_grid<1>,
+                        (const void *)k_attention_grid<2>};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -939,9 +933,9 @@ static void bench_attention(void) {
                 for (int it = -3; it < REPS; it++) {
                     if (it == 0) CU(cudaEventRecord(e0));
                     if (v == 0)
-                        k_attention_grid128<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
+                        k_attention_grid<2><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
                     else
-                        k_attention_grid<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
+                        k_attention_grid<1><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
                     CU(cudaGetLastError());
                 }
                 CU(cudaEventRecord(e1));
