@@ -226,6 +226,50 @@ static void test_bench_cli(void) {
     CHECK(cJSON_IsString(be) && !strcmp(be->valuestring, "cpu"), "backend");
     cJSON_Delete(j);
 
+    /* --trace: the measured run's tasks (the warm-up's trace is overwritten), each naming its
+     * layer's output; bench/trace_summary.py reads it when python3 is there */
+    char trace[64], cmd[256];
+    snprintf(trace, sizeof trace, "/tmp/pk_bench_trace.%d.json", (int)getpid());
+    snprintf(cmd, sizeof cmd, "bench --model models/pk-tiny --gen 6 --context 20 --threads 2 --trace %s", trace);
+    rc = run_pk(cmd, out, sizeof out);
+    CHECK(rc == 0, "pk bench --trace (exit %d): %s", rc, out);
+    FILE *tf = fopen(trace, "rb");
+    static char ttext[1 << 22];
+    size_t tn = tf ? fread(ttext, 1, sizeof ttext - 1, tf) : 0;
+    ttext[tn] = '\0';
+    if (tf) fclose(tf);
+    cJSON *tj = cJSON_Parse(ttext);
+    int max_step = 0, named = 0, events = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(tj, "traceEvents")) {
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
+        if (!args) continue;
+        events++;
+        int st = (int)num(args, "step");
+        if (st > max_step) max_step = st;
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(args, "out");
+        named += cJSON_IsString(o) && strstr(o->valuestring, "qkv") != NULL;
+    }
+    /* 20 prompt tokens in one step, then 6 tokens: 6 steps; the warm-up ran 4 */
+    CHECK(tj && events > 0 && max_step == 6 && named > 0, "trace of the measured run: %d events, last step %d, %d naming qkv",
+          events, max_step, named);
+    cJSON_Delete(tj);
+    if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
+        snprintf(cmd, sizeof cmd, "python3 bench/trace_summary.py %s --steps 3 >/tmp/pk_bench_ts.%d 2>&1", trace,
+                 (int)getpid());
+        int st = system(cmd);
+        char sp[64];
+        snprintf(sp, sizeof sp, "/tmp/pk_bench_ts.%d", (int)getpid());
+        FILE *sf = fopen(sp, "rb");
+        size_t sn = sf ? fread(out, 1, sizeof out - 1, sf) : 0;
+        out[sn] = '\0';
+        if (sf) fclose(sf);
+        unlink(sp);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "attention>") && strstr(out, "step (first start"),
+              "trace_summary.py: %s", out);
+    }
+    unlink(trace);
+
     /* the table, --context, and errors (one line each) */
     rc = run_pk("bench --model models/pk-tiny --gen 4 --context 40 --threads 2", out, sizeof out);
     CHECK(rc == 0 && strstr(out, "median") && strstr(out, "floor") && strstr(out, "prompt        40 random tokens"),

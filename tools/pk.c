@@ -33,7 +33,7 @@ static void usage(void) {
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
           "                   [--step-tokens T] [--logits FILE]\n"
           "       pk bench [--model DIR] [--backend cpu|cuda] [--prompt-len N | --context N] [--gen N]\n"
-          "                [--threads N] [--step-tokens T] [--max-seq N] [--seed S] [--json]\n"
+          "                [--threads N] [--step-tokens T] [--max-seq N] [--seed S] [--json] [--trace FILE]\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
           "       pk inspect [--model DIR] [--task-graph FILE]\n"
