@@ -22,13 +22,10 @@ VARIANTS=${VARIANTS:-}
 TRACE=${TRACE:-1}
 OUT=${OUT:-/tmp/pk-quick}
 mkdir -p "$OUT"
-[ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PATH:/usr/local/cuda/bin"
-# a private kernel cache (pk refuses a cache others can write), seeded from .gpu/cache
-PK_CACHE_DIR=$(mktemp -d /tmp/pk-cache-XXXXXX)
-export PK_CACHE_DIR
-chmod 700 "$PK_CACHE_DIR"
-[ -d .gpu/cache ] && cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
+pk_gpu_paths
+pk_private_cache
 trap 'rm -rf "$PK_CACHE_DIR"' EXIT
 
 for m in $MODELS; do python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null & done

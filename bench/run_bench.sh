@@ -33,8 +33,9 @@ T0=$(date +%s)
 log() { printf '[%5ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 
-[ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PATH:/usr/local/cuda/bin"
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
+pk_gpu_paths
 
 if [ "${1:-}" = "--table" ]; then
     shift
@@ -71,11 +72,7 @@ else
     tail -n 30 "$W/build.log"; log "build FAILED (see $W/build.log)"; exit 1
 fi
 
-# a private kernel cache (pk refuses a cache others can write), seeded from .gpu/cache
-PK_CACHE_DIR=$(mktemp -d /tmp/pk-cache-XXXXXX)
-export PK_CACHE_DIR
-chmod 700 "$PK_CACHE_DIR"
-if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
+pk_private_cache
 unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS PK_COPY_PROBE_MB
 
 GATE=${GATE:-quick}

@@ -28,8 +28,9 @@ T0=$(date +%s)
 results=()
 note() { results+=("$(printf '%-44s %s' "$1" "$2")"); }
 
-[ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PATH:/usr/local/cuda/bin"
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
+pk_gpu_paths
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4
@@ -50,10 +51,7 @@ else
     fi
 fi
 
-# a private kernel cache (pk refuses a cache others can write), seeded from .gpu/cache
-export PK_CACHE_DIR=$(mktemp -d /tmp/pk-cache-XXXXXX)
-chmod 700 "$PK_CACHE_DIR"
-if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
+pk_private_cache
 unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS
 
 if [ "${E2E_DEBUG:-1}" != 0 ]; then
