@@ -300,8 +300,8 @@ __device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
                                              const pk_rows *w, int n0, int ncols, pk_bf16 *out,
                                              int64_t out_stride, char *smem,
                                              const pk_bf16 *wst = nullptr, int wst_rows = 0) {
-    pk_lin_args a = {x,   x_stride, n_tok, K,          norm_w, eps, w,  n0,
-                     ncols, NULL,   0,     out, out_stride, wst,    wst_rows};
+    pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols,
+                     NULL, 0, out, out_stride, wst, wst_rows};
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
 }
 
