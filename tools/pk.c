@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json_write.h"
 #include "pk.h"
 
 #define MAX_IDS 65536
@@ -333,18 +334,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* A JSON string literal of s (quotes, backslashes and control characters escaped). */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 /* Decode latency of one request: a seeded random prompt of --context (or --prompt-len) tokens,
  * a warm-up run, then --gen tokens. Per-step times come from the runtime (pk_run_step_times:
  * CLOCK_MONOTONIC on the CPU, %globaltimer inside the GPU kernel), and only steps without prompt
@@ -439,9 +428,9 @@ static int cmd_bench(options *o) {
 
     if (o->json) {
         printf("{\"model\": ");
-        json_string(stdout, o->model);
+        pk_json_write_string(stdout, o->model);
         printf(", \"architecture\": ");
-        json_string(stdout, info.architecture);
+        pk_json_write_string(stdout, info.architecture);
         printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"max_seq\": %d, \"seed\": %ld,\n",
                cuda ? "cuda" : "cpu", workers, T, c.max_seq_length, o->seed);
         printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "

@@ -5,19 +5,8 @@
  */
 #include <inttypes.h>
 
+#include "common/json_write.h"
 #include "runtime/cpu/cpu_runtime.h"
-
-/* A JSON string literal (tensor names come from the caller of pk_new_tensor). */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
 
 pk_status pk_trace_write(pk_kernel *k, const char *path, pk_trace_record *const *recs, const size_t *n,
                          int nworkers) {
@@ -41,7 +30,7 @@ pk_status pk_trace_write(pk_kernel *k, const char *path, pk_trace_record *const 
                        "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%u,\"step\":%u,\"out\":",
                     l->name, t->index, w, (double)(r->start_ns - t0) / 1e3, (double)(r->end_ns - r->start_ns) / 1e3,
                     r->task, r->step);
-            json_string(f, out);
+            pk_json_write_string(f, out);
             fputs("}}", f);
         }
     }
