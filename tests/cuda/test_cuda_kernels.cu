@@ -120,6 +120,43 @@ __global__ void __launch_bounds__(PK_CUDA_THREADS, MINB)
                      out_stride, smem_);
 }
 
+/* The static worker's decode path (attention_decode.cuh): stage the KV cache (before the
+ * dependency wait there), wait for the copies, run; the general kernel when the stage declines.
+ * CTA b takes KV head b; used[b] = 1 when the decode path ran. */
+template <int NP>
+__global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
+    k_attention_decode(pk_layer_params p, const float *inv_freq, pk_attn_step s, const pk_bf16 *qkv,
+                       int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                       const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, int smem_bytes, int *used) {
+    SMEM;
+    const int kv0 = blockIdx.x;
+    const int P = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, k_cache, v_cache, smem_, smem_bytes);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    if (P > 0)
+        pk_dev_attention_decode<NP>(&p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, smem_);
+    else
+        pk_dev_attention_np<NP>(&p, inv_freq, &s, kv0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+                                out_stride, smem_);
+    if (threadIdx.x == 0 && used) used[blockIdx.x] = P > 0;
+}
+static int g_smem_optin; /* the device's shared memory per block (opt-in), for the decode path */
+
+/* k_attention_decode over Hkv CTAs with the instance for p.head_dim. */
+static void launch_attention_decode(const pk_layer_params &p, const float *inv_freq, const pk_attn_step &s,
+                                    const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *kc, pk_bf16 *vc,
+                                    const pk_bf16 *qn, const pk_bf16 *kn, pk_bf16 *out, int64_t out_stride,
+                                    int *used) {
+    const int n = p.num_kv_heads, sm = g_smem_optin;
+    switch (pk_att_pairs(p.head_dim)) {
+    case 1: k_attention_decode<1><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
+    case 2: k_attention_decode<2><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
+    case 4: k_attention_decode<4><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
+    default: k_attention_decode<8><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
+    }
+    CU(cudaGetLastError());
+}
+
 /* Every kind behind one switch, as the persistent kernel will hold them: never launched, compiled
  * so that `-Xptxas -v` reports the registers of the union (the worker kernel's budget). */
 struct all_args {
@@ -181,6 +218,11 @@ static void setup_kernels(void) {
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
+    CU(cudaDeviceGetAttribute(&g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    const void *kd[] = {(const void *)k_attention_decode<1>, (const void *)k_attention_decode<2>,
+                        (const void *)k_attention_decode<4>, (const void *)k_attention_decode<8>};
+    for (size_t i = 0; i < sizeof kd / sizeof *kd; i++)
+        CU(cudaFuncSetAttribute(kd[i], cudaFuncAttributeMaxDynamicSharedMemorySize, g_smem_optin));
 }
 
 /* ---- host helpers ---------------------------------------------------------------------------- */
@@ -685,9 +727,16 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     char shape[112];
     snprintf(shape, sizeof shape, "D %d G %d Hkv %d qk_norm %d llama3 %d A %d B %d page %d%s", D,
              G, Hkv, qk_norm, llama3, lenA, lenB, page, edges ? " edges" : "");
-    result r;
+    result r, rd;
     res_init(&r, "attention", shape);
+    res_init(&rd, "attention_decode", shape);
     std::vector<pk_bf16> last_k, last_v;
+    std::vector<float> inv_freq(D / 2);
+    pk_rope_inv_freq(&p, inv_freq.data());
+    float *dinv = dup(inv_freq);
+    int *dused = dalloc<int>(Hkv), used = 0;
+    /* the decode path takes D 64 / 128 / 256 and G <= 8 (when the context fits shared memory: all here) */
+    const int expect_used = (D == 64 || D == 128 || D == 256) && G <= PK_ATTD_G_MAX ? Hkv : 0;
     for (int st = 0; st < NSTEP; st++) {
         const int n_tok = (int)steps[st].size();
         std::vector<int32_t> token_pos(T), token_req(T);
@@ -723,11 +772,36 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
         }
         r.repro = r.repro && g[0] == g[1] && gk[0] == gk[1] && gv[0] == gv[1];
         res_bf16(&r, g[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+        if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
+            /* the decode path on the same step: the row's K / V slot poisoned first, so the cache
+             * comparison below checks the decode path's own writes */
+            const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
+                                 token_pos[0] % page;
+            std::vector<pk_bf16> gd[2];
+            for (int run = 0; run < 2; run++) {
+                dpoison(dkc + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
+                dpoison(dvc + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
+                dpoison(dout, (size_t)T * ocols * 2);
+                CU(cudaMemset(dused, 0, Hkv * sizeof(int)));
+                launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dqn, dkn, dout, ocols, dused);
+                CU(cudaDeviceSynchronize());
+                gd[run] = get(dout, (size_t)T * ocols);
+                gk[run] = get(dkc, cache_n);
+                gv[run] = get(dvc, cache_n);
+            }
+            rd.repro = rd.repro && gd[0] == gd[1] && gk[0] == gk[1] && gv[0] == gv[1];
+            res_bf16(&rd, gd[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+            std::vector<int> u = get(dused, Hkv);
+            used = 0;
+            for (int i = 0; i < Hkv; i++) used += u[i];
+            res_val(&rd, 0, 0, used, expect_used, used == expect_used, 0.0, 0.0);
+        }
         if (st == NSTEP - 1) {
             last_k = gk[0];
             last_v = gv[0];
         }
     }
+    snprintf(rd.shape, sizeof rd.shape, "%.90s, %d/%d decode", shape, used, Hkv);
     /* the caches after every step: K to tolerance, V bit for bit, poison where the CPU left it */
     result rk, rv;
     res_init(&rk, "attention_kcache", shape);
@@ -736,6 +810,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     res_cache(&rk, last_k, kc, 0);
     res_cache(&rv, last_v, vc, 1);
     res_end(&r);
+    res_end(&rd);
     res_end(&rk);
     res_end(&rv);
 }
@@ -905,7 +980,8 @@ static void bench_attention(void) {
     const int D = 128, Hkv = 8, page = 64, maxpos = 4096;
     const int ppr = (maxpos + page) / page + 1;
     uint64_t seed = 7;
-    printf("\n%-22s %5s %6s %10s %10s %9s\n", "bench attention", "G", "ctx", "us (128r)", "us (255r)", "KV GB/s");
+    printf("\n%-22s %5s %6s %10s %10s %10s %9s\n", "bench attention", "G", "ctx", "us (128r)", "us (255r)",
+           "us decode", "KV GB/s");
     for (int gi = 0; gi < 2; gi++) {
         const int G = Gs[gi], Hq = G * Hkv;
         const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
@@ -920,12 +996,15 @@ static void bench_attention(void) {
         pk_bf16 *dout = dalloc<pk_bf16>((size_t)ocols);
         int32_t *dpt = dup(pt), *dreq = dalloc<int32_t>(1), *dpos = dalloc<int32_t>(1);
         CU(cudaMemset(dreq, 0, 4));
+        std::vector<float> inv_freq(D / 2);
+        pk_rope_inv_freq(&p, inv_freq.data());
+        float *dinv = dup(inv_freq);
         for (int ci = 0; ci < 3; ci++) {
             int32_t pos = ctxs[ci];
             CU(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
             pk_attn_step ds = {1, dpos, dreq, dpt, ppr, page};
-            double us[2];
-            for (int v = 0; v < 2; v++) {
+            double us[3];
+            for (int v = 0; v < 3; v++) {
                 cudaEvent_t e0, e1;
                 CU(cudaEventCreate(&e0));
                 CU(cudaEventCreate(&e1));
@@ -934,8 +1013,10 @@ static void bench_attention(void) {
                     if (it == 0) CU(cudaEventRecord(e0));
                     if (v == 0)
                         k_attention_grid<2><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
-                    else
+                    else if (v == 1)
                         k_attention_grid<1><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
+                    else
+                        launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols, NULL);
                     CU(cudaGetLastError());
                 }
                 CU(cudaEventRecord(e1));
@@ -947,7 +1028,7 @@ static void bench_attention(void) {
                 CU(cudaEventDestroy(e1));
             }
             double kv = (double)(pos + 1) * Hkv * D * 2 * 2;
-            printf("%-22s %5d %6d %10.1f %10.1f %9.0f\n", "attention decode", G, pos, us[0], us[1],
+            printf("%-22s %5d %6d %10.1f %10.1f %10.1f %9.0f\n", "attention decode", G, pos, us[0], us[1], us[2],
                    kv / (us[0] * 1e-6) / 1e9);
 #ifdef PK_ATT_PROFILE
             unsigned long long pr[8];

@@ -34,6 +34,7 @@
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/silu_mul.cuh"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/argmax.cuh"
 
 /* Signatures (pk_bf16 is uint16_t storage, as on the host; convert with the helpers in

@@ -262,6 +262,37 @@ static void emit_layer_comment(pk_strbuf *o, const pk_kernel *k, const pk_layer 
     pk_sb_printf(o, " */\n");
 }
 
+/* RoPE pairs per lane for the layer's head size: attention.cuh's pk_att_pairs. */
+static int attn_pairs(const pk_layer_params *p) {
+    int D = p->head_dim;
+    return D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : 8;
+}
+
+/* The attention call's pk_attn_step `s`; returns the KV heads per task. */
+static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, const gview *v) {
+    char a[160];
+    pk_sb_printf(o, "        pk_attn_step s;\n        s.n_tok = n_tok;\n");
+    pk_sb_printf(o, "        s.token_pos = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_POS], 1, a, sizeof a));
+    pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
+    pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
+    pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
+    return L->params.num_kv_heads / L->grid;
+}
+
+/* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache. */
+static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
+    const pk_layer *L = &k->layers[l];
+    gview v[PK_TASK_MAX_VIEWS];
+    for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
+    char a[160], b[160];
+    pk_sb_printf(o, "    case %d: { /* %s */\n", l, L->name);
+    int nkv = emit_attn_step(o, k, L, v);
+    pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, ",
+                 attn_pairs(&L->params), l, l, nkv, nkv);
+    pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
+                 base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
+}
+
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     const pk_layer_params *p = &L->params;
@@ -325,18 +356,12 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
         break;
     case PK_TASK_ATTENTION: {
-        int nkv = p->num_kv_heads / L->grid;
-        pk_sb_printf(o, "        pk_attn_step s;\n        s.n_tok = n_tok;\n");
-        pk_sb_printf(o, "        s.token_pos = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_POS], 1, a, sizeof a));
-        pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
-        pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
-        pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
-        int D = p->head_dim, np = D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : 8; /* attention.cuh's pk_att_pairs */
-        pk_sb_printf(o, "        pk_gen_call_attention<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ", np, l, l, nkv, nkv,
-                     base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
+        int nkv = emit_attn_step(o, k, L, v);
+        pk_sb_printf(o, "        pk_gen_call_attention<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ",
+                     attn_pairs(p), l, l, nkv, nkv, base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                      base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), base_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
                      v[PK_V_ATT_OUT].rs);
         break;
@@ -526,6 +551,21 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  k->t_step_info);
     for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i]);
     pk_sb_printf(o, "    default:\n        break;\n    }\n}\n\n");
+    pk_sb_printf(o,
+                 "/* Static mode, before task t's dependency wait: starts copying what the task will read and\n"
+                 " * does not depend on the wait (a decode row's KV cache) into shared memory; returns what\n"
+                 " * pk_gen_run_task takes as wst_rows (0: nothing). Every thread calls it. */\n"
+                 "__device__ __noinline__ int pk_gen_stage_task(const pk_dev_state *S, uint32_t t, char *smem, int smem_bytes) {\n"
+                 "    void *const *B = S->buf;\n"
+                 "    const pk_gen_task task = pk_gen_tasks[t];\n"
+                 "    const int64_t idx = task.index;\n"
+                 "    const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n"
+                 "    (void)B, (void)idx, (void)n_tok, (void)smem, (void)smem_bytes;\n"
+                 "    switch (task.layer) {\n",
+                 k->t_step_info);
+    for (int i = 0; i < g->nlayers; i++)
+        if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION) emit_stage_case(o, k, g->layer_order[i]);
+    pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);
     if (o->oom) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");

@@ -90,17 +90,37 @@ __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_st
     pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
 }
 /* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance
- * of the attention code per head size in the kernel, not the largest one's unrolled loops. */
+ * of the attention code per head size in the kernel, not the largest one's unrolled loops.
+ * staged > 0: pk_gen_call_attention_stage staged this decode row's KV cache before the wait
+ * (attention_decode.cuh); 0: the general kernel. */
 template <int NP>
 __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
                                                   int kv0, int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
                                                   pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                                                  const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, char *smem) {
+                                                  const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, char *smem,
+                                                  int staged) {
 #if PK_GEN_FALLBACK_KERNELS
+    (void)staged;
     pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
 #else
-    pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride,
-                            smem);
+    if (staged > 0)
+        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, smem);
+    else
+        pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
+                                out_stride, smem);
+#endif
+}
+/* Before the dependency wait (static mode): stages a decode row's KV cache; returns the positions
+ * (0: nothing staged, run the general kernel). smem_bytes: what this launch's block has. */
+template <int NP>
+__device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p, const float *inv_freq,
+                                                       const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *k_cache,
+                                                       const pk_bf16 *v_cache, char *smem, int smem_bytes) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)k_cache, (void)v_cache, (void)smem, (void)smem_bytes;
+    return 0;
+#else
+    return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, k_cache, v_cache, smem, smem_bytes);
 #endif
 }
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,

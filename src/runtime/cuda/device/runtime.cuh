@@ -7,9 +7,9 @@
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
  *   static:  worker w walks pk_gen_sched_tasks of w every step: a copy of the task's weight tile
- *            into shared memory when it fits (pk_stage_weights), wait (dep event ≥ triggers ·
- *            step), run,
- *            __syncthreads, thread 0 adds 1 to the trigger event. The add that
+ *            into shared memory when it fits (pk_stage_weights), or of what else the task reads
+ *            that the wait does not guard (pk_gen_stage_task: a decode row's KV cache), wait
+ *            (dep event ≥ triggers · step), run, __syncthreads, thread 0 adds 1 to the trigger event. The add that
  *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
  *            to BEGIN, which starts the next step or, with `terminate` set, ends the kernel.
  *   dynamic: as the CPU runtime: the add that completes an event pushes it to scheduler queue
@@ -152,7 +152,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (t == PK_DEBUG_STALL_TASK) need++;
             /* the next task's weights load while this one waits and runs (two tasks in flight) */
             if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
-            const int staged = pk_stage_weights(S, t, smem);
+            int staged = pk_stage_weights(S, t, smem);
+            if (!staged) staged = pk_gen_stage_task(S, t, smem, (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes));
             pk_wait_event(S, task.dep_event, need, t);
             if (staged) {
                 asm volatile("cp.async.wait_all;" ::: "memory");

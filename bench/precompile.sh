@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# precompile.sh — on the build machine (nvcc, no GPU): build pk and the GPU test binaries, then
+# compile the CUDA kernels that bench/quick_gpu.sh and bench/run_bench.sh will load into
+# .gpu/cache (stripped to kernel.so files: the device tool carries 64 MiB at most), so device
+# time goes to running, not compiling. docs/PERF.md "The tuning loop".
+# Usage: MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|-DPK_ATT_PROFILE" bash bench/precompile.sh
+# Env: MODELS (qwen3-0.6b qwen3-8b), VARIANTS ('|'-separated PK_NVCC_DEFINES values, "" = default),
+#      THREADS (132), MAX_SEQ (4224), HARNESS (1: also tests/cuda's kernel harness), FRESH (1:
+#      empty .gpu/cache first).
+set -eu
+cd "$(dirname "$0")/.."
+MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
+VARIANTS=${VARIANTS:-}
+THREADS=${THREADS:-132}
+MAX_SEQ=${MAX_SEQ:-4224}
+make -s
+mkdir -p build/tests/gpu .gpu/lib .gpu/cache
+chmod 700 .gpu/cache
+cc -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -O2 tests/gpu/test_cuda_e2e.c \
+    build/libpk.a -lcjson -lpcre2-8 -lpthread -lm -ldl -o build/tests/gpu/test_cuda_e2e
+cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
+[ "${FRESH:-1}" = 1 ] && rm -rf .gpu/cache/*
+export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
+[ "${HARNESS:-1}" = 1 ] && bash tests/cuda/build.sh .dev/cuda >/dev/null &
+build/tests/gpu/test_cuda_e2e --precompile >/dev/null
+build/pk generate --prompt "x" --max-tokens 1 --backend cuda --threads "$THREADS" >/dev/null 2>&1 || true
+IFS='|' read -r -a variants <<<"$VARIANTS"
+[ ${#variants[@]} -eq 0 ] && variants=("")
+for m in $MODELS; do
+    [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
+    for v in "${variants[@]}"; do
+        PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
+            --context 160 --max-seq "$MAX_SEQ" >/dev/null 2>&1 &
+    done
+done
+wait
+for d in .gpu/cache/*/; do
+    rm -rf "$d"kernel.cu "$d"common "$d"kernels "$d"runtime "$d"pk.h "$d"pk_abi.h
+    [ -f "$d"kernel.so ] || { echo "precompile: no kernel.so in $d" >&2; exit 1; }
+done
+echo "precompiled $(ls .gpu/cache | wc -l) kernels: $(du -sh .gpu | cut -f1) in .gpu"
