@@ -17,17 +17,18 @@
  *     kernel). The caller waits for the copies (cp.async.wait_all) and __syncthreads.
  *   pk_dev_attention_decode (after the wait): phase A as the general kernel (K rotated and V into
  *     the cache and into the staged rows at pos, q heads rotated into q_s), then from shared
- *     memory only: scores of all P positions (thread j: position j, fp32 dot products over d
- *     ascending, as attention.cuh), the max and the exp-sum per head (warp butterflies, then the 8
- *     warps in order), and Σ_j e_j · v_j (thread: 8 dims of positions jg, jg + 256 / (D / 8), ...,
- *     lanes of a warp then warps in order); out = bf16(acc / l). Every order is fixed by the
- *     shapes: the same bits on every run.
+ *     memory only, per warp: blocks of 32 positions w, w + 8, ... (lane = position), scores as
+ *     fp32 dot products in 4 interleaved partial sums (chunks c ≡ 0..3 mod 4, added (0+1)+(2+3):
+ *     4 independent FMA chains instead of one of length D), online softmax over the blocks as
+ *     attention.cuh's phase 3, Σ_j e_j · v_j with lane = D / 32 dims (e_j by shuffle); one head
+ *     at a time; each warp leaves (m, l, acc [G][D]) and one barrier later the CTA folds the 8
+ *     warps in order. Every order is fixed by the shapes: the same bits on every run.
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
  * the layout below fits in smem_bytes.
  * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot}; cs_s, sn_s [D/2] f32;
- * q_s [G][D] f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; sc_s [G][Pr] f32 (Pr = P
- * rounded up to 4; before the wait it holds the slots [P] i32); K_s, V_s [Pr][D] bf16, row j's
+ * q_s [G][D] f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded
+ * up to 4; used before the wait); K_s, V_s [Pr][D] bf16, row j's
  * 16-byte chunk c at chunk c ^ (j & 7) (a quarter-warp reading one chunk of 8 consecutive rows,
  * or 8 chunks of one row, hits 8 distinct bank groups).
  */
@@ -37,7 +38,6 @@
 #include "kernels/cuda/attention.cuh"
 
 #define PK_ATTD_G_MAX 8 /* query heads per KV head this path takes (Llama-3-70B: 8) */
-#define PK_ATTD_HB 4    /* heads per pass of the P·V loop (registers: 4 x 8 accumulators) */
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 #endif
@@ -56,7 +56,7 @@ __device__ __forceinline__ pk_attd_layout pk_attd_layout_of(int D, int G, int P)
     L.red_m = L.red + 4 * PK_DEV_WARPS * G * D;
     L.red_l = L.red_m + 4 * PK_DEV_WARPS * G;
     L.sc = (L.red_l + 4 * PK_DEV_WARPS * G + 15) & ~15;
-    L.k = (L.sc + 4 * G * L.Pr + 15) & ~15;
+    L.k = (L.sc + 4 * L.Pr + 15) & ~15;
     L.v = L.k + 2 * L.Pr * D;
     L.end = L.v + 2 * L.Pr * D;
     return L;
@@ -66,6 +66,20 @@ __device__ __forceinline__ pk_attd_layout pk_attd_layout_of(int D, int G, int P)
 __device__ __forceinline__ int pk_attd_idx(int j, int d, int D) {
     return j * D + ((((d >> 3) ^ j) & 7) | ((d >> 3) & ~7)) * 8 + (d & 7);
 }
+
+#ifdef PK_ATT_PROFILE /* attention.cuh's stamps: 7 = stage entry, 0 .. 5 = the phases after the wait */
+#define PK_ATTD_REPORT()                                                                         \
+    do {                                                                                         \
+        if (kv0 == 0 && threadIdx.x == 0 && pos == 200) {                                        \
+            const unsigned long long *p_ = pk_att_prof;                                          \
+            printf("pk attention decode profile (us): stage..run %.2f phaseA %.2f warps %.2f "       \
+                   "end %.2f\n", (p_[0] - p_[7]) / 1e3, (p_[1] - p_[0]) / 1e3,                       \
+                   (p_[2] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3);                                    \
+        }                                                                                        \
+    } while (0)
+#else
+#define PK_ATTD_REPORT() do { } while (0)
+#endif
 
 template <int NP>
 __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, const float *inv_freq,
@@ -77,6 +91,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > PK_ATTD_G_MAX || kv0 < 0 || kv0 >= Hkv ||
         !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
+    PK_ATT_STAMP(7);
     const int G = Hq / Hkv, g = kv0, lane = threadIdx.x % 32, C = D / 8;
     int req, pos;
     if (!pk_att_row_valid(s, 0, lane, &req, &pos)) return 0; /* the general kernel writes zeros */
@@ -126,10 +141,10 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     const float *cs_s = (const float *)(smem + L.cs), *sn_s = (const float *)(smem + L.sn);
     float *q_s = (float *)(smem + L.q), *red = (float *)(smem + L.red);
     float *red_m = (float *)(smem + L.red_m), *red_l = (float *)(smem + L.red_l);
-    float *sc_s = (float *)(smem + L.sc);
     pk_bf16 *K_s = (pk_bf16 *)(smem + L.k), *V_s = (pk_bf16 *)(smem + L.v);
     const float eps = p->qk_norm_eps;
     const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
+    PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;
      * items 1 .. G rotate q head item - 1 into q_s */
@@ -141,13 +156,23 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             cs[ii] = i < half ? cs_s[i] : 0.0f;
             sn[ii] = i < half ? sn_s[i] : 0.0f;
         }
+        /* one rotation code path for K and the q heads (instruction fetches: see below) */
+        float ya[NP], yb[NP];
+        pk_att_head<NP>(grp + (int64_t)(item > 0 ? item - 1 : G) * D, item > 0 ? q_norm : k_norm, eps, cs, sn, D,
+                        lane, ya, yb);
         if (item > 0) {
-            pk_att_store_q<NP>(grp + (int64_t)(item - 1) * D, q_norm, eps, cs, sn, D, lane, q_s + (item - 1) * D);
+            float *q = q_s + (item - 1) * D;
+#pragma unroll
+            for (int ii = 0; ii < NP; ii++) {
+                const int i = lane + 32 * ii;
+                if (i < half) {
+                    q[i] = ya[ii];
+                    q[i + half] = yb[ii];
+                }
+            }
             continue;
         }
         const int64_t off = ((int64_t)hdr[3] * Hkv + g) * D;
-        float ya[NP], yb[NP];
-        pk_att_head<NP>(grp + (int64_t)G * D, k_norm, eps, cs, sn, D, lane, ya, yb);
 #pragma unroll
         for (int ii = 0; ii < NP; ii++) {
             const int i = lane + 32 * ii;
@@ -169,121 +194,111 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         }
     }
     __syncthreads();
+    PK_ATT_STAMP(1);
 
-    /* scores: thread j takes positions j, j + 256, ...; then the max per head */
+    /* per warp and head: blocks of 32 positions w, w + 8, ... (lane = position), online softmax
+     * as attention.cuh's phase 3; then (m, l, acc [D]) into red_m, red_l, red. Loops are rolled
+     * (#pragma unroll 1, heads outermost): this code runs once per layer between other task
+     * kinds, so its instructions come from L2 every time, and straight-line unrolled code cost
+     * more in fetches than it saved in latency (docs/PERF.md). */
     const float scale = 1.0f / sqrtf((float)D);
-    float mx[PK_ATTD_G_MAX];
+    constexpr int DL = 2 * NP; /* dims per lane in the P·V sum: D / 32 <= DL */
+    const int dl = D / 32;
+#pragma unroll 1
+    for (int h = 0; h < G; h++) {
+        const float *qh = q_s + h * D;
+        float m = -INFINITY, l = 0.0f, acc[DL];
 #pragma unroll
-    for (int h = 0; h < PK_ATTD_G_MAX; h++) mx[h] = -INFINITY;
-    for (int j = threadIdx.x; j < P; j += PK_CUDA_THREADS) {
-        float sc[PK_ATTD_G_MAX];
+        for (int i = 0; i < DL; i++) acc[i] = 0.0f;
+#pragma unroll 1
+        for (int jb = 32 * warp; jb < P; jb += 32 * PK_DEV_WARPS) {
+            const int j = jb + lane, nb = P - jb < 32 ? P - jb : 32;
+            /* score: 4 chunks of K row j per round, one partial sum per chunk slot */
+            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (j < P) {
+#pragma unroll 1
+                for (int c0 = 0; c0 < C; c0 += 4) {
 #pragma unroll
-        for (int h = 0; h < PK_ATTD_G_MAX; h++) sc[h] = 0.0f;
-#pragma unroll 2
-        for (int c = 0; c < C; c++) {
-            float kf[8];
-            pk_dev_unpack8(*(const uint4 *)(K_s + pk_attd_idx(j, 8 * c, D)), kf);
-#pragma unroll
-            for (int h = 0; h < PK_ATTD_G_MAX; h++) {
-                if (h < G) {
-                    const float4 q0 = *(const float4 *)(q_s + h * D + 8 * c);
-                    const float4 q1 = *(const float4 *)(q_s + h * D + 8 * c + 4);
-                    float sv = sc[h];
-                    sv = fmaf(q0.x, kf[0], sv); sv = fmaf(q0.y, kf[1], sv);
-                    sv = fmaf(q0.z, kf[2], sv); sv = fmaf(q0.w, kf[3], sv);
-                    sv = fmaf(q1.x, kf[4], sv); sv = fmaf(q1.y, kf[5], sv);
-                    sv = fmaf(q1.z, kf[6], sv); sv = fmaf(q1.w, kf[7], sv);
-                    sc[h] = sv;
+                    for (int u = 0; u < 4; u++) {
+                        float kf[8];
+                        pk_dev_unpack8(*(const uint4 *)(K_s + pk_attd_idx(j, 8 * (c0 + u), D)), kf);
+                        const float4 q0 = *(const float4 *)(qh + 8 * (c0 + u));
+                        const float4 q1 = *(const float4 *)(qh + 8 * (c0 + u) + 4);
+                        float sv = part[u];
+                        sv = fmaf(q0.x, kf[0], sv); sv = fmaf(q0.y, kf[1], sv);
+                        sv = fmaf(q0.z, kf[2], sv); sv = fmaf(q0.w, kf[3], sv);
+                        sv = fmaf(q1.x, kf[4], sv); sv = fmaf(q1.y, kf[5], sv);
+                        sv = fmaf(q1.z, kf[6], sv); sv = fmaf(q1.w, kf[7], sv);
+                        part[u] = sv;
+                    }
                 }
             }
-        }
+            const float sv = j < P ? ((part[0] + part[1]) + (part[2] + part[3])) * scale : -INFINITY;
+            const float mn = fmaxf(m, pk_dev_warp_max(sv));
+            const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
+            const float e = j < P ? expf(sv - mn) : 0.0f;
+            l = fmaf(l, alpha, e);
+            m = mn;
+            /* Σ_jj e_jj · v_jj: lane takes dims [dl · lane, + dl); e_jj from lane jj */
+            float bs[DL];
 #pragma unroll
-        for (int h = 0; h < PK_ATTD_G_MAX; h++) {
-            if (h < G) {
-                const float sv = sc[h] * scale;
-                sc_s[h * L.Pr + j] = sv;
-                mx[h] = fmaxf(mx[h], sv);
-            }
-        }
-    }
+            for (int i = 0; i < DL; i++) bs[i] = 0.0f;
+#pragma unroll 1
+            for (int jj0 = 0; jj0 < nb; jj0 += 4) {
 #pragma unroll
-    for (int h = 0; h < PK_ATTD_G_MAX; h++)
-        if (h < G) {
-            const float m = pk_dev_warp_max(mx[h]);
-            if (lane == 0) red_m[warp * G + h] = m;
-        }
-    __syncthreads();
-
-    /* e_j = exp(s_j - M) in place, and the sums */
-    float lsum[PK_ATTD_G_MAX];
+                for (int u = 0; u < 4; u++) {
+                    const int jj = jj0 + u;
+                    const float ev = __shfl_sync(PK_DEV_FULL_MASK, e, jj & 31); /* 0 past nb */
+                    const pk_bf16 *vr = V_s + pk_attd_idx(jb + (jj < nb ? jj : 0), dl * lane, D);
+                    float vf[DL];
+                    if (DL >= 8 && dl == 8) {
+                        pk_dev_unpack8(*(const uint4 *)vr, vf);
+                    } else if (DL >= 4 && dl == 4) {
+                        const uint2 w2 = *(const uint2 *)vr;
+                        vf[0] = pk_dev_lo_f32(w2.x); vf[1] = pk_dev_hi_f32(w2.x);
+                        vf[2] = pk_dev_lo_f32(w2.y); vf[3] = pk_dev_hi_f32(w2.y);
+                    } else {
+                        const uint32_t w1 = *(const uint32_t *)vr;
+                        vf[0] = pk_dev_lo_f32(w1); vf[1] = pk_dev_hi_f32(w1);
+                    }
+                    if (jj < nb)
 #pragma unroll
-    for (int h = 0; h < PK_ATTD_G_MAX; h++) {
-        mx[h] = -INFINITY;
-        lsum[h] = 0.0f;
-        if (h < G)
-            for (int w = 0; w < PK_DEV_WARPS; w++) mx[h] = fmaxf(mx[h], red_m[w * G + h]);
-    }
-    for (int j = threadIdx.x; j < P; j += PK_CUDA_THREADS)
-#pragma unroll
-        for (int h = 0; h < PK_ATTD_G_MAX; h++)
-            if (h < G) {
-                const float e = expf(sc_s[h * L.Pr + j] - mx[h]);
-                sc_s[h * L.Pr + j] = e;
-                lsum[h] += e;
-            }
-#pragma unroll
-    for (int h = 0; h < PK_ATTD_G_MAX; h++)
-        if (h < G) {
-            const float l = pk_dev_warp_sum(lsum[h]);
-            if (lane == 0) red_l[warp * G + h] = l;
-        }
-    __syncthreads();
-
-    /* Σ_j e_j · v_j: thread = (chunk c, position group jg), PK_ATTD_HB heads per pass */
-    const int c = threadIdx.x & (C - 1), jg = threadIdx.x / C, NJ = PK_CUDA_THREADS / C;
-    for (int h0 = 0; h0 < G; h0 += PK_ATTD_HB) {
-        float acc[PK_ATTD_HB][8];
-#pragma unroll
-        for (int h = 0; h < PK_ATTD_HB; h++)
-#pragma unroll
-            for (int i = 0; i < 8; i++) acc[h][i] = 0.0f;
-        for (int j = jg; j < P; j += NJ) {
-            float vf[8];
-            pk_dev_unpack8(*(const uint4 *)(V_s + pk_attd_idx(j, 8 * c, D)), vf);
-#pragma unroll
-            for (int h = 0; h < PK_ATTD_HB; h++) {
-                if (h0 + h < G) {
-                    const float e = sc_s[(h0 + h) * L.Pr + j];
-#pragma unroll
-                    for (int i = 0; i < 8; i++) acc[h][i] = fmaf(e, vf[i], acc[h][i]);
+                        for (int i = 0; i < DL; i++)
+                            if (i < dl) bs[i] = fmaf(ev, vf[i], bs[i]);
                 }
             }
+#pragma unroll
+            for (int i = 0; i < DL; i++) acc[i] = fmaf(acc[i], alpha, bs[i]);
         }
-        for (int o = C; o < 32; o <<= 1) /* the lanes of a warp holding the same chunk */
+        l = pk_dev_warp_sum(l);
+        if (lane == 0) {
+            red_m[warp * G + h] = m;
+            red_l[warp * G + h] = l;
+        }
 #pragma unroll
-            for (int h = 0; h < PK_ATTD_HB; h++)
-#pragma unroll
-                for (int i = 0; i < 8; i++) acc[h][i] += __shfl_xor_sync(PK_DEV_FULL_MASK, acc[h][i], o);
-        if (lane < C)
-#pragma unroll
-            for (int h = 0; h < PK_ATTD_HB; h++)
-                if (h0 + h < G)
-#pragma unroll
-                    for (int i = 0; i < 8; i++) red[(warp * G + h0 + h) * D + 8 * c + i] = acc[h][i];
+        for (int i = 0; i < DL; i++)
+            if (i < dl) red[(warp * G + h) * D + dl * lane + i] = acc[i];
     }
     __syncthreads();
+    PK_ATT_STAMP(2);
 
-    /* out[h][d] = bf16(Σ_w red[w][h][d] / Σ_w red_l[w][h]), warps in order */
+    /* out[h][d] = bf16(Σ_w f_w · acc_w / Σ_w f_w · l_w), f_w = exp(m_w - M), warps in order (a
+     * warp without positions has m = -inf: f = 0) */
     pk_bf16 *orow = out + (int64_t)g * G * D;
     for (int i = threadIdx.x; i < G * D; i += PK_CUDA_THREADS) {
         const int h = i / D;
+        float M = -INFINITY;
+        for (int w = 0; w < PK_DEV_WARPS; w++) M = fmaxf(M, red_m[w * G + h]);
         float num = 0.0f, den = 0.0f;
         for (int w = 0; w < PK_DEV_WARPS; w++) {
-            num += red[w * G * D + i];
-            den += red_l[w * G + h];
+            const float f = expf(red_m[w * G + h] - M);
+            num = fmaf(red[w * G * D + i], f, num);
+            den = fmaf(red_l[w * G + h], f, den);
         }
         orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
     }
+    PK_ATT_STAMP(5);
+    PK_ATTD_REPORT();
 }
 
 #endif /* PK_CUDA_ATTENTION_DECODE_CUH */

@@ -113,21 +113,49 @@ __device__ __forceinline__ int32_t pk_dev_ldcg_i32(const int32_t *p) {
 }
 
 /* Weights (read-only for the whole launch): the non-coherent read-only path. */
-/* 16 weight bytes: read-only path, not kept in L1 (each weight byte is read once per step), and
- * the L2 asked to fetch 256-byte blocks (a decode GEMV streams whole rows: fewer, larger DRAM
- * requests). */
+/* 16 weight bytes: read-only path, not kept in L1 (each weight byte is read once per step), the
+ * L2 asked to fetch 256-byte blocks (a decode GEMV streams whole rows: fewer, larger DRAM
+ * requests) and, with PK_WEIGHT_EVICT_FIRST, to evict these lines first: a step streams far more
+ * weight bytes than the L2 holds, so keeping them only pushes out what is read again soon — the
+ * KV cache, the activations and the persistent kernel's own instructions, which each task kind
+ * fetches again after the others ran. */
 #ifndef PK_WEIGHT_LOAD_HINT
 #define PK_WEIGHT_LOAD_HINT 1 /* 0: plain __ldg (PK_NVCC_DEFINES, to compare) */
 #endif
+#ifndef PK_WEIGHT_EVICT_FIRST
+#define PK_WEIGHT_EVICT_FIRST 1 /* 0: the L2's default eviction for weights (PK_NVCC_DEFINES) */
+#endif
+/* The L2 cache policy of weight loads (createpolicy: evict first, every line). */
+__device__ __forceinline__ uint64_t pk_dev_weight_policy(void) {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
 __device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
 #if __CUDA_ARCH__ >= 800 && PK_WEIGHT_LOAD_HINT
     uint4 v;
+#if PK_WEIGHT_EVICT_FIRST
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pk_dev_weight_policy()));
+#else
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
+#endif
     return v;
 #else
     return __ldg((const uint4 *)p);
+#endif
+}
+/* cp.async of 16 weight bytes to shared memory, with the weight loads' L2 policy. */
+__device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *src) {
+#if PK_WEIGHT_EVICT_FIRST
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "l"(pk_dev_weight_policy())
+                 : "memory");
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 #endif
 }
 __device__ __forceinline__ uint32_t pk_dev_ldw4(const void *p) {

@@ -127,8 +127,7 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
     const uint32_t rows = p.bytes / p.row_bytes, n16 = p.bytes / 16;
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem + PK_CUDA_SMEM_BYTES);
     for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * e), "l"(src + 16 * (pk_u64)e)
-                     : "memory");
+        pk_dev_cp_async_w16(dst + 16 * e, src + 16 * (pk_u64)e);
     asm volatile("cp.async.commit_group;" ::: "memory");
     return (int)rows;
 #endif
