@@ -28,9 +28,8 @@
  * the layout below fits in smem_bytes.
  * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot}; cs_s, sn_s [D/2] f32;
  * q_s [G][D] f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded
- * up to 4; used before the wait); K_s, V_s [Pr][D] bf16, row j's
- * 16-byte chunk c at chunk c ^ (j & 7) (a quarter-warp reading one chunk of 8 consecutive rows,
- * or 8 chunks of one row, hits 8 distinct bank groups).
+ * up to 4; used before the wait); K_s [Pr][D + 8] bf16 (rows padded: pk_attd_kidx), V_s [Pr][D]
+ * bf16.
  */
 #ifndef PK_CUDA_ATTENTION_DECODE_CUH
 #define PK_CUDA_ATTENTION_DECODE_CUH
@@ -57,15 +56,15 @@ __device__ __forceinline__ pk_attd_layout pk_attd_layout_of(int D, int G, int P)
     L.red_l = L.red_m + 4 * PK_DEV_WARPS * G;
     L.sc = (L.red_l + 4 * PK_DEV_WARPS * G + 15) & ~15;
     L.k = (L.sc + 4 * L.Pr + 15) & ~15;
-    L.v = L.k + 2 * L.Pr * D;
+    L.v = L.k + 2 * L.Pr * (D + 8);
     L.end = L.v + 2 * L.Pr * D;
     return L;
 }
 
-/* Element offset of (row j, dim d) in K_s / V_s: the 16-byte chunk d / 8 swizzled by j & 7. */
-__device__ __forceinline__ int pk_attd_idx(int j, int d, int D) {
-    return j * D + ((((d >> 3) ^ j) & 7) | ((d >> 3) & ~7)) * 8 + (d & 7);
-}
+/* K_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank group
+ * (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows. V_s rows are read whole by a
+ * warp (lanes = dims) and need no padding. */
+__device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D + 8) + d; }
 
 #ifdef PK_ATT_PROFILE /* attention.cuh's stamps: 7 = stage entry, 0 .. 5 = the phases after the wait */
 #define PK_ATTD_REPORT()                                                                         \
@@ -115,9 +114,9 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     for (int e = threadIdx.x; e < pos * C; e += PK_CUDA_THREADS) {
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
-        const uint32_t dst = 2u * (uint32_t)pk_attd_idx(j, 8 * c, D);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + dst), "l"(k_cache + src) : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + dst), "l"(v_cache + src) : "memory");
+        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = 2u * (uint32_t)(j * D + 8 * c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (threadIdx.x == 0) {
@@ -180,8 +179,8 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                 const pk_bf16 a = pk_dev_f32_to_bf16(ya[ii]), b = pk_dev_f32_to_bf16(yb[ii]);
                 k_cache[off + i] = a;
                 k_cache[off + i + half] = b;
-                K_s[pk_attd_idx(pos, i, D)] = a;
-                K_s[pk_attd_idx(pos, i + half, D)] = b;
+                K_s[pk_attd_kidx(pos, i, D)] = a;
+                K_s[pk_attd_kidx(pos, i + half, D)] = b;
             }
         }
         const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
@@ -190,7 +189,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                                                    : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
                                                          (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
             *(uint32_t *)(v_cache + off + 2 * i) = u;
-            *(uint32_t *)(V_s + pk_attd_idx(pos, 2 * i, D)) = u;
+            *(uint32_t *)(V_s + pos * D + 2 * i) = u;
         }
     }
     __syncthreads();
@@ -216,12 +215,13 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             /* score: 4 chunks of K row j per round, one partial sum per chunk slot */
             float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if (j < P) {
+                const pk_bf16 *kr = K_s + pk_attd_kidx(j, 0, D);
 #pragma unroll 1
                 for (int c0 = 0; c0 < C; c0 += 4) {
 #pragma unroll
                     for (int u = 0; u < 4; u++) {
                         float kf[8];
-                        pk_dev_unpack8(*(const uint4 *)(K_s + pk_attd_idx(j, 8 * (c0 + u), D)), kf);
+                        pk_dev_unpack8(*(const uint4 *)(kr + 8 * (c0 + u)), kf);
                         const float4 q0 = *(const float4 *)(qh + 8 * (c0 + u));
                         const float4 q1 = *(const float4 *)(qh + 8 * (c0 + u) + 4);
                         float sv = part[u];
@@ -243,13 +243,14 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             float bs[DL];
 #pragma unroll
             for (int i = 0; i < DL; i++) bs[i] = 0.0f;
+            const pk_bf16 *vb = V_s + jb * D + dl * lane; /* row jb, this lane's dims */
 #pragma unroll 1
             for (int jj0 = 0; jj0 < nb; jj0 += 4) {
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     const int jj = jj0 + u;
                     const float ev = __shfl_sync(PK_DEV_FULL_MASK, e, jj & 31); /* 0 past nb */
-                    const pk_bf16 *vr = V_s + pk_attd_idx(jb + (jj < nb ? jj : 0), dl * lane, D);
+                    const pk_bf16 *vr = vb + (jj < nb ? jj : 0) * D;
                     float vf[DL];
                     if (DL >= 8 && dl == 8) {
                         pk_dev_unpack8(*(const uint4 *)vr, vf);
