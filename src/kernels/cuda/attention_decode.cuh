@@ -20,8 +20,9 @@
  *     memory only, per warp: blocks of 32 positions w, w + 8, ... (lane = position), scores as
  *     fp32 dot products in 4 interleaved partial sums (chunks c ≡ 0..3 mod 4, added (0+1)+(2+3):
  *     4 independent FMA chains instead of one of length D), online softmax over the blocks as
- *     attention.cuh's phase 3, Σ_j e_j · v_j with lane = D / 32 dims (e_j by shuffle); one head
- *     at a time; each warp leaves (m, l, acc [G][D]) and one barrier later the CTA folds the 8
+ *     attention.cuh's phase 3, Σ_j e_j · v_j with lane = D / 32 dims (e_j by shuffle); two
+ *     heads per pass (PK_ATTD_HP); each warp leaves (m, l, acc [G][D]) and one barrier later the
+ *     CTA folds the 8
  *     warps in order. Every order is fixed by the shapes: the same bits on every run.
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
@@ -37,6 +38,7 @@
 #include "kernels/cuda/attention.cuh"
 
 #define PK_ATTD_G_MAX 8 /* query heads per KV head this path takes (Llama-3-70B: 8) */
+#define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 #endif
@@ -204,16 +206,27 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     constexpr int DL = 2 * NP; /* dims per lane in the P·V sum: D / 32 <= DL */
     const int dl = D / 32;
 #pragma unroll 1
-    for (int h = 0; h < G; h++) {
-        const float *qh = q_s + h * D;
-        float m = -INFINITY, l = 0.0f, acc[DL];
+    for (int h0 = 0; h0 < G; h0 += PK_ATTD_HP) {
+        /* heads h0, h0 + 1 (an odd G's last pass computes head h0 twice and keeps one) */
+        const float *qh[PK_ATTD_HP];
+        float m[PK_ATTD_HP], l[PK_ATTD_HP], acc[PK_ATTD_HP][DL];
 #pragma unroll
-        for (int i = 0; i < DL; i++) acc[i] = 0.0f;
+        for (int t = 0; t < PK_ATTD_HP; t++) {
+            qh[t] = q_s + (h0 + t < G ? h0 + t : h0) * D;
+            m[t] = -INFINITY;
+            l[t] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DL; i++) acc[t][i] = 0.0f;
+        }
 #pragma unroll 1
         for (int jb = 32 * warp; jb < P; jb += 32 * PK_DEV_WARPS) {
             const int j = jb + lane, nb = P - jb < 32 ? P - jb : 32;
-            /* score: 4 chunks of K row j per round, one partial sum per chunk slot */
-            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            /* scores: 4 chunks of K row j per round, one partial sum per chunk slot and head */
+            float part[PK_ATTD_HP][4];
+#pragma unroll
+            for (int t = 0; t < PK_ATTD_HP; t++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) part[t][u] = 0.0f;
             if (j < P) {
                 const pk_bf16 *kr = K_s + pk_attd_kidx(j, 0, D);
 #pragma unroll 1
@@ -222,34 +235,42 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                     for (int u = 0; u < 4; u++) {
                         float kf[8];
                         pk_dev_unpack8(*(const uint4 *)(kr + 8 * (c0 + u)), kf);
-                        const float4 q0 = *(const float4 *)(qh + 8 * (c0 + u));
-                        const float4 q1 = *(const float4 *)(qh + 8 * (c0 + u) + 4);
-                        float sv = part[u];
-                        sv = fmaf(q0.x, kf[0], sv); sv = fmaf(q0.y, kf[1], sv);
-                        sv = fmaf(q0.z, kf[2], sv); sv = fmaf(q0.w, kf[3], sv);
-                        sv = fmaf(q1.x, kf[4], sv); sv = fmaf(q1.y, kf[5], sv);
-                        sv = fmaf(q1.z, kf[6], sv); sv = fmaf(q1.w, kf[7], sv);
-                        part[u] = sv;
+#pragma unroll
+                        for (int t = 0; t < PK_ATTD_HP; t++) {
+                            const float4 q0 = *(const float4 *)(qh[t] + 8 * (c0 + u));
+                            const float4 q1 = *(const float4 *)(qh[t] + 8 * (c0 + u) + 4);
+                            float sv = part[t][u];
+                            sv = fmaf(q0.x, kf[0], sv); sv = fmaf(q0.y, kf[1], sv);
+                            sv = fmaf(q0.z, kf[2], sv); sv = fmaf(q0.w, kf[3], sv);
+                            sv = fmaf(q1.x, kf[4], sv); sv = fmaf(q1.y, kf[5], sv);
+                            sv = fmaf(q1.z, kf[6], sv); sv = fmaf(q1.w, kf[7], sv);
+                            part[t][u] = sv;
+                        }
                     }
                 }
             }
-            const float sv = j < P ? ((part[0] + part[1]) + (part[2] + part[3])) * scale : -INFINITY;
-            const float mn = fmaxf(m, pk_dev_warp_max(sv));
-            const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
-            const float e = j < P ? expf(sv - mn) : 0.0f;
-            l = fmaf(l, alpha, e);
-            m = mn;
-            /* Σ_jj e_jj · v_jj: lane takes dims [dl · lane, + dl); e_jj from lane jj */
-            float bs[DL];
+            float alpha[PK_ATTD_HP], e[PK_ATTD_HP];
 #pragma unroll
-            for (int i = 0; i < DL; i++) bs[i] = 0.0f;
+            for (int t = 0; t < PK_ATTD_HP; t++) {
+                const float sv = j < P ? ((part[t][0] + part[t][1]) + (part[t][2] + part[t][3])) * scale : -INFINITY;
+                const float mn = fmaxf(m[t], pk_dev_warp_max(sv));
+                alpha[t] = expf(m[t] - mn); /* 0 on the first block: m = -inf */
+                e[t] = j < P ? expf(sv - mn) : 0.0f;
+                l[t] = fmaf(l[t], alpha[t], e[t]);
+                m[t] = mn;
+            }
+            /* Σ_jj e_jj · v_jj: lane takes dims [dl · lane, + dl); e_jj from lane jj */
+            float bs[PK_ATTD_HP][DL];
+#pragma unroll
+            for (int t = 0; t < PK_ATTD_HP; t++)
+#pragma unroll
+                for (int i = 0; i < DL; i++) bs[t][i] = 0.0f;
             const pk_bf16 *vb = V_s + jb * D + dl * lane; /* row jb, this lane's dims */
 #pragma unroll 1
             for (int jj0 = 0; jj0 < nb; jj0 += 4) {
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     const int jj = jj0 + u;
-                    const float ev = __shfl_sync(PK_DEV_FULL_MASK, e, jj & 31); /* 0 past nb */
                     const pk_bf16 *vr = vb + (jj < nb ? jj : 0) * D;
                     float vf[DL];
                     if (DL >= 8 && dl == 8) {
@@ -262,23 +283,35 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                         const uint32_t w1 = *(const uint32_t *)vr;
                         vf[0] = pk_dev_lo_f32(w1); vf[1] = pk_dev_hi_f32(w1);
                     }
-                    if (jj < nb)
 #pragma unroll
-                        for (int i = 0; i < DL; i++)
-                            if (i < dl) bs[i] = fmaf(ev, vf[i], bs[i]);
+                    for (int t = 0; t < PK_ATTD_HP; t++) {
+                        const float ev = __shfl_sync(PK_DEV_FULL_MASK, e[t], jj & 31); /* 0 past nb */
+                        if (jj < nb)
+#pragma unroll
+                            for (int i = 0; i < DL; i++)
+                                if (i < dl) bs[t][i] = fmaf(ev, vf[i], bs[t][i]);
+                    }
                 }
             }
 #pragma unroll
-            for (int i = 0; i < DL; i++) acc[i] = fmaf(acc[i], alpha, bs[i]);
-        }
-        l = pk_dev_warp_sum(l);
-        if (lane == 0) {
-            red_m[warp * G + h] = m;
-            red_l[warp * G + h] = l;
+            for (int t = 0; t < PK_ATTD_HP; t++)
+#pragma unroll
+                for (int i = 0; i < DL; i++) acc[t][i] = fmaf(acc[t][i], alpha[t], bs[t][i]);
         }
 #pragma unroll
-        for (int i = 0; i < DL; i++)
-            if (i < dl) red[(warp * G + h) * D + dl * lane + i] = acc[i];
+        for (int t = 0; t < PK_ATTD_HP; t++) {
+            const int h = h0 + t;
+            const float lw = pk_dev_warp_sum(l[t]);
+            if (h < G) {
+                if (lane == 0) {
+                    red_m[warp * G + h] = m[t];
+                    red_l[warp * G + h] = lw;
+                }
+#pragma unroll
+                for (int i = 0; i < DL; i++)
+                    if (i < dl) red[(warp * G + h) * D + dl * lane + i] = acc[t][i];
+            }
+        }
     }
     __syncthreads();
     PK_ATT_STAMP(2);
