@@ -28,7 +28,11 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_SRCS:%.c=$(BUILD)/%.d)
 
-all: $(BUILD)/pk $(TESTS)
+# tests/gpu/test_cuda_e2e runs on a GPU machine only (scripts/gpu_check.sh); built here so that
+# every build compiles it.
+GPU_TESTS := $(BUILD)/tests/gpu/test_cuda_e2e
+
+all: $(BUILD)/pk $(TESTS) $(GPU_TESTS)
 
 # The archive is rebuilt from scratch (`ar rcs` never drops a member), and whenever the list of
 # objects changes: a deleted source file must not leave its object behind in libpk.a.
@@ -55,7 +59,7 @@ $(BUILD)/gen/cuda_embedded.o: $(BUILD)/gen/cuda_embedded.c
 $(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libpk.a $(LDLIBS) -o $@
 

@@ -13,11 +13,9 @@ MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
 VARIANTS=${VARIANTS:-}
 THREADS=${THREADS:-132}
 MAX_SEQ=${MAX_SEQ:-4224}
-make -s
-mkdir -p build/tests/gpu .gpu/lib .gpu/cache
+make -s # builds build/tests/gpu/test_cuda_e2e too
+mkdir -p .gpu/lib .gpu/cache
 chmod 700 .gpu/cache
-cc -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -O2 tests/gpu/test_cuda_e2e.c \
-    build/libpk.a -lcjson -lpcre2-8 -lpthread -lm -ldl -o build/tests/gpu/test_cuda_e2e
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
 [ "${FRESH:-1}" = 1 ] && rm -rf .gpu/cache/*
 export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache

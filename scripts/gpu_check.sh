@@ -41,9 +41,7 @@ E2E=$B/tests/gpu/test_cuda_e2e
 if [ -x "$E2E" ] && ! ldd "$E2E" | grep -q "not found"; then
     echo "using prebuilt $E2E"
 else
-    if make -j"$(nproc)" >"$OUT/build.log" 2>&1 && mkdir -p "$B/tests/gpu" &&
-        cc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -O2 -g \
-            tests/gpu/test_cuda_e2e.c "$B/libpk.a" -lcjson -lpcre2-8 -lpthread -lm -ldl -o "$E2E" >>"$OUT/build.log" 2>&1; then
+    if make -j"$(nproc)" BUILD="$B" >"$OUT/build.log" 2>&1 && [ -x "$E2E" ]; then # make builds $E2E too
         echo "built"
     else
         tail -n 30 "$OUT/build.log"; note "build" "FAILED"

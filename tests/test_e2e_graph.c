@@ -13,54 +13,7 @@
 #include "common/bf16.h"
 #include "pk.h"
 
-enum { V = 97, H = 80, HQ = 4, HKV = 2, D = 32, I = 200, NL = 2, G = HQ / HKV };
-enum { QKV = HKV * (G + 2) * D, MAXLEN = 64 };
-#define EPS 1e-6f
-#define THETA 10000.0f
-
-typedef struct weights {
-    pk_bf16 *embed;               /* [V, H] */
-    pk_bf16 *attn_norm[NL];       /* [H] */
-    pk_bf16 *wq[NL], *wk[NL], *wv[NL]; /* [HQ·D, H], [HKV·D, H], [HKV·D, H] */
-    pk_bf16 *q_norm[NL], *k_norm[NL];  /* [D] */
-    pk_bf16 *wo[NL];              /* [H, HQ·D] */
-    pk_bf16 *mlp_norm[NL];        /* [H] */
-    pk_bf16 *wg[NL], *wu[NL];     /* [I, H] */
-    pk_bf16 *wd[NL];              /* [H, I] */
-    pk_bf16 *final_norm;          /* [H] */
-    pk_bf16 *lm_head;             /* [V, H] */
-} weights;
-
-static pk_bf16 *rand_bf16(uint64_t *seed, size_t n, float scale, float offset) {
-    pk_bf16 *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = pk_f32_to_bf16(offset + scale * check_rand_f32(seed));
-    return p;
-}
-
-static void make_weights(weights *w) {
-    uint64_t s = 0xabcdef;
-    w->embed = rand_bf16(&s, (size_t)V * H, 1.0f, 0);
-    for (int l = 0; l < NL; l++) {
-        w->attn_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
-        w->wq[l] = rand_bf16(&s, (size_t)HQ * D * H, 0.15f, 0);
-        w->wk[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
-        w->wv[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
-        w->q_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
-        w->k_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
-        w->wo[l] = rand_bf16(&s, (size_t)H * HQ * D, 0.1f, 0);
-        w->mlp_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
-        w->wg[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
-        w->wu[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
-        w->wd[l] = rand_bf16(&s, (size_t)H * I, 0.1f, 0);
-    }
-    w->final_norm = rand_bf16(&s, H, 0.2f, 1.0f);
-    w->lm_head = rand_bf16(&s, (size_t)V * H, 0.6f, 0);
-}
-
-static void free_weights(weights *w) {
-    pk_bf16 **p = (pk_bf16 **)w; /* every field is a pk_bf16 * */
-    for (size_t i = 0; i < sizeof *w / sizeof *p; i++) free(p[i]);
-}
+#include "e2e_model.h"
 
 /* ---- the reference: one sequence at a time, fp32 math, bf16 where torch stores bf16 ---- */
 
@@ -153,62 +106,13 @@ static int ref_next(const weights *w, const int32_t *seq, int len, float *logits
 
 /* ---- the same model through pk.h ---- */
 
-static pk_tensor *attach(pk_kernel *k, const char *name, const pk_bf16 *data, int64_t d0, int64_t d1) {
-    int64_t dims[2] = {d0, d1};
-    return pk_attach_input(k, name, PK_DTYPE_BF16, d1 ? 2 : 1, dims, NULL, data);
-}
-
-static pk_tensor *act(pk_kernel *k, const char *name, int64_t T, int64_t n) {
-    int64_t dims[2] = {T, n};
-    return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
-}
-
 static pk_kernel *build(const weights *w, pk_sched_mode mode, int workers, int schedulers, pk_tensor **logits_out) {
-    pk_config c = pk_config_default();
-    c.max_seq_length = MAXLEN;
-    c.max_requests = 2;
-    c.max_tokens_per_step = 8;
-    c.page_size = 4;
-    c.num_pages = 24;
+    pk_config c = e2e_config(8);
     c.num_workers = workers;
     c.num_local_schedulers = schedulers;
     c.sched_mode = mode;
     pk_kernel *k = pk_kernel_new(&c);
-    const int64_t T = c.max_tokens_per_step;
-    char name[64];
-    pk_tensor *h = act(k, "h0", T, H);
-    pk_embedding_layer(k, pk_step_tokens(k), attach(k, "embed", w->embed, V, H), h, 5);
-    for (int l = 0; l < NL; l++) {
-#define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
-        pk_tensor *qkv_in[3] = {attach(k, NAME("wq%d"), w->wq[l], HQ * D, H),
-                                attach(k, NAME("wk%d"), w->wk[l], HKV * D, H),
-                                attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
-        pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
-        pk_tensor *qkv = act(k, NAME("qkv%d"), T, QKV);
-        pk_rmsnorm_linear_layer(k, h, attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 4);
-        int64_t cache_dims[4] = {c.num_pages, c.page_size, HKV, D};
-        pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
-        pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
-        pk_tensor *att = act(k, NAME("att%d"), T, HQ * D);
-        pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
-                                  .qk_norm_eps = EPS};
-        pk_attention_layer(k, qkv, kc, vc, attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0),
-                           attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0), att, &ap, 2);
-        pk_tensor *h2 = act(k, NAME("h_attn%d"), T, H);
-        pk_linear_with_residual_layer(k, att, attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
-        pk_tensor *gu_in[2] = {attach(k, NAME("wg%d"), w->wg[l], I, H), attach(k, NAME("wu%d"), w->wu[l], I, H)};
-        pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
-        pk_tensor *gu = act(k, NAME("gu%d"), T, 2 * I);
-        pk_rmsnorm_linear_layer(k, h2, attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0), wgu, gu, EPS, 10);
-        pk_tensor *h3 = act(k, NAME("h_mlp%d"), T, H);
-        pk_silu_mul_linear_with_residual_layer(k, gu, attach(k, NAME("wd%d"), w->wd[l], H, I), h2, h3, 5);
-        h = h3;
-#undef NAME
-    }
-    pk_tensor *logits = act(k, "logits", T, V);
-    pk_rmsnorm_linear_layer(k, h, attach(k, "final_norm", w->final_norm, H, 0), attach(k, "lm_head", w->lm_head, V, H),
-                            logits, EPS, 1);
-    pk_argmax_layer(k, logits, pk_step_output(k), 1);
+    pk_tensor *logits = e2e_add_layers(k, w, &c);
     pk_status s = pk_compile(k, NULL);
     CHECK(s == PK_OK, "compile: %s", pk_kernel_error(k));
     *logits_out = logits;
@@ -220,7 +124,7 @@ static const int prompt_len[NREQ] = {5, 19, 1};
 
 int main(void) {
     weights w;
-    make_weights(&w);
+    e2e_make_weights(&w);
     int32_t prompts[NREQ][32];
     uint64_t seed = 99;
     for (int i = 0; i < NREQ; i++)
@@ -283,6 +187,6 @@ int main(void) {
             CHECK(memcmp(first_logits, lg, sizeof lg) == 0, "run %zu: last-step logits not bit-identical to run 0", ri);
         pk_kernel_free(k);
     }
-    free_weights(&w);
+    e2e_free_weights(&w);
     return check_report("e2e_graph");
 }

@@ -26,56 +26,12 @@
 #include "common/bf16.h"
 #include "pk.h"
 
-enum { V = 97, H = 80, HQ = 4, HKV = 2, D = 32, I = 200, NL = 2, G = HQ / HKV };
-enum { QKV = HKV * (G + 2) * D, MAXLEN = 64, TT = 8 };
-enum { NREQ = 3, NEW = 12, REPEATS = 100 };
-#define EPS 1e-6f
-#define THETA 10000.0f
+#include "../e2e_model.h"
+
+enum { TT = 8, NREQ = 3, NEW = 12, REPEATS = 100 };
 
 static const int prompt_len[NREQ] = {5, 19, 1};
 static int32_t prompts[NREQ][32];
-
-typedef struct weights {
-    pk_bf16 *embed, *attn_norm[NL], *wq[NL], *wk[NL], *wv[NL], *q_norm[NL], *k_norm[NL], *wo[NL];
-    pk_bf16 *mlp_norm[NL], *wg[NL], *wu[NL], *wd[NL], *final_norm, *lm_head;
-} weights;
-
-static pk_bf16 *rand_bf16(uint64_t *seed, size_t n, float scale, float offset) {
-    pk_bf16 *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = pk_f32_to_bf16(offset + scale * check_rand_f32(seed));
-    return p;
-}
-
-/* The weights of test_e2e_graph.c (same seed, same order). */
-static void make_weights(weights *w) {
-    uint64_t s = 0xabcdef;
-    w->embed = rand_bf16(&s, (size_t)V * H, 1.0f, 0);
-    for (int l = 0; l < NL; l++) {
-        w->attn_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
-        w->wq[l] = rand_bf16(&s, (size_t)HQ * D * H, 0.15f, 0);
-        w->wk[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
-        w->wv[l] = rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
-        w->q_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
-        w->k_norm[l] = rand_bf16(&s, D, 0.2f, 1.0f);
-        w->wo[l] = rand_bf16(&s, (size_t)H * HQ * D, 0.1f, 0);
-        w->mlp_norm[l] = rand_bf16(&s, H, 0.2f, 1.0f);
-        w->wg[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
-        w->wu[l] = rand_bf16(&s, (size_t)I * H, 0.15f, 0);
-        w->wd[l] = rand_bf16(&s, (size_t)H * I, 0.1f, 0);
-    }
-    w->final_norm = rand_bf16(&s, H, 0.2f, 1.0f);
-    w->lm_head = rand_bf16(&s, (size_t)V * H, 0.6f, 0);
-}
-
-static pk_tensor *attach(pk_kernel *k, const char *name, const pk_bf16 *data, int64_t d0, int64_t d1) {
-    int64_t dims[2] = {d0, d1};
-    return pk_attach_input(k, name, PK_DTYPE_BF16, d1 ? 2 : 1, dims, NULL, data);
-}
-
-static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
-    int64_t dims[2] = {TT, n};
-    return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
-}
 
 typedef struct run_cfg {
     const char *name;
@@ -88,12 +44,7 @@ typedef struct run_cfg {
 } run_cfg;
 
 static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
-    pk_config c = pk_config_default();
-    c.max_seq_length = MAXLEN;
-    c.max_requests = 2;
-    c.max_tokens_per_step = TT;
-    c.page_size = 4;
-    c.num_pages = 24;
+    pk_config c = e2e_config(TT);
     c.num_workers = rc->workers;
     c.num_local_schedulers = rc->schedulers;
     c.sched_mode = rc->mode;
@@ -101,42 +52,7 @@ static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_
     c.eos_token_id = rc->eos;
     c.trace_path = rc->trace;
     pk_kernel *k = pk_kernel_new(&c);
-    char name[64];
-    pk_tensor *h = act(k, "h0", H);
-    pk_embedding_layer(k, pk_step_tokens(k), attach(k, "embed", w->embed, V, H), h, 5);
-    for (int l = 0; l < NL; l++) {
-#define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
-        pk_tensor *qkv_in[3] = {attach(k, NAME("wq%d"), w->wq[l], HQ * D, H),
-                                attach(k, NAME("wk%d"), w->wk[l], HKV * D, H),
-                                attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
-        pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
-        pk_tensor *qkv = act(k, NAME("qkv%d"), QKV);
-        pk_rmsnorm_linear_layer(k, h, attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 4);
-        int64_t cache_dims[4] = {c.num_pages, c.page_size, HKV, D};
-        pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
-        pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
-        pk_tensor *att = act(k, NAME("att%d"), HQ * D);
-        pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
-                                  .qk_norm_eps = EPS};
-        pk_tensor *qn = attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0);
-        pk_tensor *kn = attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
-        pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
-        pk_tensor *h2 = act(k, NAME("h_attn%d"), H);
-        pk_linear_with_residual_layer(k, att, attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
-        pk_tensor *gu_in[2] = {attach(k, NAME("wg%d"), w->wg[l], I, H), attach(k, NAME("wu%d"), w->wu[l], I, H)};
-        pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
-        pk_tensor *gu = act(k, NAME("gu%d"), 2 * I);
-        pk_rmsnorm_linear_layer(k, h2, attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0), wgu, gu, EPS, 10);
-        pk_tensor *h3 = act(k, NAME("h_mlp%d"), H);
-        pk_silu_mul_linear_with_residual_layer(k, gu, attach(k, NAME("wd%d"), w->wd[l], H, I), h2, h3, 5);
-        h = h3;
-#undef NAME
-    }
-    pk_tensor *logits = act(k, "logits", V);
-    pk_rmsnorm_linear_layer(k, h, attach(k, "final_norm", w->final_norm, H, 0), attach(k, "lm_head", w->lm_head, V, H),
-                            logits, EPS, 1);
-    pk_argmax_layer(k, logits, pk_step_output(k), 1);
-    *logits_out = logits;
+    *logits_out = e2e_add_layers(k, w, &c);
     return k;
 }
 
@@ -581,7 +497,7 @@ int main(int argc, char **argv) {
         return check_report("cuda_e2e");
     }
     weights w;
-    make_weights(&w);
+    e2e_make_weights(&w);
     uint64_t seed = 99;
     for (int i = 0; i < NREQ; i++)
         for (int j = 0; j < prompt_len[i]; j++) prompts[i][j] = (int32_t)(check_rand_u64(&seed) % V);

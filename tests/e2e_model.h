@@ -1,0 +1,131 @@
+/* e2e_model.h — the small random Qwen3-shaped model that the end-to-end tests build through pk.h:
+ * tests/test_e2e_graph.c (CPU, against a reference written out in C) and tests/gpu/test_cuda_e2e.c
+ * (CUDA against CPU). 2 layers, hidden 80, 4 query / 2 KV heads of 32, MLP 200, vocabulary 97;
+ * weights from a fixed seed, so both tests build the same model.
+ */
+#ifndef PK_TEST_E2E_MODEL_H
+#define PK_TEST_E2E_MODEL_H
+
+#include <stdlib.h>
+
+#include "check.h"
+#include "common/bf16.h"
+#include "pk.h"
+
+enum { V = 97, H = 80, HQ = 4, HKV = 2, D = 32, I = 200, NL = 2, G = HQ / HKV };
+enum { QKV = HKV * (G + 2) * D, MAXLEN = 64 };
+#define EPS 1e-6f
+#define THETA 10000.0f
+
+typedef struct weights {
+    pk_bf16 *embed;                    /* [V, H] */
+    pk_bf16 *attn_norm[NL];            /* [H] */
+    pk_bf16 *wq[NL], *wk[NL], *wv[NL]; /* [HQ·D, H], [HKV·D, H], [HKV·D, H] */
+    pk_bf16 *q_norm[NL], *k_norm[NL];  /* [D] */
+    pk_bf16 *wo[NL];                   /* [H, HQ·D] */
+    pk_bf16 *mlp_norm[NL];             /* [H] */
+    pk_bf16 *wg[NL], *wu[NL];          /* [I, H] */
+    pk_bf16 *wd[NL];                   /* [H, I] */
+    pk_bf16 *final_norm;               /* [H] */
+    pk_bf16 *lm_head;                  /* [V, H] */
+} weights;
+
+static inline pk_bf16 *e2e_rand_bf16(uint64_t *seed, size_t n, float scale, float offset) {
+    pk_bf16 *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = pk_f32_to_bf16(offset + scale * check_rand_f32(seed));
+    return p;
+}
+
+static inline void e2e_make_weights(weights *w) {
+    uint64_t s = 0xabcdef;
+    w->embed = e2e_rand_bf16(&s, (size_t)V * H, 1.0f, 0);
+    for (int l = 0; l < NL; l++) {
+        w->attn_norm[l] = e2e_rand_bf16(&s, H, 0.2f, 1.0f);
+        w->wq[l] = e2e_rand_bf16(&s, (size_t)HQ * D * H, 0.15f, 0);
+        w->wk[l] = e2e_rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
+        w->wv[l] = e2e_rand_bf16(&s, (size_t)HKV * D * H, 0.15f, 0);
+        w->q_norm[l] = e2e_rand_bf16(&s, D, 0.2f, 1.0f);
+        w->k_norm[l] = e2e_rand_bf16(&s, D, 0.2f, 1.0f);
+        w->wo[l] = e2e_rand_bf16(&s, (size_t)H * HQ * D, 0.1f, 0);
+        w->mlp_norm[l] = e2e_rand_bf16(&s, H, 0.2f, 1.0f);
+        w->wg[l] = e2e_rand_bf16(&s, (size_t)I * H, 0.15f, 0);
+        w->wu[l] = e2e_rand_bf16(&s, (size_t)I * H, 0.15f, 0);
+        w->wd[l] = e2e_rand_bf16(&s, (size_t)H * I, 0.1f, 0);
+    }
+    w->final_norm = e2e_rand_bf16(&s, H, 0.2f, 1.0f);
+    w->lm_head = e2e_rand_bf16(&s, (size_t)V * H, 0.6f, 0);
+}
+
+static inline void e2e_free_weights(weights *w) {
+    pk_bf16 **p = (pk_bf16 **)w; /* every field is a pk_bf16 * */
+    for (size_t i = 0; i < sizeof *w / sizeof *p; i++) free(p[i]);
+}
+
+/* The tests' kernel configuration: 2 requests of up to MAXLEN tokens, T rows per step, pages of
+ * 4 tokens; the caller sets workers, schedulers, mode and backend. */
+static inline pk_config e2e_config(int T) {
+    pk_config c = pk_config_default();
+    c.max_seq_length = MAXLEN;
+    c.max_requests = 2;
+    c.max_tokens_per_step = T;
+    c.page_size = 4;
+    c.num_pages = 24;
+    return c;
+}
+
+static inline pk_tensor *e2e_attach(pk_kernel *k, const char *name, const pk_bf16 *data, int64_t d0, int64_t d1) {
+    int64_t dims[2] = {d0, d1};
+    return pk_attach_input(k, name, PK_DTYPE_BF16, d1 ? 2 : 1, dims, NULL, data);
+}
+
+static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int64_t n) {
+    int64_t dims[2] = {T, n};
+    return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
+}
+
+/* Adds the model's tensors and layers to k (made with e2e_config's T, page_size, num_pages): fused
+ * QKV with RMSNorm, attention with q/k norms, o_proj + residual, fused gate/up with RMSNorm,
+ * silu·mul + down + residual, final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
+ * 2, 8, 10) on purpose. Returns the logits tensor [T, V]. */
+static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c) {
+    const int64_t T = c->max_tokens_per_step;
+    char name[64];
+    pk_tensor *h = e2e_act(k, "h0", T, H);
+    pk_embedding_layer(k, pk_step_tokens(k), e2e_attach(k, "embed", w->embed, V, H), h, 5);
+    for (int l = 0; l < NL; l++) {
+#define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
+        pk_tensor *qkv_in[3] = {e2e_attach(k, NAME("wq%d"), w->wq[l], HQ * D, H),
+                                e2e_attach(k, NAME("wk%d"), w->wk[l], HKV * D, H),
+                                e2e_attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
+        pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
+        pk_tensor *qkv = e2e_act(k, NAME("qkv%d"), T, QKV);
+        pk_rmsnorm_linear_layer(k, h, e2e_attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 4);
+        int64_t cache_dims[4] = {c->num_pages, c->page_size, HKV, D};
+        pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+        pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
+        pk_tensor *att = e2e_act(k, NAME("att%d"), T, HQ * D);
+        pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
+                                  .qk_norm_eps = EPS};
+        pk_tensor *qn = e2e_attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0);
+        pk_tensor *kn = e2e_attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
+        pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
+        pk_tensor *h2 = e2e_act(k, NAME("h_attn%d"), T, H);
+        pk_linear_with_residual_layer(k, att, e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
+        pk_tensor *gu_in[2] = {e2e_attach(k, NAME("wg%d"), w->wg[l], I, H),
+                               e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
+        pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
+        pk_tensor *gu = e2e_act(k, NAME("gu%d"), T, 2 * I);
+        pk_rmsnorm_linear_layer(k, h2, e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0), wgu, gu, EPS, 10);
+        pk_tensor *h3 = e2e_act(k, NAME("h_mlp%d"), T, H);
+        pk_silu_mul_linear_with_residual_layer(k, gu, e2e_attach(k, NAME("wd%d"), w->wd[l], H, I), h2, h3, 5);
+        h = h3;
+#undef NAME
+    }
+    pk_tensor *logits = e2e_act(k, "logits", T, V);
+    pk_rmsnorm_linear_layer(k, h, e2e_attach(k, "final_norm", w->final_norm, H, 0),
+                            e2e_attach(k, "lm_head", w->lm_head, V, H), logits, EPS, 1);
+    pk_argmax_layer(k, logits, pk_step_output(k), 1);
+    return logits;
+}
+
+#endif /* PK_TEST_E2E_MODEL_H */
