@@ -577,16 +577,21 @@ static void test_attention_case(int D, int G, int Hkv, int qk_norm, int llama3, 
     steps[2][n_rows[2]++] = (att_row){1, 6};
 
     size_t cache_n = (size_t)NPAGES * PAGE * Hkv * D;
-    pk_bf16 *kc[2], *vc[2];
-    for (int c = 0; c < 2; c++) {
+    pk_bf16 *kc[3], *vc[3];
+    for (int c = 0; c < 3; c++) {
         kc[c] = xmalloc(cache_n * sizeof **kc);
         vc[c] = xmalloc(cache_n * sizeof **vc);
         poison(kc[c], cache_n);
         poison(vc[c], cache_n);
     }
     pk_bf16 *qkv = xmalloc((size_t)T * cols * sizeof *qkv);
-    pk_bf16 *out[2];
-    for (int c = 0; c < 2; c++) out[c] = xmalloc((size_t)T * ocols * sizeof **out);
+    pk_bf16 *out[3];
+    for (int c = 0; c < 3; c++) out[c] = xmalloc((size_t)T * ocols * sizeof **out);
+    /* run 2: split over the KV length (2 or 3 splits: the second block starts at position 32, so
+     * a split may be empty for a row, and step 1's chunk 30 .. 35 crosses into it) */
+    const int nsplit = 2 + (D + G) % 2;
+    const int64_t pstride = (int64_t)nsplit * Hq * (D + 2);
+    float *part = xmalloc((size_t)T * pstride * sizeof *part);
     float *kref = xmalloc((size_t)2 * 40 * Hkv * D * sizeof *kref); /* [req][pos][g][D] */
     float *qref = xmalloc((size_t)D * sizeof *qref);
     double *score = xmalloc(40 * sizeof *score);
@@ -600,9 +605,13 @@ static void test_attention_case(int D, int G, int Hkv, int qk_norm, int llama3, 
     char name[160];
     snprintf(name, sizeof name, "attention D %d G %d Hkv %d qk_norm %d llama3 %d", D, G, Hkv,
              qk_norm, llama3);
-    errstat eo;
+    errstat eo, es;
     err_init(&eo, name);
-    long differ = 0;
+    char sname[160];
+    snprintf(sname, sizeof sname, "attention D %d G %d Hkv %d qk_norm %d llama3 %d, %d KV splits", D, G, Hkv,
+             qk_norm, llama3, nsplit);
+    err_init(&es, sname);
+    long differ = 0, cache_differ = 0;
     for (int st = 0; st < NSTEP; st++) {
         int n_tok = n_rows[st];
         int32_t token_pos[T], token_req[T];
@@ -629,6 +638,19 @@ static void test_attention_case(int D, int G, int Hkv, int qk_norm, int llama3, 
         }
         check_tile(name, out[0], T, ocols, n_tok, 0, (int)ocols);
         if (memcmp(out[0], out[1], (size_t)T * ocols * sizeof **out) != 0) differ++;
+
+        /* run 2: the splits in reverse order (each writes only its own rows), then the combine */
+        poison(out[2], (size_t)T * ocols);
+        for (int sp = nsplit - 1; sp >= 0; sp--)
+            pk_cpu_attention_partial(&p, &s, 0, Hkv, sp, nsplit, qkv, cols, kc[2], vc[2], q_norm, k_norm,
+                                     part + (int64_t)sp * Hq * (D + 2), pstride);
+        pk_cpu_attention_combine(n_tok, Hq, D, nsplit, part, pstride, out[2], ocols);
+        check_tile(sname, out[2], T, ocols, n_tok, 0, (int)ocols);
+        for (int t = 0; t < n_tok; t++)
+            for (int i = 0; i < ocols; i++)
+                err_add(&es, t, i, bf(out[2][t * ocols + i]), bf(out[0][t * ocols + i]), 2e-2, 2e-2);
+        cache_differ += memcmp(kc[2], kc[0], cache_n * sizeof **kc) != 0 ||
+                        memcmp(vc[2], vc[0], cache_n * sizeof **vc) != 0;
 
         for (int t = 0; t < n_tok; t++) {
             int r = steps[st][t].req, pos = steps[st][t].pos;
@@ -657,6 +679,8 @@ static void test_attention_case(int D, int G, int Hkv, int qk_norm, int llama3, 
         }
     }
     err_report(&eo);
+    err_report(&es);
+    CHECK(cache_differ == 0, "%s: the splits' cache writes differ from the unsplit kernel's", sname);
     CHECK(differ == 0 && memcmp(kc[0], kc[1], cache_n * sizeof **kc) == 0 &&
               memcmp(vc[0], vc[1], cache_n * sizeof **vc) == 0,
           "%s: results depend on how KV heads are split into tasks", name);
@@ -696,7 +720,8 @@ static void test_attention_case(int D, int G, int Hkv, int qk_norm, int llama3, 
 
     free(used);
     for (int r = 0; r < 2; r++) free(seq[r]);
-    for (int c = 0; c < 2; c++) {
+    free(part);
+    for (int c = 0; c < 3; c++) {
         free(kc[c]);
         free(vc[c]);
         free(out[c]);

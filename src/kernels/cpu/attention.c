@@ -78,13 +78,22 @@ static void scores(const float *q, const pk_bf16 *const *k, int nb, int D, float
     }
 }
 
-void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv,
-                      const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
-                      const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
-                      int64_t out_stride) {
+/* Whether position j is in split `split` of `nsplit`: blocks of PK_ATTN_SPLIT_BLOCK positions
+ * go round-robin to the splits (block b to split b mod nsplit). */
+static int in_split(int j, int split, int nsplit) { return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split; }
+
+/* The three kernels' one body. Phases 1 + 2 write the K / V of rows whose position is in the
+ * split; phase 3 runs each (row, query head) over the positions 0 .. pos of the split, 4 at a
+ * time in ascending order (never across a block: PK_ATTN_SPLIT_BLOCK % 4 == 0, so with one split
+ * the groups, and the bits, are those of a loop over all positions). out != NULL: the normalised
+ * bf16 output; otherwise part gets acc [D], m, l per (row, head). */
+static void attention_core(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv, int split,
+                           int nsplit, const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                           pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                           int64_t out_stride, float *part, int64_t part_stride) {
     int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (D <= 0 || D > MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 || nkv < 0 ||
-        kv0 + nkv > Hkv)
+        kv0 + nkv > Hkv || nsplit < 1 || split < 0 || split >= nsplit)
         return; /* a layer the API rejects, or a task outside it */
     int G = Hq / Hkv, half = D / 2;
     int64_t group_cols = (int64_t)(G + 2) * D;
@@ -92,10 +101,10 @@ void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, 
     float q[MAX_D], acc[MAX_D], kr[MAX_D];
     pk_rope_inv_freq(p, inv_freq);
 
-    /* phases 1 + 2: rotated K and raw V of every row into the cache */
+    /* phases 1 + 2: rotated K and raw V of every row (of this split) into the cache */
     for (int t = 0; t < s->n_tok; t++) {
         int pos = s->token_pos[t], req = s->token_req[t];
-        if (!row_valid(s, t)) continue;
+        if (!row_valid(s, t) || !in_split(pos, split, nsplit)) continue;
         rope_cos_sin(inv_freq, half, pos, cs, sn);
         for (int g = kv0; g < kv0 + nkv; g++) {
             const pk_bf16 *kv = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D; /* K, V */
@@ -106,48 +115,110 @@ void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, 
         }
     }
 
-    /* phase 3: each query head against positions 0 .. pos of its request */
+    /* phase 3: each query head against the positions 0 .. pos of its request (in the split) */
+    const int B = PK_ATTN_SPLIT_BLOCK;
     float scale = 1.0f / sqrtf((float)D);
     for (int t = 0; t < s->n_tok; t++) {
         int pos = s->token_pos[t], req = s->token_req[t];
-        pk_bf16 *orow = out + t * out_stride;
-        if (!row_valid(s, t)) {
-            memset(orow + (int64_t)kv0 * G * D, 0, (size_t)nkv * G * D * sizeof *orow);
-            continue;
-        }
-        rope_cos_sin(inv_freq, half, pos, cs, sn);
+        int valid = row_valid(s, t);
+        if (valid) rope_cos_sin(inv_freq, half, pos, cs, sn);
         for (int g = kv0; g < kv0 + nkv; g++) {
             for (int hh = 0; hh < G; hh++) {
-                const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)hh * D;
-                head_norm_rope(qx, q_norm, p->qk_norm_eps, cs, sn, D, q);
-                /* pass 1: the max score; pass 2: exp-sum and Σ e_j v_j, 4 positions at a time */
                 float m = -INFINITY, sum = 0.0f, sc[4];
-                const pk_bf16 *kp[4];
-                for (int j0 = 0; j0 <= pos; j0 += 4) {
-                    int nb = pos + 1 - j0 < 4 ? pos + 1 - j0 : 4;
-                    for (int b = 0; b < nb; b++)
-                        kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
-                    scores(q, kp, nb, D, scale, sc);
-                    for (int b = 0; b < nb; b++)
-                        if (sc[b] > m) m = sc[b];
-                }
                 for (int i = 0; i < D; i++) acc[i] = 0.0f;
-                for (int j0 = 0; j0 <= pos; j0 += 4) {
-                    int nb = pos + 1 - j0 < 4 ? pos + 1 - j0 : 4;
-                    for (int b = 0; b < nb; b++)
-                        kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
-                    scores(q, kp, nb, D, scale, sc);
-                    for (int b = 0; b < nb; b++) {
-                        float e = expf(sc[b] - m);
-                        const pk_bf16 *v =
-                            v_cache + cache_offset(s, req, j0 + b, Hkv, g, D); /* [D] */
-                        sum += e;
-                        for (int i = 0; i < D; i++) acc[i] += e * pk_bf16_to_f32(v[i]);
+                if (valid) {
+                    const pk_bf16 *qx = qkv + t * qkv_stride + g * group_cols + (int64_t)hh * D;
+                    head_norm_rope(qx, q_norm, p->qk_norm_eps, cs, sn, D, q);
+                    /* pass 1: the max score; pass 2: exp-sum and Σ e_j v_j, 4 positions at a time */
+                    const pk_bf16 *kp[4];
+                    for (int b0 = split * B; b0 <= pos; b0 += nsplit * B) {
+                        int end = b0 + B - 1 < pos ? b0 + B - 1 : pos;
+                        for (int j0 = b0; j0 <= end; j0 += 4) {
+                            int nb = end + 1 - j0 < 4 ? end + 1 - j0 : 4;
+                            for (int b = 0; b < nb; b++)
+                                kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
+                            scores(q, kp, nb, D, scale, sc);
+                            for (int b = 0; b < nb; b++)
+                                if (sc[b] > m) m = sc[b];
+                        }
+                    }
+                    for (int b0 = split * B; b0 <= pos; b0 += nsplit * B) {
+                        int end = b0 + B - 1 < pos ? b0 + B - 1 : pos;
+                        for (int j0 = b0; j0 <= end; j0 += 4) {
+                            int nb = end + 1 - j0 < 4 ? end + 1 - j0 : 4;
+                            for (int b = 0; b < nb; b++)
+                                kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
+                            scores(q, kp, nb, D, scale, sc);
+                            for (int b = 0; b < nb; b++) {
+                                float e = expf(sc[b] - m);
+                                const pk_bf16 *v =
+                                    v_cache + cache_offset(s, req, j0 + b, Hkv, g, D); /* [D] */
+                                sum += e;
+                                for (int i = 0; i < D; i++) acc[i] += e * pk_bf16_to_f32(v[i]);
+                            }
+                        }
                     }
                 }
-                pk_bf16 *o = orow + ((int64_t)g * G + hh) * D; /* [D] */
-                for (int i = 0; i < D; i++) o[i] = pk_f32_to_bf16(acc[i] / sum);
+                int64_t head = (int64_t)(g - kv0) * G + hh; /* within the task's heads */
+                if (out) {
+                    pk_bf16 *o = out + t * out_stride + ((int64_t)g * G + hh) * D; /* [D] */
+                    if (valid)
+                        for (int i = 0; i < D; i++) o[i] = pk_f32_to_bf16(acc[i] / sum);
+                    else
+                        memset(o, 0, (size_t)D * sizeof *o);
+                } else {
+                    float *pr = part + t * part_stride + head * (D + 2); /* acc [D], m, l */
+                    memcpy(pr, acc, (size_t)D * sizeof *pr);
+                    pr[D] = m;
+                    pr[D + 1] = sum;
+                }
             }
+        }
+    }
+}
+
+void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv,
+                      const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
+                      const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                      int64_t out_stride) {
+    attention_core(p, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride,
+                   NULL, 0);
+}
+
+void pk_cpu_attention_partial(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv, int split,
+                              int nsplit, const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                              pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, float *part,
+                              int64_t part_stride) {
+    attention_core(p, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, NULL, 0,
+                   part, part_stride);
+}
+
+void pk_cpu_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
+                              pk_bf16 *out, int64_t out_stride) {
+    if (D <= 0 || D > MAX_D || nheads < 0 || nsplit < 1) return;
+    const int64_t split_cols = (int64_t)nheads * (D + 2);
+    for (int t = 0; t < n_tok; t++) {
+        const float *row = part + t * part_stride;
+        for (int h = 0; h < nheads; h++) {
+            pk_bf16 *o = out + t * out_stride + (int64_t)h * D; /* [D] */
+            float M = -INFINITY;
+            for (int sp = 0; sp < nsplit; sp++) {
+                float m = row[sp * split_cols + h * (D + 2) + D];
+                if (m > M) M = m;
+            }
+            if (M == -INFINITY) { /* no position anywhere: a row the kernels skip */
+                memset(o, 0, (size_t)D * sizeof *o);
+                continue;
+            }
+            float den = 0.0f, num[MAX_D];
+            for (int i = 0; i < D; i++) num[i] = 0.0f;
+            for (int sp = 0; sp < nsplit; sp++) {
+                const float *pr = row + sp * split_cols + h * (D + 2); /* acc [D], m, l */
+                float f = expf(pr[D] - M); /* 0 for a split without positions */
+                den += f * pr[D + 1];
+                for (int i = 0; i < D; i++) num[i] += f * pr[i];
+            }
+            for (int i = 0; i < D; i++) o[i] = pk_f32_to_bf16(num[i] / den);
         }
     }
 }

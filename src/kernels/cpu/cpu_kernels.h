@@ -121,6 +121,26 @@ void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, 
                       const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
                       int64_t out_stride);
 
+/* Attention split over the KV length (flash-decoding; docs/PERF.md): positions in blocks of
+ * PK_ATTN_SPLIT_BLOCK go round-robin to nsplit splits (block b to split b mod nsplit), so every
+ * cache row is written and read by one split's task, prefill chunks included.
+ * pk_cpu_attention_partial: pk_cpu_attention restricted to split `split`: K / V written for the
+ *   rows whose position is in the split; per (row t, head h of the task's nkv·G), the unnormalised
+ *   sums over the split's positions <= pos: part[t · part_stride + h · (D + 2) + ...] = acc [D]
+ *   (Σ e_j · v_j), m (max score), l (Σ e_j), e_j = exp(score_j - m); no position (or an invalid
+ *   row): acc 0, m -inf, l 0.
+ * pk_cpu_attention_combine: out [t][h · D + d] = bf16(Σ_s f_s · acc_s[d] / Σ_s f_s · l_s),
+ *   f_s = exp(m_s - max_s m_s), splits in order; split s of head h at column s · nheads · (D + 2)
+ *   + h · (D + 2) of row t; zeros where every split is empty. Same result as pk_cpu_attention to
+ *   rounding (bf16 tolerance). */
+#define PK_ATTN_SPLIT_BLOCK 32
+void pk_cpu_attention_partial(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv, int split,
+                              int nsplit, const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                              pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, float *part,
+                              int64_t part_stride);
+void pk_cpu_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
+                              pk_bf16 *out, int64_t out_stride);
+
 /* The inverse RoPE frequencies inv_freq[0 .. D/2) of a layer (llama3 scaling applied). */
 void pk_rope_inv_freq(const pk_layer_params *p, float *inv_freq);
 
