@@ -194,6 +194,11 @@ typedef struct pk_attention_params {
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 scaling */
     int rope_original_max_position;                                 /* llama3 scaling */
     float qk_norm_eps; /* eps of the per-head q/k RMSNorm, when q_norm/k_norm are given */
+    /* Split over the KV length (flash-decoding), 0 or 1: not split. S > 1: positions in blocks of
+     * 32 go round-robin to S splits; the layer becomes grid · S partial tasks (each KV-head group
+     * of the grid times each split) and grid combine tasks, so long contexts spread over more
+     * workers. CPU backend only for now (the CUDA backend refuses it). */
+    int kv_splits;
 } pk_attention_params;
 
 /* Causal attention with a paged KV cache, GQA and RoPE; appends this step's K/V to the cache.
@@ -201,7 +206,7 @@ typedef struct pk_attention_params {
  *            K of g, then V of g (pk_fuse_tensors of Wq, Wk, Wv with num_groups = Hkv);
  *   k_cache, v_cache [num_pages, page_size, Hkv, D] bf16 (pk_new_tensor);
  *   q_norm, k_norm   [D] per-head RMSNorm weights applied before RoPE (Qwen3), or both NULL;
- *   out      [T, Hq·D].   grid splits the KV heads. */
+ *   out      [T, Hq·D].   grid splits the KV heads (params->kv_splits: also the KV length). */
 pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, pk_tensor *v_cache,
                              pk_tensor *q_norm, pk_tensor *k_norm, pk_tensor *out,
                              const pk_attention_params *params, int grid);

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 1
+#define PK_ABI_VERSION 2 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -37,7 +37,9 @@ typedef enum pk_task_kind {
     PK_TASK_ARGMAX_PARTIAL = 9,
     PK_TASK_ARGMAX_REDUCE = 10,
     PK_TASK_TERMINATE = 11, /* dynamic mode: tells a worker to exit */
-    PK_TASK_KIND_COUNT = 12,
+    PK_TASK_ATTENTION_PARTIAL = 12, /* attention over one split of the KV length (kv_splits > 1) */
+    PK_TASK_ATTENTION_COMBINE = 13, /* folds the splits' partial results */
+    PK_TASK_KIND_COUNT = 14,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -92,12 +94,13 @@ typedef struct pk_layer_params {
     int32_t rope_original_max_position;
     float qk_norm_eps;
     int32_t has_qk_norm;
+    int32_t kv_splits; /* attention split over the KV length: splits per KV-head group (partial, combine) */
 } pk_layer_params;
 
 PK_STATIC_ASSERT(sizeof(pk_view) == 64, "pk_view layout is part of the ABI");
 PK_STATIC_ASSERT(sizeof(pk_event) == 16, "pk_event layout is part of the ABI");
 PK_STATIC_ASSERT(sizeof(pk_task) == 32 + 64 * PK_TASK_MAX_VIEWS, "pk_task layout");
-PK_STATIC_ASSERT(sizeof(pk_layer_params) == 56, "pk_layer_params layout");
+PK_STATIC_ASSERT(sizeof(pk_layer_params) == 60, "pk_layer_params layout");
 
 /* The views of each task kind, in order (the tile each view covers in brackets). Row ranges
  * cover T rows; kernels touch only the first num_tokens (pk.step_info) of them. */
@@ -113,7 +116,8 @@ enum {
     PK_V_ATT_QKV = 0 /* [T, group cols of the task's KV heads] */, PK_V_ATT_K_CACHE = 1,
     PK_V_ATT_V_CACHE = 2, PK_V_ATT_Q_NORM = 3, PK_V_ATT_K_NORM = 4 /* nseg 0 when absent */,
     PK_V_ATT_TOKEN_POS = 5, PK_V_ATT_TOKEN_REQ = 6, PK_V_ATT_PAGE_TABLE = 7,
-    PK_V_ATT_OUT = 8 /* [T, heads tile · D] */,
+    PK_V_ATT_OUT = 8 /* [T, heads tile · D]; ATTENTION_PARTIAL: fp32 [T, heads tile · (D + 2)] */,
+    PK_V_ATTC_PART = 0 /* fp32 [T, splits · heads tile · (D + 2)] */, PK_V_ATTC_OUT = 1 /* [T, heads tile · D] */,
     PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] */,
     PK_V_AMP_IDX = 2 /* int32 [T, 1 col] */,
     PK_V_AMR_VAL = 0 /* [T, grid] */, PK_V_AMR_IDX = 1, PK_V_AMR_OUT = 2 /* int32 [T] */,

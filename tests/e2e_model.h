@@ -86,8 +86,9 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
 /* Adds the model's tensors and layers to k (made with e2e_config's T, page_size, num_pages): fused
  * QKV with RMSNorm, attention with q/k norms, o_proj + residual, fused gate/up with RMSNorm,
  * silu·mul + down + residual, final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
- * 2, 8, 10) on purpose. Returns the logits tensor [T, V]. */
-static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c) {
+ * 2, 8, 10) on purpose; kv_splits: the attention's split over the KV length (0: none). Returns the
+ * logits tensor [T, V]. */
+static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits) {
     const int64_t T = c->max_tokens_per_step;
     char name[64];
     pk_tensor *h = e2e_act(k, "h0", T, H);
@@ -105,7 +106,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
         pk_tensor *att = e2e_act(k, NAME("att%d"), T, HQ * D);
         pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
-                                  .qk_norm_eps = EPS};
+                                  .qk_norm_eps = EPS, .kv_splits = kv_splits};
         pk_tensor *qn = e2e_attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0);
         pk_tensor *kn = e2e_attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
         pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);

@@ -479,6 +479,12 @@ static void test_layers(void) {
     pb.rope_original_max_position = 8192;
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_INVALID_ARGUMENT, "llama3", "4", "1");
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, NULL, 1), PK_ERR_INVALID_ARGUMENT, "params");
+    pb = p;
+    pb.kv_splits = -1;
+    EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_INVALID_ARGUMENT, "kv_splits -1");
+    pb.kv_splits = 5000;
+    EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &pb, 1), PK_ERR_INVALID_ARGUMENT, "kv_splits 5000",
+           "4096");
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn, NULL, att, &p, 1), PK_ERR_INVALID_ARGUMENT, "q_norm", "k_norm");
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, NULL, kn, att, &p, 1), PK_ERR_INVALID_ARGUMENT, "q_norm", "k_norm");
     EXPECT(k, pk_attention_layer(k, qkv, kc, vc, qn9, kn, att, &p, 1), PK_ERR_SHAPE, "qn9", "[9]", "[8]");

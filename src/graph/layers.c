@@ -340,6 +340,10 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     }
     TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, (int64_t)Hq * D}));
     TRY(check_grid(&b, "num_kv_heads", Hkv));
+    const int S = p->kv_splits > 1 ? p->kv_splits : 1;
+    if (p->kv_splits < 0 || p->kv_splits > 4096 || (int64_t)grid * S > INT32_MAX / 2)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: kv_splits %d (0 or 1: not split; at most 4096, and grid %d "
+                       "times kv_splits must fit an int)", b.fn, p->kv_splits, grid);
     pk_layer_params *lp = &b.l.params;
     lp->num_q_heads = Hq;
     lp->num_kv_heads = Hkv;
@@ -352,8 +356,11 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     lp->rope_original_max_position = p->rope_original_max_position;
     lp->qk_norm_eps = p->qk_norm_eps;
     lp->has_qk_norm = q_norm != NULL;
+    lp->kv_splits = S;
     /* Input order is the view order of pk_abi.h (PK_V_ATT_*), absent norms as -1. */
-    TRY(add_input(&b, "qkv", qkv, split_dim(&b, 1)));
+    /* split: the partial layer's task i is KV-head group i / S, split i % S; its qkv columns are
+     * not a grid tile, so it waits for all of qkv */
+    TRY(add_input(&b, "qkv", qkv, S > 1 ? WHOLE : split_dim(&b, 1)));
     TRY(add_input(&b, "k_cache", k_cache, WHOLE));
     TRY(add_input(&b, "v_cache", v_cache, WHOLE));
     if (q_norm) {
@@ -373,11 +380,40 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
                        b.fn);
     if (k_cache->storage != PK_STORAGE_OWNED || v_cache->storage != PK_STORAGE_OWNED)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: the KV caches must be pk_new_tensor tensors", b.fn);
-    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
-    TRY(commit(&b, "attention"));
-    /* The caches are written by this layer and read by it in later steps only. */
+    if (S == 1) {
+        TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+        TRY(commit(&b, "attention"));
+        /* The caches are written by this layer and read by it in later steps only. */
+        k_cache->producer = v_cache->producer = k->nlayers - 1;
+        return PK_OK;
+    }
+
+    /* Split: partial layer (grid · S tasks) into a pk-owned fp32 tensor [T, Hkv · S · G · (D + 2)]
+     * laid out [head group][split][its heads][D + 2], so task i's tile is column block i; then a
+     * combine layer (grid tasks) reading group i's S blocks. */
+    TRY(check_writable(&b, "out", out)); /* before the partial tensor is added */
+    const int G = Hq / Hkv;
+    char name[PK_NAME_MAX];
+    snprintf(name, sizeof name, "pk.attn%d.part", k->nlayers);
+    pk_tensor *part = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, (int64_t)Hkv * S * G * (D + 2)},
+                                    PK_IO_LOCAL);
+    if (!part) return k->status;
+    b.l.kind = PK_TASK_ATTENTION_PARTIAL;
+    b.l.params.kind = PK_TASK_ATTENTION_PARTIAL;
+    b.l.grid = grid * S;
+    b.l.params.grid = (uint32_t)(grid * S);
+    TRY(add_output(&b, "partial", part, split_dim(&b, 1)));
+    TRY(commit(&b, "attention_partial"));
     k_cache->producer = v_cache->producer = k->nlayers - 1;
-    return PK_OK;
+
+    layer_builder c;
+    TRY(begin(&c, k, "pk_attention_layer", PK_TASK_ATTENTION_COMBINE, grid));
+    c.l.params = b.l.params;
+    c.l.params.kind = PK_TASK_ATTENTION_COMBINE;
+    c.l.params.grid = (uint32_t)grid;
+    TRY(add_input(&c, "partial", part, split_dim(&c, 1)));
+    TRY(add_output(&c, "out", out, split_dim(&c, 1)));
+    return commit(&c, "attention_combine");
 }
 
 pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid) {

@@ -52,7 +52,7 @@ static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_
     c.eos_token_id = rc->eos;
     c.trace_path = rc->trace;
     pk_kernel *k = pk_kernel_new(&c);
-    *logits_out = e2e_add_layers(k, w, &c);
+    *logits_out = e2e_add_layers(k, w, &c, 0);
     return k;
 }
 

@@ -86,7 +86,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t) {
                                tile(k, &v[PK_V_SML_RES]), (int64_t)v[PK_V_SML_RES].row_stride,
                                tile(k, &v[PK_V_SML_OUT]), (int64_t)v[PK_V_SML_OUT].row_stride);
         break;
-    case PK_TASK_ATTENTION: {
+    case PK_TASK_ATTENTION:
+    case PK_TASK_ATTENTION_PARTIAL: {
         pk_attn_step s = {
             .n_tok = n,
             .token_pos = base(k, &v[PK_V_ATT_TOKEN_POS]),
@@ -95,13 +96,28 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t) {
             .pages_per_req = k->pages_per_req,
             .page_size = k->cfg.page_size,
         };
-        int nkv = p->num_kv_heads / (int)p->grid;
-        pk_cpu_attention(p, &s, (int)t->index * nkv, nkv, base(k, &v[PK_V_ATT_QKV]),
-                         (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
-                         base(k, &v[PK_V_ATT_V_CACHE]),
-                         v[PK_V_ATT_Q_NORM].nseg ? base(k, &v[PK_V_ATT_Q_NORM]) : NULL,
-                         v[PK_V_ATT_K_NORM].nseg ? base(k, &v[PK_V_ATT_K_NORM]) : NULL,
-                         base(k, &v[PK_V_ATT_OUT]), (int64_t)v[PK_V_ATT_OUT].row_stride);
+        const pk_bf16 *qn = v[PK_V_ATT_Q_NORM].nseg ? base(k, &v[PK_V_ATT_Q_NORM]) : NULL;
+        const pk_bf16 *kn = v[PK_V_ATT_K_NORM].nseg ? base(k, &v[PK_V_ATT_K_NORM]) : NULL;
+        if (t->kind == PK_TASK_ATTENTION) {
+            int nkv = p->num_kv_heads / (int)p->grid;
+            pk_cpu_attention(p, &s, (int)t->index * nkv, nkv, base(k, &v[PK_V_ATT_QKV]),
+                             (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
+                             base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, base(k, &v[PK_V_ATT_OUT]),
+                             (int64_t)v[PK_V_ATT_OUT].row_stride);
+        } else { /* task index = KV-head group · kv_splits + split; its partial tile is its own */
+            int S = p->kv_splits, nkv = p->num_kv_heads / ((int)p->grid / S);
+            pk_cpu_attention_partial(p, &s, (int)t->index / S * nkv, nkv, (int)t->index % S, S,
+                                     base(k, &v[PK_V_ATT_QKV]), (int64_t)v[PK_V_ATT_QKV].row_stride,
+                                     base(k, &v[PK_V_ATT_K_CACHE]), base(k, &v[PK_V_ATT_V_CACHE]), qn, kn,
+                                     tile(k, &v[PK_V_ATT_OUT]), (int64_t)v[PK_V_ATT_OUT].row_stride);
+        }
+        break;
+    }
+    case PK_TASK_ATTENTION_COMBINE: {
+        int nheads = p->num_q_heads / (int)p->grid;
+        pk_cpu_attention_combine(n, nheads, p->head_dim, p->kv_splits, tile(k, &v[PK_V_ATTC_PART]),
+                                 (int64_t)v[PK_V_ATTC_PART].row_stride, tile(k, &v[PK_V_ATTC_OUT]),
+                                 (int64_t)v[PK_V_ATTC_OUT].row_stride);
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:

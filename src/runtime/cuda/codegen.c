@@ -378,10 +378,12 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      base_expr(&v[PK_V_AMR_VAL], 1, a, sizeof a), base_expr(&v[PK_V_AMR_IDX], 1, b, sizeof b),
                      v[PK_V_AMR_VAL].rs, v[PK_V_AMR_VAL].cols, base_expr(&v[PK_V_AMR_OUT], 0, c, sizeof c));
         break;
+    case PK_TASK_ATTENTION_PARTIAL: /* pk_cuda_compile refuses these before code generation */
+    case PK_TASK_ATTENTION_COMBINE:
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:
     case PK_TASK_KIND_COUNT:
-        PK_ASSERT(!"not a compute layer");
+        PK_ASSERT(!"not a compute layer of the CUDA backend");
     }
     pk_sb_printf(o, "        break;\n    }\n");
 }
