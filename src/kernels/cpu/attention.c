@@ -82,6 +82,14 @@ static void scores(const float *q, const pk_bf16 *const *k, int nb, int D, float
  * go round-robin to the splits (block b to split b mod nsplit). */
 static int in_split(int j, int split, int nsplit) { return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split; }
 
+/* A split's positions in groups of 4, ascending: the group after the one starting at j0 (the
+ * next 4 of its block, or the start of the split's next block). Groups never cross a block:
+ * PK_ATTN_SPLIT_BLOCK % 4 == 0. The first group of split s starts at s · PK_ATTN_SPLIT_BLOCK. */
+static int next_group(int j0, int nsplit) {
+    j0 += 4;
+    return j0 % PK_ATTN_SPLIT_BLOCK ? j0 : j0 + (nsplit - 1) * PK_ATTN_SPLIT_BLOCK;
+}
+
 /* The three kernels' one body. Phases 1 + 2 write the K / V of rows whose position is in the
  * split; phase 3 runs each (row, query head) over the positions 0 .. pos of the split, 4 at a
  * time in ascending order (never across a block: PK_ATTN_SPLIT_BLOCK % 4 == 0, so with one split
@@ -131,31 +139,22 @@ static void attention_core(const pk_layer_params *p, const pk_attn_step *s, int 
                     head_norm_rope(qx, q_norm, p->qk_norm_eps, cs, sn, D, q);
                     /* pass 1: the max score; pass 2: exp-sum and Σ e_j v_j, 4 positions at a time */
                     const pk_bf16 *kp[4];
-                    for (int b0 = split * B; b0 <= pos; b0 += nsplit * B) {
-                        int end = b0 + B - 1 < pos ? b0 + B - 1 : pos;
-                        for (int j0 = b0; j0 <= end; j0 += 4) {
-                            int nb = end + 1 - j0 < 4 ? end + 1 - j0 : 4;
-                            for (int b = 0; b < nb; b++)
-                                kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
-                            scores(q, kp, nb, D, scale, sc);
-                            for (int b = 0; b < nb; b++)
-                                if (sc[b] > m) m = sc[b];
-                        }
+                    for (int j0 = split * B; j0 <= pos; j0 = next_group(j0, nsplit)) {
+                        int nb = pos + 1 - j0 < 4 ? pos + 1 - j0 : 4;
+                        for (int b = 0; b < nb; b++) kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
+                        scores(q, kp, nb, D, scale, sc);
+                        for (int b = 0; b < nb; b++)
+                            if (sc[b] > m) m = sc[b];
                     }
-                    for (int b0 = split * B; b0 <= pos; b0 += nsplit * B) {
-                        int end = b0 + B - 1 < pos ? b0 + B - 1 : pos;
-                        for (int j0 = b0; j0 <= end; j0 += 4) {
-                            int nb = end + 1 - j0 < 4 ? end + 1 - j0 : 4;
-                            for (int b = 0; b < nb; b++)
-                                kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
-                            scores(q, kp, nb, D, scale, sc);
-                            for (int b = 0; b < nb; b++) {
-                                float e = expf(sc[b] - m);
-                                const pk_bf16 *v =
-                                    v_cache + cache_offset(s, req, j0 + b, Hkv, g, D); /* [D] */
-                                sum += e;
-                                for (int i = 0; i < D; i++) acc[i] += e * pk_bf16_to_f32(v[i]);
-                            }
+                    for (int j0 = split * B; j0 <= pos; j0 = next_group(j0, nsplit)) {
+                        int nb = pos + 1 - j0 < 4 ? pos + 1 - j0 : 4;
+                        for (int b = 0; b < nb; b++) kp[b] = k_cache + cache_offset(s, req, j0 + b, Hkv, g, D);
+                        scores(q, kp, nb, D, scale, sc);
+                        for (int b = 0; b < nb; b++) {
+                            float e = expf(sc[b] - m);
+                            const pk_bf16 *v = v_cache + cache_offset(s, req, j0 + b, Hkv, g, D); /* [D] */
+                            sum += e;
+                            for (int i = 0; i < D; i++) acc[i] += e * pk_bf16_to_f32(v[i]);
                         }
                     }
                 }
