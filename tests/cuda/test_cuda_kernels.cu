@@ -256,6 +256,14 @@ static void dpoison(void *d, size_t bytes) { CU(cudaMemset(d, 0xff, bytes)); }
 
 static float bf(pk_bf16 h) { return pk_bf16_to_f32(h); }
 
+/* The layer's RoPE inverse frequencies on the device: the CPU's table, as the code generator
+ * emits it for the persistent kernel. */
+static float *dup_inv_freq(const pk_layer_params &p) {
+    std::vector<float> inv(p.head_dim / 2);
+    pk_rope_inv_freq(&p, inv.data());
+    return dup(inv);
+}
+
 /* n random bf16 in [lo, hi). */
 static std::vector<pk_bf16> rand_bf16(size_t n, float lo, float hi, uint64_t *seed) {
     std::vector<pk_bf16> v(n);
@@ -731,9 +739,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     res_init(&r, "attention", shape);
     res_init(&rd, "attention_decode", shape);
     std::vector<pk_bf16> last_k, last_v;
-    std::vector<float> inv_freq(D / 2);
-    pk_rope_inv_freq(&p, inv_freq.data());
-    float *dinv = dup(inv_freq);
+    float *dinv = dup_inv_freq(p);
     int *dused = dalloc<int>(Hkv), used = 0;
     /* the decode path takes D 64 / 128 / 256 and G <= 8 (when the context fits shared memory: all here) */
     const int expect_used = (D == 64 || D == 128 || D == 256) && G <= PK_ATTD_G_MAX ? Hkv : 0;
@@ -996,9 +1002,7 @@ static void bench_attention(void) {
         pk_bf16 *dout = dalloc<pk_bf16>((size_t)ocols);
         int32_t *dpt = dup(pt), *dreq = dalloc<int32_t>(1), *dpos = dalloc<int32_t>(1);
         CU(cudaMemset(dreq, 0, 4));
-        std::vector<float> inv_freq(D / 2);
-        pk_rope_inv_freq(&p, inv_freq.data());
-        float *dinv = dup(inv_freq);
+        float *dinv = dup_inv_freq(p);
         for (int ci = 0; ci < 3; ci++) {
             int32_t pos = ctxs[ci];
             CU(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
