@@ -22,8 +22,8 @@
  *     4 independent FMA chains instead of one of length D), online softmax over the blocks as
  *     attention.cuh's phase 3, Σ_j e_j · v_j with lane = D / 32 dims (e_j by shuffle); two
  *     heads per pass (PK_ATTD_HP); each warp leaves (m, l, acc [G][D]) and one barrier later the
- *     CTA folds the 8
- *     warps in order. Every order is fixed by the shapes: the same bits on every run.
+ *     CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on every
+ *     run.
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
  * the layout below fits in smem_bytes.
@@ -197,11 +197,10 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     __syncthreads();
     PK_ATT_STAMP(1);
 
-    /* per warp and head: blocks of 32 positions w, w + 8, ... (lane = position), online softmax
-     * as attention.cuh's phase 3; then (m, l, acc [D]) into red_m, red_l, red. Loops are rolled
-     * (#pragma unroll 1, heads outermost): this code runs once per layer between other task
-     * kinds, so its instructions come from L2 every time, and straight-line unrolled code cost
-     * more in fetches than it saved in latency (docs/PERF.md). */
+    /* per warp and pass of PK_ATTD_HP heads: blocks of 32 positions w, w + 8, ... (lane =
+     * position), online softmax as attention.cuh's phase 3; then (m, l, acc [D]) into red_m, red_l,
+     * red. Loops are rolled (#pragma unroll 1): a first version with fully unrolled head loops
+     * was larger and no faster (docs/PERF.md, session 3). */
     const float scale = 1.0f / sqrtf((float)D);
     constexpr int DL = 2 * NP; /* dims per lane in the P·V sum: D / 32 <= DL */
     const int dl = D / 32;
