@@ -286,6 +286,8 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
     char a[160], b[160];
     pk_sb_printf(o, "    case %d: { /* %s */\n", l, L->name);
+    /* n_tok is read here, not for every task that reaches pk_gen_stage_task */
+    pk_sb_printf(o, "        const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n", k->t_step_info);
     int nkv = emit_attn_step(o, k, L, v);
     pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, ",
                  attn_pairs(&L->params), l, l, nkv, nkv);
@@ -561,10 +563,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  "    void *const *B = S->buf;\n"
                  "    const pk_gen_task task = pk_gen_tasks[t];\n"
                  "    const int64_t idx = task.index;\n"
-                 "    const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n"
-                 "    (void)B, (void)idx, (void)n_tok, (void)smem, (void)smem_bytes;\n"
-                 "    switch (task.layer) {\n",
-                 k->t_step_info);
+                 "    (void)B, (void)idx, (void)smem, (void)smem_bytes;\n"
+                 "    switch (task.layer) {\n");
     for (int i = 0; i < g->nlayers; i++)
         if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION) emit_stage_case(o, k, g->layer_order[i]);
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
