@@ -927,6 +927,27 @@ static void test_argmax(uint64_t *seed) {
         }
 }
 
+/* Mean µs per call of launch(it) over 20 launches after 3 warm-up ones (it = -3 .. 19), timed
+ * with events on the default stream; launch checks nothing, this does. */
+template <class F> static double time_launches_us(F launch) {
+    const int REPS = 20;
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int it = -3; it < REPS; it++) {
+        if (it == 0) CU(cudaEventRecord(e0));
+        launch(it);
+        CU(cudaGetLastError());
+    }
+    CU(cudaEventRecord(e1));
+    CU(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return 1e3 * ms / REPS;
+}
+
 /* ---- bench: GEMV bandwidth at decode shapes (a lead for the next person, not a test) --------- */
 
 static void bench_linear(int sms) {
@@ -955,25 +976,12 @@ static void bench_linear(int sms) {
         for (int ni = 0; ni < 3; ni++) {
             int n_tok = ntoks[ni];
             int tile = (N + sms - 1) / sms, grid = (N + tile - 1) / tile;
-            cudaEvent_t e0, e1;
-            CU(cudaEventCreate(&e0));
-            CU(cudaEventCreate(&e1));
-            const int REPS = 20;
-            for (int it = -3; it < REPS; it++) {
-                if (it == 0) CU(cudaEventRecord(e0));
+            const double us = time_launches_us([&](int it) {
                 pk_rows w = pk_rows_plain(dw[(it + 3) % NCOPY], (uint32_t)N, (uint64_t)K);
-                k_linear_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(dx, n_tok, K, w, N,
-                                                                             tile, dout);
-                CU(cudaGetLastError());
-            }
-            CU(cudaEventRecord(e1));
-            CU(cudaEventSynchronize(e1));
-            float ms = 0.0f;
-            CU(cudaEventElapsedTime(&ms, e0, e1));
-            double us = 1e3 * ms / REPS, gbs = (double)N * K * 2 / (us * 1e-6) / 1e9;
+                k_linear_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(dx, n_tok, K, w, N, tile, dout);
+            });
+            const double gbs = (double)N * K * 2 / (us * 1e-6) / 1e9;
             printf("%-26s %5d %6d %6d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, us, gbs);
-            CU(cudaEventDestroy(e0));
-            CU(cudaEventDestroy(e1));
         }
         dfree_all();
     }
@@ -1008,29 +1016,15 @@ static void bench_attention(void) {
             CU(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
             pk_attn_step ds = {1, dpos, dreq, dpt, ppr, page};
             double us[3];
-            for (int v = 0; v < 3; v++) {
-                cudaEvent_t e0, e1;
-                CU(cudaEventCreate(&e0));
-                CU(cudaEventCreate(&e1));
-                const int REPS = 20;
-                for (int it = -3; it < REPS; it++) {
-                    if (it == 0) CU(cudaEventRecord(e0));
+            for (int v = 0; v < 3; v++)
+                us[v] = time_launches_us([&](int) {
                     if (v == 0)
                         k_attention_grid<2><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
                     else if (v == 1)
                         k_attention_grid<1><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
                     else
                         launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols, NULL);
-                    CU(cudaGetLastError());
-                }
-                CU(cudaEventRecord(e1));
-                CU(cudaEventSynchronize(e1));
-                float ms = 0.0f;
-                CU(cudaEventElapsedTime(&ms, e0, e1));
-                us[v] = 1e3 * ms / REPS;
-                CU(cudaEventDestroy(e0));
-                CU(cudaEventDestroy(e1));
-            }
+                });
             double kv = (double)(pos + 1) * Hkv * D * 2 * 2;
             printf("%-22s %5d %6d %10.1f %10.1f %10.1f %9.0f\n", "attention decode", G, pos, us[0], us[1], us[2],
                    kv / (us[0] * 1e-6) / 1e9);
