@@ -5,12 +5,14 @@
 # time goes to running, not compiling. docs/PERF.md "The tuning loop".
 # Usage: MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|-DPK_ATT_PROFILE" bash bench/precompile.sh
 # Env: MODELS (qwen3-0.6b qwen3-8b), VARIANTS ('|'-separated PK_NVCC_DEFINES values, "" = default),
+#      SPLITS ("0": pk bench --kv-splits values, 0 = pk's choice; each is its own kernel),
 #      THREADS (132), MAX_SEQ (4224), HARNESS (1: also tests/cuda's kernel harness), FRESH (1:
 #      empty .gpu/cache first).
 set -eu
 cd "$(dirname "$0")/.."
 MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
 VARIANTS=${VARIANTS:-}
+SPLITS=${SPLITS:-0}
 THREADS=${THREADS:-132}
 MAX_SEQ=${MAX_SEQ:-4224}
 make -s # builds build/tests/gpu/test_cuda_e2e too
@@ -27,8 +29,10 @@ IFS='|' read -r -a variants <<<"$VARIANTS"
 for m in $MODELS; do
     [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
     for v in "${variants[@]}"; do
-        PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
-            --context 160 --max-seq "$MAX_SEQ" >/dev/null 2>&1 &
+        for s in $SPLITS; do
+            PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
+                --context 160 --max-seq "$MAX_SEQ" --kv-splits "$s" >/dev/null 2>&1 &
+        done
     done
 done
 wait

@@ -10,7 +10,8 @@
 #   carry ["build/pk", "build/tests/gpu/test_cuda_e2e", ".gpu", ".dev/cuda/test_cuda_kernels"]
 # Env: MODELS (qwen3-0.6b qwen3-8b), CONTEXT (160), GEN (128), MAX_SEQ (4224: run_bench's, so
 #      the precompiled kernels serve both), THREADS (132), VARIANTS ('|'-separated, default ""),
-#      TRACE (1), HARNESS_GROUPS (linear attention bench), OUT (where logs go).
+#      TRACE (1), HARNESS_GROUPS (linear attention bench), OUT (where logs go), SPLITS ("0": pk bench
+#      --kv-splits values, 0 = pk's choice), CONTEXTS (CONTEXT: several contexts, one kernel each).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
@@ -19,6 +20,8 @@ GEN=${GEN:-128}
 MAX_SEQ=${MAX_SEQ:-4224}
 THREADS=${THREADS:-132}
 VARIANTS=${VARIANTS:-}
+SPLITS=${SPLITS:-0}
+CONTEXTS=${CONTEXTS:-$CONTEXT}
 TRACE=${TRACE:-1}
 OUT=${OUT:-/tmp/pk-quick}
 mkdir -p "$OUT"
@@ -33,6 +36,8 @@ if [ -x .dev/cuda/test_cuda_kernels ]; then
     # shellcheck disable=SC2086
     .dev/cuda/test_cuda_kernels ${HARNESS_GROUPS:-linear attention bench} >"$OUT/kernels.txt" 2>&1
     grep -A40 "^bench linear" "$OUT/kernels.txt" | grep -v "^kind \|^$" | head -40
+    grep -B1 "^attention decode" "$OUT/kernels.txt"
+    grep "FAIL" "$OUT/kernels.txt" | head -20
     tail -n 1 "$OUT/kernels.txt"
 fi
 wait
@@ -48,16 +53,21 @@ else
     echo "pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$OUT/tiny_cuda.err")"
 fi
 
-B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN --context $CONTEXT"
+B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN"
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
 for m in $MODELS; do
-    for v in "${variants[@]}"; do
-        echo "== $m @ $CONTEXT ${v:+($v)}"
-        PK_NVCC_DEFINES="$v" $B --model "/tmp/$m" 2>&1 | grep -E "decode |floor|compiling|^pk: .*(error|no CUDA|failed)"
+    for ctx in $CONTEXTS; do
+        for v in "${variants[@]}"; do
+            for s in $SPLITS; do
+                echo "== $m @ $ctx, kv-splits $s ${v:+($v)}"
+                PK_NVCC_DEFINES="$v" $B --context "$ctx" --kv-splits "$s" --model "/tmp/$m" 2>&1 |
+                    grep -E "decode |floor|compiling|^pk: .*(error|no CUDA|failed)"
+            done
+        done
     done
     if [ "$TRACE" = 1 ]; then
-        $B --model "/tmp/$m" --gen 24 --trace "/tmp/trace_$m.json" >/dev/null 2>&1
+        $B --context "$CONTEXT" --model "/tmp/$m" --gen 24 --trace "/tmp/trace_$m.json" >/dev/null 2>&1
         python3 bench/trace_summary.py "/tmp/trace_$m.json" --steps 16 --layers >"$OUT/trace_$m.txt" 2>&1
         sed -n 2,14p "$OUT/trace_$m.txt"
     fi

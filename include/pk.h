@@ -88,6 +88,10 @@ typedef struct pk_config {
     pk_backend backend;
     const char *trace_path;    /* if set, pk_run writes a Perfetto/Chrome trace there */
     const char *cache_dir;     /* CUDA backend: where compiled kernels are cached; NULL: default */
+    int attention_kv_splits;   /* pk_model_load: the attention layers' split over the KV length
+                                * (pk_attention_params.kv_splits); 0: pk picks (CUDA with
+                                * max_seq_length > 256: workers / KV heads, so every SM takes a
+                                * part; else 1), 1: not split */
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
@@ -333,6 +337,8 @@ typedef struct pk_model_info {
     int has_qk_norm;
     int64_t bos_token_id, eos_token_id; /* -1 when config.json names none */
     int64_t weight_bytes;               /* bytes of the weights the decode step reads */
+    int attention_kv_splits;            /* the attention layers' split over the KV length (1: none;
+                                         * 0 from pk_model_read_info: not built yet) */
 } pk_model_info;
 
 /* Opens a model directory, checks every tensor against config.json, creates a kernel with cfg

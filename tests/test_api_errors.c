@@ -142,6 +142,8 @@ static void test_config(void) {
         {"eos_token_id", INT64_MAX, "eos_token_id"},
         {"sched_mode", 2, "sched_mode 2"},
         {"backend", 7, "backend 7"},
+        {"attention_kv_splits", -1, "attention_kv_splits -1"},
+        {"attention_kv_splits", 4097, "attention_kv_splits 4097"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pk_config c = small_config();
@@ -160,6 +162,7 @@ static void test_config(void) {
         else if (!strcmp(f, "eos_token_id")) c.eos_token_id = bad[i].value;
         else if (!strcmp(f, "sched_mode")) c.sched_mode = (pk_sched_mode)v;
         else if (!strcmp(f, "backend")) c.backend = (pk_backend)v;
+        else if (!strcmp(f, "attention_kv_splits")) c.attention_kv_splits = v;
         if (!strcmp(f, "max_seq_length")) c.num_pages = 0; /* pages derived from it */
         check_sticky(pk_kernel_new(&c), PK_ERR_INVALID_ARGUMENT, bad[i].msg);
     }

@@ -57,7 +57,8 @@ static void expect_error(const char *args, int code, const char *needle) {
     CHECK(strstr(r.err, needle) != NULL, "pk %s: stderr lacks '%s': %s", args, needle, r.err);
 }
 
-static void check_golden_cli(const char *name) {
+/* Prompt `which` of the golden file; extra: more flags for pk generate (the tokens must not change). */
+static void check_golden_cli(const char *name, const char *extra, int which) {
     char path[256];
     snprintf(path, sizeof path, "tests/data/golden/%s/golden.json", name);
     FILE *f = fopen(path, "rb");
@@ -68,8 +69,8 @@ static void check_golden_cli(const char *name) {
     text[n] = '\0';
     fclose(f);
     cJSON *root = cJSON_Parse(text);
-    const cJSON *prompt = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), 1);
-    const cJSON *greedy = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "greedy"), 1);
+    const cJSON *prompt = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), which);
+    const cJSON *greedy = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "greedy"), which);
     char ids[2048] = "", expect[2048] = "";
     size_t a = 0, b = 0;
     for (int i = 0; i < cJSON_GetArraySize(prompt); i++)
@@ -77,13 +78,13 @@ static void check_golden_cli(const char *name) {
     for (int i = 0; i < cJSON_GetArraySize(greedy); i++)
         b += (size_t)snprintf(expect + b, sizeof expect - b, "%s%d", i ? " " : "", (int)cJSON_GetArrayItem(greedy, i)->valuedouble);
     char args[4096];
-    snprintf(args, sizeof args, "generate --model tests/data/golden/%s --prompt-ids %s --max-tokens %d --print-ids --backend cpu",
-             name, ids, cJSON_GetArraySize(greedy));
+    snprintf(args, sizeof args, "generate --model tests/data/golden/%s --prompt-ids %s --max-tokens %d --print-ids --backend cpu %s",
+             name, ids, cJSON_GetArraySize(greedy), extra);
     static result r;
     run(&r, args);
     CHECK(r.status == 0, "%s: exit %d: %s", name, r.status, r.err);
     r.out[strcspn(r.out, "\n")] = '\0';
-    CHECK(strcmp(r.out, expect) == 0, "%s: pk printed '%s', transformers '%s'", name, r.out, expect);
+    CHECK(strcmp(r.out, expect) == 0, "%s %s: pk printed '%s', transformers '%s'", name, extra, r.out, expect);
     CHECK(strstr(r.err, "ms/token") != NULL, "%s: no stats line on stderr: %s", name, r.err);
     cJSON_Delete(root);
 }
@@ -95,10 +96,12 @@ int main(void) {
         CHECK(0, "%s is not built", pk_bin);
         return check_report("cli");
     }
-    check_golden_cli("qwen3_untied");
-    check_golden_cli("qwen3_tied");
-    check_golden_cli("llama3_scaled");
-    check_golden_cli("llama3_plain");
+    check_golden_cli("qwen3_untied", "", 1);
+    check_golden_cli("qwen3_tied", "", 1);
+    check_golden_cli("llama3_scaled", "", 1);
+    check_golden_cli("llama3_plain", "", 1);
+    /* the attention split over the KV length: 23 + 12 positions, blocks 0 and 1 in the two splits */
+    check_golden_cli("qwen3_untied", "--kv-splits 2 --step-tokens 4", 2);
 
     static result r;
     run(&r, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2");
@@ -131,6 +134,7 @@ int main(void) {
     expect_error("generate --prompt-ids 1 --max-tokens 0", 1, "--max-tokens");
     expect_error("generate --prompt-ids 1 --backend tpu", 1, "tpu");
     expect_error("generate --prompt-ids 1 --bogus", 1, "--bogus");
+    expect_error("generate --prompt-ids 1 --kv-splits 5000", 1, "--kv-splits");
     expect_error("frobnicate", 1, "frobnicate");
     expect_error("", 2, "usage");
     expect_error("detokenize 5000000", 1, "5000000");

@@ -32,8 +32,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
     return pk_new_tensor(k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
 }
 
-/* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention,
- * linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
+/* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
+ * over the KV length: attention_partial, attention_combine), linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
@@ -64,7 +64,16 @@ static pk_kernel *build(const char *cache_dir) {
     pk_silu_mul_layer(k, gu, m, 2);
     pk_linear_layer(k, m, weight(k, "wm", H, I), h2, 2);
     pk_silu_mul_linear_with_residual_layer(k, gu, weight(k, "wd", H, I), h2, h3, 4);
-    pk_rmsnorm_linear_layer(k, h3, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
+    /* a second attention block, split over the KV length (attention_partial + attention_combine) */
+    pk_tensor *qkv2 = act(k, "qkv2", QKV), *att2 = act(k, "att2", HQ * D), *h4 = act(k, "h4", H);
+    pk_tensor *kcache2 = pk_new_tensor(k, "k_cache2", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+    pk_tensor *vcache2 = pk_new_tensor(k, "v_cache2", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
+    pk_rmsnorm_linear_layer(k, h3, weight(k, "attn_norm2", H, 0), weight(k, "wqkv2", QKV, H), qkv2, 1e-6f, 4);
+    pk_attention_params ap2 = ap;
+    ap2.kv_splits = 3;
+    pk_attention_layer(k, qkv2, kcache2, vcache2, NULL, NULL, att2, &ap2, 2);
+    pk_linear_with_residual_layer(k, att2, weight(k, "wo2", H, HQ * D), h3, h4, 4);
+    pk_rmsnorm_linear_layer(k, h4, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
     return k;

@@ -32,9 +32,10 @@ static void die(const char *fmt, ...) {
 static void usage(void) {
     fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
-          "                   [--step-tokens T] [--logits FILE]\n"
+          "                   [--step-tokens T] [--kv-splits S] [--logits FILE]\n"
           "       pk bench [--model DIR] [--backend cpu|cuda] [--prompt-len N | --context N] [--gen N]\n"
-          "                [--threads N] [--step-tokens T] [--max-seq N] [--seed S] [--json] [--trace FILE]\n"
+          "                [--threads N] [--step-tokens T] [--kv-splits S] [--max-seq N] [--seed S] [--json]\n"
+          "                [--trace FILE]\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
           "       pk inspect [--model DIR] [--task-graph FILE]\n"
@@ -85,7 +86,7 @@ static long parse_long(const char *s, const char *what, long lo, long hi) {
 typedef struct options {
     const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch, *logits;
     const char *backend;
-    int max_tokens, threads, chat, print_ids, step_tokens;
+    int max_tokens, threads, chat, print_ids, step_tokens, kv_splits;
     int prompt_len, gen, context, max_seq, json; /* bench */
     long seed;
     int nargs;
@@ -112,6 +113,7 @@ static void parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--trace")) o->trace = VALUE();
         else if (!strcmp(a, "--logits")) o->logits = VALUE();
         else if (!strcmp(a, "--step-tokens")) o->step_tokens = (int)parse_long(VALUE(), "--step-tokens", 1, 65536);
+        else if (!strcmp(a, "--kv-splits")) o->kv_splits = (int)parse_long(VALUE(), "--kv-splits", 0, 4096);
         else if (!strcmp(a, "--prompt-len")) o->prompt_len = (int)parse_long(VALUE(), "--prompt-len", 1, 1 << 24);
         else if (!strcmp(a, "--gen")) o->gen = (int)parse_long(VALUE(), "--gen", 2, 1 << 24);
         else if (!strcmp(a, "--context")) o->context = (int)parse_long(VALUE(), "--context", 1, 1 << 24);
@@ -228,6 +230,7 @@ static pk_config make_config(const options *o, int prompt_len, const pk_model_in
     if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
     c.max_requests = 1;
     c.max_tokens_per_step = o->step_tokens ? o->step_tokens : 64;
+    c.attention_kv_splits = o->kv_splits; /* 0: pk picks */
     int64_t need = (int64_t)prompt_len + o->max_tokens;
     if (info && need > info->max_position_embeddings) need = info->max_position_embeddings;
     c.max_seq_length = need < 2 ? 2 : (int)need;
@@ -431,8 +434,9 @@ static int cmd_bench(options *o) {
         pk_json_write_string(stdout, o->model);
         printf(", \"architecture\": ");
         pk_json_write_string(stdout, info.architecture);
-        printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"max_seq\": %d, \"seed\": %ld,\n",
-               cuda ? "cuda" : "cpu", workers, T, c.max_seq_length, o->seed);
+        printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"kv_splits\": %d, \"max_seq\": %d, "
+               "\"seed\": %ld,\n",
+               cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits, c.max_seq_length, o->seed);
         printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "
                "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f,\n",
                P, gen, req.num_output, finish, (long long)st.num_steps, nprefill, ndec, ctx);
@@ -452,8 +456,8 @@ static int cmd_bench(options *o) {
         for (int i = 0; i < ndec; i++) printf("%s%.4f", i ? ", " : "", dec[i]);
         printf("]}\n");
     } else {
-        printf("pk bench: %s (%s), %s backend, %d workers, T = %d\n", o->model, info.architecture,
-               cuda ? "cuda" : "cpu", workers, T);
+        printf("pk bench: %s (%s), %s backend, %d workers, T = %d, attention split %d\n", o->model,
+               info.architecture, cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits);
         printf("prompt        %d random tokens (seed %ld): %d prefill step%s, %.3f ms\n", P, o->seed, nprefill,
                nprefill == 1 ? "" : "s", prefill_ms);
         printf("generated     %d of %d tokens (%s); %d decode steps at context %d .. %d\n", req.num_output, gen, finish,

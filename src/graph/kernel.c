@@ -105,6 +105,8 @@ static pk_status check_config(pk_kernel *k, const pk_config *c) {
     REQUIRE(c->eos_token_id >= -1 && c->eos_token_id < INT32_MAX,
             "config: eos_token_id %lld must be -1 (none) or a token id",
             (long long)c->eos_token_id);
+    REQUIRE(c->attention_kv_splits >= 0 && c->attention_kv_splits <= 4096,
+            "config: attention_kv_splits %d outside [0 (auto), 4096]", c->attention_kv_splits);
     REQUIRE(c->sched_mode == PK_SCHED_STATIC || c->sched_mode == PK_SCHED_DYNAMIC,
             "config: unknown sched_mode %d", (int)c->sched_mode);
     REQUIRE(c->backend == PK_BACKEND_CPU || c->backend == PK_BACKEND_CUDA,

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "kernels/cpu/cpu_kernels.h" /* PK_ATTN_SPLIT_BLOCK */
 #include "model/hf_config.h"
 #include "model/weights.h"
 #include "pk_internal.h"
@@ -28,6 +29,24 @@ static int pick_grid(int64_t n, int target) {
     for (int g = target; g > 1; g--)
         if (n % g == 0) return g;
     return 1;
+}
+
+/* The attention's split over the KV length: the config's, or on the GPU, when max_seq_length
+ * exceeds PK_SPLIT_MIN_SEQ, as many splits as leave every worker one attention task (132 SMs / 8
+ * KV heads: 16), no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's
+ * attention is grid (= KV heads) tasks on as many SMs, and past ~330 positions (D 128) its KV
+ * cache no longer fits the shared memory the staged decode path reads it from
+ * (attention_decode.cuh). Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the
+ * Qwen3-0.6B shape from 7.44 to 1.95 ms/token, 8B from 15.84 to 7.24; at context 160 the extra
+ * combine layer cost 0.6B 5 % (1.525 -> 1.603), 8B 3 %: short-context kernels stay unsplit. */
+#define PK_SPLIT_MIN_SEQ 256
+static int kv_splits_for(const pk_kernel *k, int grid) {
+    const pk_config *c = pk_kernel_config(k);
+    if (c->attention_kv_splits > 0) return c->attention_kv_splits;
+    if (c->backend != PK_BACKEND_CUDA || grid < 1 || c->max_seq_length <= PK_SPLIT_MIN_SEQ) return 1;
+    int s = c->num_workers / grid, blocks = (c->max_seq_length + PK_ATTN_SPLIT_BLOCK - 1) / PK_ATTN_SPLIT_BLOCK;
+    if (s > blocks) s = blocks;
+    return s >= 2 ? s : 1;
 }
 
 typedef struct builder {
@@ -121,6 +140,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
 #undef A
     pk_attention_params ap;
     pk_hf_config_attention_params(c, &ap);
+    ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, pick_grid(Hkv, b->target));
     float eps = (float)c->rms_norm_eps;
     int t = b->target;
     if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, pick_grid(qkv->dims[1], t))) ||
@@ -194,6 +214,7 @@ pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, siz
     memset(out, 0, sizeof *out);
     info_from_config(&c, out);
     out->weight_bytes = -1;
+    out->attention_kv_splits = 0;
     return PK_OK;
 }
 

@@ -313,7 +313,8 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
             for (int in = 0; in < L->ninputs; in++) {
                 task->views[nv] = make_view(k, L->inputs[in], L->in_split[in], t);
                 /* The KV cache read depends on the positions: not known here. */
-                int kv = L->kind == PK_TASK_ATTENTION && (in == PK_V_ATT_K_CACHE || in == PK_V_ATT_V_CACHE);
+                int kv = (L->kind == PK_TASK_ATTENTION || L->kind == PK_TASK_ATTENTION_PARTIAL) &&
+                         (in == PK_V_ATT_K_CACHE || in == PK_V_ATT_V_CACHE);
                 if (!kv) task->cost_bytes += view_bytes(k, &task->views[nv], L->inputs[in]);
                 nv++;
             }

@@ -120,40 +120,69 @@ __global__ void __launch_bounds__(PK_CUDA_THREADS, MINB)
                      out_stride, smem_);
 }
 
+/* The split over the KV length as the persistent kernel lays it out with one KV head per group:
+ * CTA b is KV head b / nsplit, split b % nsplit; its (acc, m, l) tile is column block b of part
+ * [T][Hkv · nsplit · G · (D + 2)]. The combine: CTA g folds group g's nsplit blocks into out's
+ * heads of KV head g. */
+WRAP k_attention_partial(pk_layer_params p, pk_attn_step s, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
+                         pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                         float *part, int64_t part_stride) {
+    SMEM;
+    const int G = p.num_q_heads / p.num_kv_heads, b = blockIdx.x;
+    pk_dev_attention_partial(&p, NULL, &s, b / nsplit, 1, b % nsplit, nsplit, qkv, qkv_stride, k_cache, v_cache,
+                             q_norm, k_norm, part + (int64_t)b * G * (p.head_dim + 2), part_stride, smem_);
+}
+WRAP k_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
+                         pk_bf16 *out, int64_t out_stride) {
+    const int g = blockIdx.x;
+    pk_dev_attention_combine(n_tok, nheads, D, nsplit, part + (int64_t)g * nsplit * nheads * (D + 2), part_stride,
+                             out + (int64_t)g * nheads * D, out_stride);
+}
+
 /* The static worker's decode path (attention_decode.cuh): stage the KV cache (before the
  * dependency wait there), wait for the copies, run; the general kernel when the stage declines.
- * CTA b takes KV head b; used[b] = 1 when the decode path ran. */
+ * part == NULL: CTA b takes KV head b, normalised output into out. part != NULL: split layout of
+ * k_attention_partial (CTA b: KV head b / nsplit, split b % nsplit). used[b] = 1 when the decode
+ * path ran. */
 template <int NP>
 __global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
     k_attention_decode(pk_layer_params p, const float *inv_freq, pk_attn_step s, const pk_bf16 *qkv,
                        int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                       const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, int smem_bytes, int *used) {
+                       const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, int nsplit, float *part,
+                       int64_t part_stride, int smem_bytes, int *used) {
     SMEM;
-    const int kv0 = blockIdx.x;
-    const int P = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, k_cache, v_cache, smem_, smem_bytes);
+    const int S = part ? nsplit : 1, kv0 = blockIdx.x / S, split = blockIdx.x % S;
+    float *tile = part ? part + (int64_t)blockIdx.x * (p.num_q_heads / p.num_kv_heads) * (p.head_dim + 2) : nullptr;
+    pk_bf16 *o = part ? nullptr : out;
+    const int staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, smem_,
+                                                         smem_bytes);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
-    if (P > 0)
-        pk_dev_attention_decode<NP>(&p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, smem_);
+    if (staged > 0)
+        pk_dev_attention_decode<NP>(&p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, o, tile, smem_);
     else
-        pk_dev_attention_np<NP>(&p, inv_freq, &s, kv0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
-                                out_stride, smem_);
-    if (threadIdx.x == 0 && used) used[blockIdx.x] = P > 0;
+        pk_dev_attention_split<NP>(&p, inv_freq, &s, kv0, 1, split, S, qkv, qkv_stride, k_cache, v_cache, q_norm,
+                                   k_norm, o, out_stride, tile, part_stride, smem_);
+    if (threadIdx.x == 0 && used) used[blockIdx.x] = staged > 0;
 }
 static int g_smem_optin; /* the device's shared memory per block (opt-in), for the decode path */
 
-/* k_attention_decode over Hkv CTAs with the instance for p.head_dim. */
+/* k_attention_decode over Hkv (· nsplit with part) CTAs with the instance for p.head_dim. */
 static void launch_attention_decode(const pk_layer_params &p, const float *inv_freq, const pk_attn_step &s,
                                     const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *kc, pk_bf16 *vc,
                                     const pk_bf16 *qn, const pk_bf16 *kn, pk_bf16 *out, int64_t out_stride,
-                                    int *used) {
-    const int n = p.num_kv_heads, sm = g_smem_optin;
+                                    int *used, int nsplit = 1, float *part = nullptr, int64_t part_stride = 0) {
+    const int n = p.num_kv_heads * (part ? nsplit : 1), sm = g_smem_optin;
+#define PK_T_DECODE(NP)                                                                                             \
+    k_attention_decode<NP><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, \
+                                                       nsplit, part, part_stride, sm, used)
     switch (pk_att_pairs(p.head_dim)) {
-    case 1: k_attention_decode<1><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
-    case 2: k_attention_decode<2><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
-    case 4: k_attention_decode<4><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
-    default: k_attention_decode<8><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, sm, used); break;
+    case 1: PK_T_DECODE(1); break;
+    case 2: PK_T_DECODE(2); break;
+    case 4: PK_T_DECODE(4); break;
+    default: PK_T_DECODE(8); break;
     }
+#undef PK_T_DECODE
     CU(cudaGetLastError());
 }
 
@@ -214,7 +243,7 @@ static void setup_kernels(void) {
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
                         (const void *)k_linear_grid,     (const void *)k_attention_grid<1>,
-                        (const void *)k_attention_grid<2>};
+                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -676,8 +705,11 @@ typedef struct att_row {
  *  2: A and B decode;  3: A alone decodes (one row: the split over warps, SP = 8).
  * Tasks: KV heads {0} and {1 .. Hkv-1} (kv0 > 0). Pages of `page` slots, shuffled.
  * With `edges`, step 2 also has a row out of the page table and a row of the unmapped slot 1. */
+/* nsplit > 1: the same steps also through the split over the KV length (attention_partial +
+ * attention_combine, general and decode paths, on their own caches) against the unsplit CPU
+ * output, and those caches against the CPU's at the end. */
 static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int pa, int pb, int page,
-                           int edges, uint64_t *seed) {
+                           int edges, uint64_t *seed, int nsplit = 1) {
     const int NSTEP = 4, MAXREQ = 3;
     const int lenA = pa + 6 + 2, lenB = pb + 2;
     const int ppr = (lenA + page - 1) / page + 1;
@@ -735,9 +767,28 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     char shape[112];
     snprintf(shape, sizeof shape, "D %d G %d Hkv %d qk_norm %d llama3 %d A %d B %d page %d%s", D,
              G, Hkv, qk_norm, llama3, lenA, lenB, page, edges ? " edges" : "");
-    result r, rd;
+    result r, rd, rs, rsd;
     res_init(&r, "attention", shape);
     res_init(&rd, "attention_decode", shape);
+    char sshape[112];
+    snprintf(sshape, sizeof sshape, "%.96s split %d", shape, nsplit);
+    res_init(&rs, "attention_split", sshape);
+    res_init(&rsd, "attn_split_decode", sshape);
+    const int S = nsplit;
+    const int64_t pcols = (int64_t)Hkv * S * G * (D + 2); /* part [T][Hkv][S][G][D + 2] */
+    pk_bf16 *dkc2 = NULL, *dvc2 = NULL, *dout2 = NULL;
+    float *dpart = NULL;
+    int *dused2 = NULL, used2 = 0;
+    if (S > 1) {
+        dkc2 = dalloc<pk_bf16>(cache_n);
+        dvc2 = dalloc<pk_bf16>(cache_n);
+        dpoison(dkc2, cache_n * 2);
+        dpoison(dvc2, cache_n * 2);
+        dout2 = dalloc<pk_bf16>((size_t)T * ocols);
+        dpart = dalloc<float>((size_t)T * pcols);
+        dused2 = dalloc<int>(Hkv * S);
+    }
+    std::vector<pk_bf16> split_k, split_v;
     std::vector<pk_bf16> last_k, last_v;
     float *dinv = dup_inv_freq(p);
     int *dused = dalloc<int>(Hkv), used = 0;
@@ -806,6 +857,49 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
             last_k = gk[0];
             last_v = gv[0];
         }
+        if (S > 1) { /* the split: partial (Hkv · S CTAs, concurrent) then combine (Hkv CTAs) */
+            std::vector<pk_bf16> gs[2];
+            for (int run = 0; run < 2; run++) {
+                dpoison(dout2, (size_t)T * ocols * 2);
+                CU(cudaMemset(dpart, 0xff, (size_t)T * pcols * 4)); /* NaN */
+                k_attention_partial<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc2, dvc2,
+                                                                                      dqn, dkn, dpart, pcols);
+                CU(cudaGetLastError());
+                k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols);
+                CU(cudaGetLastError());
+                CU(cudaDeviceSynchronize());
+                gs[run] = get(dout2, (size_t)T * ocols);
+            }
+            rs.repro = rs.repro && gs[0] == gs[1];
+            res_bf16(&rs, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+            if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
+                const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
+                                     token_pos[0] % page;
+                for (int run = 0; run < 2; run++) {
+                    dpoison(dkc2 + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
+                    dpoison(dvc2 + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
+                    dpoison(dout2, (size_t)T * ocols * 2);
+                    CU(cudaMemset(dpart, 0xff, (size_t)T * pcols * 4));
+                    CU(cudaMemset(dused2, 0, Hkv * S * sizeof(int)));
+                    launch_attention_decode(p, dinv, ds, dqkv, cols, dkc2, dvc2, dqn, dkn, NULL, 0, dused2, S, dpart,
+                                            pcols);
+                    k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols);
+                    CU(cudaGetLastError());
+                    CU(cudaDeviceSynchronize());
+                    gs[run] = get(dout2, (size_t)T * ocols);
+                }
+                rsd.repro = rsd.repro && gs[0] == gs[1];
+                res_bf16(&rsd, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+                std::vector<int> u = get(dused2, Hkv * S);
+                used2 = 0;
+                for (int i = 0; i < Hkv * S; i++) used2 += u[i];
+                res_val(&rsd, 0, 0, used2, expect_used * S, used2 == expect_used * S, 0.0, 0.0);
+            }
+            if (st == NSTEP - 1) {
+                split_k = get(dkc2, cache_n);
+                split_v = get(dvc2, cache_n);
+            }
+        }
     }
     snprintf(rd.shape, sizeof rd.shape, "%.90s, %d/%d decode", shape, used, Hkv);
     /* the caches after every step: K to tolerance, V bit for bit, poison where the CPU left it */
@@ -815,8 +909,17 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     rk.repro = rv.repro = r.repro;
     res_cache(&rk, last_k, kc, 0);
     res_cache(&rv, last_v, vc, 1);
+    if (S > 1) { /* the split's own caches: every row written by exactly the split that owns it */
+        snprintf(rsd.shape, sizeof rsd.shape, "%.90s, %d/%d decode", sshape, used2, Hkv * S);
+        res_cache(&rk, split_k, kc, 0);
+        res_cache(&rv, split_v, vc, 1);
+    }
     res_end(&r);
     res_end(&rd);
+    if (S > 1) {
+        res_end(&rs);
+        res_end(&rsd);
+    }
     res_end(&rk);
     res_end(&rv);
 }
@@ -835,6 +938,16 @@ static void test_attention(uint64_t *seed) {
     attention_case(128, 8, 2, 0, 1, 300, 3, 16, 0, seed);
     attention_case(64, 16, 2, 1, 0, 70, 9, 16, 0, seed);
     attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed);
+    /* the split over the KV length: empty splits (contexts 30 and 5 against 3 and 5 splits), a
+     * prefill chunk across block boundaries, many blocks per split, the general kernel's head
+     * chunks (G 16), D 80 (no decode path) */
+    attention_case(128, 2, 3, 1, 0, 30, 5, 8, 1, seed, 3);
+    attention_case(64, 3, 2, 0, 1, 70, 9, 16, 0, seed, 5);
+    attention_case(128, 4, 2, 1, 0, 200, 40, 16, 1, seed, 2);
+    attention_case(128, 8, 2, 0, 1, 300, 3, 16, 0, seed, 4);
+    attention_case(64, 16, 2, 1, 0, 70, 9, 16, 0, seed, 3);
+    attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed, 2);
+    attention_case(80, 2, 3, 1, 1, 60, 5, 8, 1, seed, 2);
 }
 
 /* ---- argmax ---------------------------------------------------------------------------------- */
@@ -994,8 +1107,9 @@ static void bench_attention(void) {
     const int D = 128, Hkv = 8, page = 64, maxpos = 4096;
     const int ppr = (maxpos + page) / page + 1;
     uint64_t seed = 7;
-    printf("\n%-22s %5s %6s %10s %10s %10s %9s\n", "bench attention", "G", "ctx", "us (128r)", "us (255r)",
-           "us decode", "KV GB/s");
+    const int S = 16; /* the split the model builder picks on the H200: 132 workers / 8 KV heads */
+    printf("\n%-22s %5s %6s %10s %10s %10s %12s %9s\n", "bench attention", "G", "ctx", "us (128r)", "us (255r)",
+           "us decode", "us split 16", "KV GB/s");
     for (int gi = 0; gi < 2; gi++) {
         const int G = Gs[gi], Hq = G * Hkv;
         const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
@@ -1011,23 +1125,29 @@ static void bench_attention(void) {
         int32_t *dpt = dup(pt), *dreq = dalloc<int32_t>(1), *dpos = dalloc<int32_t>(1);
         CU(cudaMemset(dreq, 0, 4));
         float *dinv = dup_inv_freq(p);
+        const int64_t pcols = (int64_t)Hkv * S * G * (D + 2);
+        float *dpart = dalloc<float>((size_t)pcols);
         for (int ci = 0; ci < 3; ci++) {
             int32_t pos = ctxs[ci];
             CU(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
             pk_attn_step ds = {1, dpos, dreq, dpt, ppr, page};
-            double us[3];
-            for (int v = 0; v < 3; v++)
+            double us[4];
+            for (int v = 0; v < 4; v++)
                 us[v] = time_launches_us([&](int) {
-                    if (v == 0)
+                    if (v == 0) {
                         k_attention_grid<2><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
-                    else if (v == 1)
+                    } else if (v == 1) {
                         k_attention_grid<1><<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols);
-                    else
+                    } else if (v == 2) {
                         launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols, NULL);
+                    } else { /* partial tasks on Hkv · S SMs, then the combine (two launches) */
+                        launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, NULL, 0, NULL, S, dpart, pcols);
+                        k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(1, G, D, S, dpart, pcols, dout, ocols);
+                    }
                 });
             double kv = (double)(pos + 1) * Hkv * D * 2 * 2;
-            printf("%-22s %5d %6d %10.1f %10.1f %10.1f %9.0f\n", "attention decode", G, pos, us[0], us[1], us[2],
-                   kv / (us[0] * 1e-6) / 1e9);
+            printf("%-22s %5d %6d %10.1f %10.1f %10.1f %12.1f %9.0f\n", "attention decode", G, pos, us[0], us[1], us[2],
+                   us[3], kv / (us[0] * 1e-6) / 1e9);
 #ifdef PK_ATT_PROFILE
             unsigned long long pr[8];
             CU(cudaMemcpyFromSymbol(pr, pk_att_prof, sizeof pr));

@@ -41,6 +41,7 @@ typedef struct run_cfg {
     int fallback;        /* PK_CUDA_FALLBACK_KERNELS=1 */
     int64_t eos;
     const char *trace;
+    int kv_splits; /* the attention's split over the KV length (0: none) */
 } run_cfg;
 
 static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
@@ -52,7 +53,7 @@ static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_
     c.eos_token_id = rc->eos;
     c.trace_path = rc->trace;
     pk_kernel *k = pk_kernel_new(&c);
-    *logits_out = e2e_add_layers(k, w, &c, 0);
+    *logits_out = e2e_add_layers(k, w, &c, rc->kv_splits);
     return k;
 }
 
@@ -157,6 +158,49 @@ static void print_tokens(const char *what, const result *r) {
 static char table[64][200];
 static int nrows;
 #define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
+
+/* The attention split over the KV length (attention_partial + attention_combine on the GPU, the
+ * general kernel: D 32 has no decode path here; tests/cuda's harness checks that one): one request,
+ * a 40-token prompt and NEW new tokens reach position 51, so blocks 0 and 1 (32 positions) are in
+ * different splits, prefill chunks of TT rows cross the block boundary and with 3 splits one is
+ * empty. Against the CPU's unsplit run: the same tokens, logits within bf16 tolerance. */
+static void split_check(const weights *w, int quick) {
+    enum { PLEN = 40 };
+    static const run_cfg cfgs[] = {
+        {"cpu static W4 (ref)", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
+        {"cuda static W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2},
+        {"cuda dynamic W4 S1 split 3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 3},
+        {"cuda static W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3},
+        {"fallback static W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2},
+    };
+    int32_t prompt[PLEN];
+    uint64_t seed = 4242;
+    for (int j = 0; j < PLEN; j++) prompt[j] = (int32_t)(check_rand_u64(&seed) % V);
+    static result res[sizeof cfgs / sizeof cfgs[0]];
+    for (size_t c = 0; c < (quick ? 3 : sizeof cfgs / sizeof cfgs[0]); c++) {
+        result *r = &res[c];
+        pk_tensor *lt;
+        pk_kernel *k = compile(w, &cfgs[c], &lt, &r->compile_ms);
+        if (!k) continue;
+        pk_request req = {.prompt = prompt, .prompt_len = PLEN, .max_new_tokens = NEW, .output = r->out[0]};
+        double t0 = now_ms();
+        pk_status s = pk_run(k, &req, 1, NULL, NULL);
+        r->run_ms = now_ms() - t0;
+        CHECK(s == PK_OK, "%s: run: %s", cfgs[c].name, pk_kernel_error(k));
+        r->ok = s == PK_OK && pk_tensor_read(k, lt, r->logits, sizeof r->logits) == PK_OK;
+        r->nout[0] = req.num_output;
+        pk_kernel_free(k);
+        if (c == 0 || !r->ok) continue;
+        int same = res[0].ok && r->nout[0] == res[0].nout[0] &&
+                   memcmp(r->out[0], res[0].out[0], (size_t)NEW * sizeof(int32_t)) == 0;
+        int within;
+        double dl = logits_diff(r, &res[0], &within);
+        CHECK(same, "%s: tokens differ from the CPU's unsplit run", cfgs[c].name);
+        CHECK(within, "%s: logits differ from the CPU's by %g", cfgs[c].name, dl);
+        ROW("%-24s %9.1f %9.2f %6s %8s %12.4g %10s", cfgs[c].name, r->compile_ms / 1e3, r->run_ms, "-",
+            same ? "same" : "DIFFER", dl, "-");
+    }
+}
 
 /* ---- --big: random-weight models shaped like Qwen3-0.6B / Qwen3-8B, CUDA vs CPU ----------- */
 
@@ -451,13 +495,13 @@ static void big_check(const shape *sh, int workers, int precompile) {
 }
 
 static const run_cfg gpu_cfgs[] = {
-    {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL},
-    {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL},
-    {"cuda dynamic W4 S3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 3, 0, -1, NULL},
-    {"cuda static  W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL},
-    {"cuda dynamic W16 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 16, 2, 0, -1, NULL},
-    {"fallback static  W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL},
-    {"fallback dynamic W4 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 2, 1, -1, NULL},
+    {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
+    {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 0},
+    {"cuda dynamic W4 S3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 3, 0, -1, NULL, 0},
+    {"cuda static  W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0},
+    {"cuda dynamic W16 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 16, 2, 0, -1, NULL, 0},
+    {"fallback static  W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0},
+    {"fallback dynamic W4 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 2, 1, -1, NULL, 0},
 };
 enum { NCFG = sizeof gpu_cfgs / sizeof gpu_cfgs[0] };
 
@@ -503,7 +547,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < prompt_len[i]; j++) prompts[i][j] = (int32_t)(check_rand_u64(&seed) % V);
 
     if (precompile && stall) {
-        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
         pk_tensor *lt;
         double ms;
         pk_kernel_free(compile(&w, &rc, &lt, &ms));
@@ -513,9 +557,12 @@ int main(int argc, char **argv) {
     if (precompile) {
         /* every distinct kernel.cu of the checks (worker count and task kernels decide it) */
         static const run_cfg pre[] = {
-            {"cuda W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL},
-            {"cuda W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL},
-            {"fallback W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL},
+            {"cuda W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
+            {"cuda W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0},
+            {"fallback W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0},
+            {"cuda W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2},
+            {"cuda W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3},
+            {"fallback W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2},
         };
         for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
             pk_tensor *lt;
@@ -529,7 +576,7 @@ int main(int argc, char **argv) {
 
     if (stall) {
         /* PK_CUDA_DEBUG=1 PK_CUDA_DEBUG_STALL_TASK=N: the run must end with the stuck wait named */
-        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
         pk_tensor *lt;
         double ms;
         pk_kernel *k = compile(&w, &rc, &lt, &ms);
@@ -552,7 +599,7 @@ int main(int argc, char **argv) {
     }
 
     /* the CPU reference (static, 4 threads) */
-    run_cfg cpu_cfg = {"cpu static W4", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL};
+    run_cfg cpu_cfg = {"cpu static W4", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
     static result cpu, res[NCFG];
     pk_tensor *lt;
     double ms;
@@ -600,6 +647,8 @@ int main(int argc, char **argv) {
         ROW("%-24s %9.1f %9.2f %6lld %8s %12.4g %10s", rc->name, r->compile_ms / 1e3, r->run_ms, (long long)r->steps,
             same ? "same" : "DIFFER", dl, bw);
     }
+
+    split_check(&w, quick);
 
     if (quick) {
         printf("\n");

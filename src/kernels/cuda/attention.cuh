@@ -34,6 +34,11 @@
  *   q_all [n_tok][nkv][G][D] f32.
  * Rows whose request / position lie outside the page table or whose pages are unmapped get zeros
  * and write no cache; an invalid layer (D odd, > 512, heads not divisible) writes nothing.
+ * Split over the KV length (pk_dev_attention_split, PK_TASK_ATTENTION_PARTIAL): phase A writes the
+ * K / V of the rows whose position is in the split, phase 3 runs over the split's blocks of 32
+ * positions (block b in split b mod nsplit) and leaves (acc, m, l) per head unnormalised;
+ * pk_dev_attention_combine folds the splits. No ordering between a layer's tasks is needed: a
+ * task reads only cache rows it or an earlier step wrote.
  */
 #ifndef PK_CUDA_ATTENTION_CUH
 #define PK_CUDA_ATTENTION_CUH
@@ -305,15 +310,28 @@ __device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 
     }
 }
 
+/* Whether position j is in split `split` of `nsplit` (pk_cpu_attention_partial's blocks: block
+ * j / PK_ATTN_SPLIT_BLOCK goes to split block mod nsplit). */
+__device__ __forceinline__ bool pk_att_in_split(int j, int split, int nsplit) {
+    return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split;
+}
+
+/* The kernel of the header for split `split` of `nsplit` (1: the whole KV length). out != NULL:
+ * the normalised bf16 result, out's columns of head (g, h) at (g · G + h) · D. out == NULL: the
+ * partial result of the split (pk_cpu_attention_partial) into part, fp32 [acc D, m, l] per
+ * (row, head of the task) at ((g - kv0) · G + h) · (D + 2); a split without positions leaves
+ * (0, -inf, 0). Phase A writes the K / V of the rows whose position is in the split. */
 template <int NP>
-__device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float *inv_freq,
-                                        const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *qkv,
-                                        int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
-                                        const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
-                                        int64_t out_stride, char *smem) {
+__device__ inline void pk_dev_attention_split(const pk_layer_params *p, const float *inv_freq,
+                                              const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
+                                              const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                                              pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                                              pk_bf16 *out, int64_t out_stride, float *part, int64_t part_stride,
+                                              char *smem) {
+    static_assert(PK_ATTN_SPLIT_BLOCK == 32, "a split block is one warp's block of positions");
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (D <= 0 || D > 64 * NP || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
-        nkv < 0 || kv0 + nkv > Hkv)
+        nkv < 0 || kv0 + nkv > Hkv || nsplit < 1 || split < 0 || split >= nsplit || (!out && !part))
         return; /* a layer the API rejects, or a task outside it */
     const int G = Hq / Hkv, half = D / 2, n_tok = s->n_tok;
     const int64_t group_cols = (int64_t)(G + 2) * D;
@@ -352,6 +370,7 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
         const int t = tg / nkv, g = kv0 + tg % nkv;
         int req, pos;
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
+        if (kind == 0 && !pk_att_in_split(pos, split, nsplit)) continue; /* another split's row */
         float cs[NP], sn[NP], ya[NP], yb[NP];
         pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
         if (kind > 0) {
@@ -413,9 +432,14 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
             nh = G - h0 < HB ? G - h0 : HB;
             valid = pk_att_row_valid(s, t, lane, &req, &pos);
         }
-        pk_bf16 *orow = out + t * out_stride + ((int64_t)g * G + h0) * D; /* [nh · D] */
-        if (item < items && !valid && sub == 0)
-            for (int i = lane; i < nh * D; i += 32) orow[i] = 0;
+        pk_bf16 *orow = out ? out + t * out_stride + ((int64_t)g * G + h0) * D : nullptr; /* [nh · D] */
+        float *prow = part ? part + t * part_stride + ((int64_t)(g - kv0) * G + h0) * (D + 2) : nullptr; /* [nh][D + 2] */
+        if (item < items && !valid && sub == 0) {
+            if (orow)
+                for (int i = lane; i < nh * D; i += 32) orow[i] = 0;
+            else
+                for (int i = lane; i < nh * (D + 2); i += 32) prow[i] = i % (D + 2) == D ? -INFINITY : 0.0f;
+        }
         if (valid) {
             /* q of the item's heads, rotated (phase A's q_all, or here into q_s); acc_s = 0 */
             if (shared_q) {
@@ -439,7 +463,8 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
                 m[h] = -INFINITY;
                 l[h] = 0.0f;
             }
-            for (int jb = 32 * sub; jb <= pos; jb += 32 * SP) {
+            /* the split's blocks split, split + nsplit, ...; this warp takes every SP-th of them */
+            for (int jb = 32 * (split + nsplit * sub); jb <= pos; jb += 32 * nsplit * SP) {
                 const int j = jb + lane, nb = pos + 1 - jb < 32 ? pos + 1 - jb : 32;
                 float sc[PK_ATT_HB_MAX];
 #pragma unroll
@@ -510,12 +535,22 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
             }
 #pragma unroll
             for (int h = 0; h < PK_ATT_HB_MAX; h++) l[h] = pk_dev_warp_sum(l[h]);
-            if (SP == 1) {
+            if (SP == 1 && orow) {
 #pragma unroll
                 for (int h = 0; h < PK_ATT_HB_MAX; h++)
                     if (h < nh)
                         for (int d = lane; d < D; d += 32)
                             orow[h * D + d] = pk_dev_f32_to_bf16(__fdiv_rn(acc_s[h * D + d], l[h]));
+            } else if (SP == 1) { /* the split's (acc, m, l) as they are */
+#pragma unroll
+                for (int h = 0; h < PK_ATT_HB_MAX; h++)
+                    if (h < nh) {
+                        for (int d = lane; d < D; d += 32) prow[h * (D + 2) + d] = acc_s[h * D + d];
+                        if (lane == 0) {
+                            prow[h * (D + 2) + D] = m[h];
+                            prow[h * (D + 2) + D + 1] = l[h];
+                        }
+                    }
             } else if (lane == 0) {
 #pragma unroll
                 for (int h = 0; h < PK_ATT_HB_MAX; h++)
@@ -539,14 +574,22 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
                         M = fmaxf(M, wm[h]);
                     }
                     float num = 0.0f, den = 0.0f;
-                    for (int w = 0; w < SP; w++) {
+                    for (int w = 0; w < SP && M != -INFINITY; w++) { /* M = -inf: a split without positions */
                         const float *wq = (const float *)(gbase + w * WB);
                         const float *wm = wq + 2 * HB * D + 32 * HB, *wl = wm + HB;
                         float f = expf(wm[h] - M); /* 0 for a warp that had no positions */
                         num = fmaf(wq[HB * D + h * D + d], f, num);
                         den = fmaf(wl[h], f, den);
                     }
-                    orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+                    if (orow) {
+                        orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+                    } else {
+                        prow[h * (D + 2) + d] = num;
+                        if (d == 0) {
+                            prow[h * (D + 2) + D] = M;
+                            prow[h * (D + 2) + D + 1] = den;
+                        }
+                    }
                 }
             }
             __syncthreads(); /* the group's areas are reused next round */
@@ -556,6 +599,41 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
 #ifndef PK_ATT_PROFILE_NO_PRINT
     PK_ATT_PROFILE_REPORT();
 #endif
+}
+
+/* The unsplit kernel: every position, the normalised output. */
+template <int NP>
+__device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float *inv_freq,
+                                           const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *qkv,
+                                           int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
+                                           const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                                           int64_t out_stride, char *smem) {
+    pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
+                               out, out_stride, nullptr, 0, smem);
+}
+
+/* PK_TASK_ATTENTION_COMBINE (pk_cpu_attention_combine): out[t][h · D + d] = bf16(Σ_s f_s ·
+ * acc_s[d] / Σ_s f_s · l_s), f_s = exp(m_s - max_s m_s), splits in order; zeros where no split
+ * has a position. part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Thread per
+ * output element. */
+__device__ inline void pk_dev_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
+                                                int64_t part_stride, pk_bf16 *out, int64_t out_stride) {
+    if (D <= 0 || nheads <= 0 || nsplit < 1) return;
+    const int64_t split_cols = (int64_t)nheads * (D + 2), per_row = (int64_t)nheads * D;
+    for (int64_t e = threadIdx.x; e < n_tok * per_row; e += PK_CUDA_THREADS) {
+        const int t = (int)(e / per_row), h = (int)(e % per_row) / D, d = (int)(e % D);
+        const float *pr = part + t * part_stride + (int64_t)h * (D + 2); /* split 0's (acc, m, l) */
+        float M = -INFINITY;
+        for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, pk_dev_ldcg_f32(pr + sp * split_cols + D));
+        float num = 0.0f, den = 0.0f;
+        for (int sp = 0; sp < nsplit && M != -INFINITY; sp++) {
+            const float *q = pr + sp * split_cols;
+            const float f = expf(pk_dev_ldcg_f32(q + D) - M); /* 0 for a split without positions */
+            num = fmaf(f, pk_dev_ldcg_f32(q + d), num);
+            den = fmaf(f, pk_dev_ldcg_f32(q + D + 1), den);
+        }
+        out[t * out_stride + (int64_t)h * D + d] = M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+    }
 }
 
 /* Pairs per lane for head size D (0: too large). */
@@ -576,6 +654,26 @@ __device__ inline void pk_dev_attention(const pk_layer_params *p, const float *i
     case 8: pk_dev_attention_np<8>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem); break;
     default: break; /* a layer the API rejects */
     }
+}
+
+/* PK_TASK_ATTENTION_PARTIAL for any head size (pk_cpu_attention_partial): split `split` of
+ * `nsplit` of KV heads [kv0, kv0 + nkv), (acc, m, l) into part. */
+__device__ inline void pk_dev_attention_partial(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
+                                                int kv0, int nkv, int split, int nsplit, const pk_bf16 *qkv,
+                                                int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
+                                                const pk_bf16 *q_norm, const pk_bf16 *k_norm, float *part,
+                                                int64_t part_stride, char *smem) {
+#define PK_ATT_PARTIAL_NP(NP)                                                                                      \
+    pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, \
+                               k_norm, nullptr, 0, part, part_stride, smem)
+    switch (pk_att_pairs(p->head_dim)) {
+    case 1: PK_ATT_PARTIAL_NP(1); break;
+    case 2: PK_ATT_PARTIAL_NP(2); break;
+    case 4: PK_ATT_PARTIAL_NP(4); break;
+    case 8: PK_ATT_PARTIAL_NP(8); break;
+    default: break; /* a layer the API rejects */
+    }
+#undef PK_ATT_PARTIAL_NP
 }
 
 #endif /* PK_CUDA_ATTENTION_CUH */

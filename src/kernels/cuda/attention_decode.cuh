@@ -12,9 +12,9 @@
  * Two calls per task, in the static schedule:
  *   pk_dev_attention_decode_stage (before the dependency wait): the row's request and position,
  *     the slots of positions 0 .. pos, bf16 cos / sin of position pos, and 16-byte cp.async copies
- *     of K and V rows 0 .. pos-1 of KV head kv0 into shared memory; returns P = pos + 1, or 0
- *     when this path does not apply (then nothing is staged and the caller runs the general
- *     kernel). The caller waits for the copies (cp.async.wait_all) and __syncthreads.
+ *     of K and V rows 0 .. pos-1 of KV head kv0 into shared memory; returns 1 + P (P = pos + 1
+ *     rows), or 0 when this path does not apply (then nothing is staged and the caller runs the
+ *     general kernel). The caller waits for the copies (cp.async.wait_all) and __syncthreads.
  *   pk_dev_attention_decode (after the wait): phase A as the general kernel (K rotated and V into
  *     the cache and into the staged rows at pos, q heads rotated into q_s), then from shared
  *     memory only, per warp: blocks of 32 positions w, w + 8, ... (lane = position), scores as
@@ -24,10 +24,15 @@
  *     heads per pass (PK_ATTD_HP); each warp leaves (m, l, acc [G][D]) and one barrier later the
  *     CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on every
  *     run.
+ * Split over the KV length (PK_TASK_ATTENTION_PARTIAL, nsplit > 1): the task stages only its
+ * split's positions (blocks of 32, block b in split b mod nsplit) as P local rows, writes pos's
+ * K / V only when pos is in its split, and leaves the fold's (acc, m, l) per head unnormalised
+ * for the combine task (pk_dev_attention_combine). A split of a 4096-position context over 16
+ * tasks stages 256 rows: the long contexts the unsplit task cannot hold fit.
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
  * the layout below fits in smem_bytes.
- * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot}; cs_s, sn_s [D/2] f32;
+ * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot (-1: not this split's)}; cs_s, sn_s [D/2] f32;
  * q_s [G][D] f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded
  * up to 4; used before the wait); K_s [Pr][D + 8] bf16 (rows padded: pk_attd_kidx), V_s [Pr][D]
  * bf16.
@@ -82,26 +87,44 @@ __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D
 #define PK_ATTD_REPORT() do { } while (0)
 #endif
 
+/* Split `split` of `nsplit` (pk_dev_attention_split's blocks of 32 positions, block b in split b
+ * mod nsplit): its positions <= pos are local rows r = 0 .. count - 1, r in local block r / 32 =
+ * global block split + nsplit · (r / 32). Every block but the one holding pos is whole, and that
+ * one is the split's last when the split owns pos (its row is then the last local row). */
+__device__ __forceinline__ int pk_attd_split_pos(int r, int split, int nsplit) {
+    return 32 * (split + nsplit * (r >> 5)) + (r & 31);
+}
+__device__ __forceinline__ int pk_attd_split_count(int pos, int split, int nsplit) {
+    const int last = pos >> 5; /* block of pos */
+    if (split > last) return 0;
+    const int nb = (last - split) / nsplit + 1; /* the split's blocks 0 .. last */
+    return (last - split) % nsplit == 0 ? 32 * (nb - 1) + (pos & 31) + 1 : 32 * nb;
+}
+
+/* nsplit 1: positions 0 .. pos (the unsplit task). Returns 0 when the path does not apply,
+ * else 1 + the staged row count. */
 template <int NP>
 __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, const float *inv_freq,
-                                                    const pk_attn_step *s, int kv0, int nkv,
+                                                    const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                     const pk_bf16 *k_cache, const pk_bf16 *v_cache,
                                                     char *smem, int smem_bytes) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || (D != 64 && D != 128 && D != 256) || D > 64 * NP ||
         Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > PK_ATTD_G_MAX || kv0 < 0 || kv0 >= Hkv ||
-        !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
+        nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
     PK_ATT_STAMP(7);
     const int G = Hq / Hkv, g = kv0, lane = threadIdx.x % 32, C = D / 8;
     int req, pos;
     if (!pk_att_row_valid(s, 0, lane, &req, &pos)) return 0; /* the general kernel writes zeros */
-    const int P = pos + 1;
+    const int P = pk_attd_split_count(pos, split, nsplit); /* local rows, pos's own included when owned */
+    const bool owns = pk_att_in_split(pos, split, nsplit);
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     if (L.end > smem_bytes) return 0;
 
     int *hdr = (int *)smem, *slot_s = (int *)(smem + L.sc);
-    for (int j = threadIdx.x; j < P; j += PK_CUDA_THREADS) slot_s[j] = (int)pk_att_slot(s, req, j);
+    for (int r = threadIdx.x; r < P; r += PK_CUDA_THREADS)
+        slot_s[r] = (int)pk_att_slot(s, req, pk_attd_split_pos(r, split, nsplit));
     float *cs_s = (float *)(smem + L.cs), *sn_s = (float *)(smem + L.sn);
     for (int i = threadIdx.x; i < D / 2; i += PK_CUDA_THREADS) {
         double sd, cd;
@@ -113,7 +136,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
     const int lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
-    for (int e = threadIdx.x; e < pos * C; e += PK_CUDA_THREADS) {
+    const int nold = owns ? P - 1 : P; /* rows written in earlier steps */
+    for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
         const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = 2u * (uint32_t)(j * D + 8 * c);
@@ -125,19 +149,23 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         hdr[0] = P;
         hdr[1] = req;
         hdr[2] = pos;
-        hdr[3] = slot_s[pos];
+        hdr[3] = owns ? slot_s[P - 1] : -1; /* -1: another split writes pos's K / V */
     }
-    return P;
+    return 1 + P;
 }
 
+/* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
+ * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
+ * has no position). */
 template <int NP>
 __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0, const pk_bf16 *qkv,
                                                pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                                               const pk_bf16 *k_norm, pk_bf16 *out, char *smem) {
+                                               const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem) {
     const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
     const int half = D / 2, C = D / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int *hdr = (const int *)smem;
-    const int P = hdr[0], pos = hdr[2];
+    const int P = hdr[0], pos = hdr[2], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
+    (void)pos; /* PK_ATTD_REPORT's */
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     const float *cs_s = (const float *)(smem + L.cs), *sn_s = (const float *)(smem + L.sn);
     float *q_s = (float *)(smem + L.q), *red = (float *)(smem + L.red);
@@ -150,6 +178,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;
      * items 1 .. G rotate q head item - 1 into q_s */
     for (int item = warp; item <= G; item += PK_DEV_WARPS) {
+        if (item == 0 && new_slot < 0) continue;
         float cs[NP], sn[NP];
 #pragma unroll
         for (int ii = 0; ii < NP; ii++) {
@@ -173,7 +202,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             }
             continue;
         }
-        const int64_t off = ((int64_t)hdr[3] * Hkv + g) * D;
+        const int64_t off = ((int64_t)new_slot * Hkv + g) * D;
 #pragma unroll
         for (int ii = 0; ii < NP; ii++) {
             const int i = lane + 32 * ii;
@@ -181,8 +210,8 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                 const pk_bf16 a = pk_dev_f32_to_bf16(ya[ii]), b = pk_dev_f32_to_bf16(yb[ii]);
                 k_cache[off + i] = a;
                 k_cache[off + i + half] = b;
-                K_s[pk_attd_kidx(pos, i, D)] = a;
-                K_s[pk_attd_kidx(pos, i + half, D)] = b;
+                K_s[pk_attd_kidx(P - 1, i, D)] = a; /* pos is the last local row */
+                K_s[pk_attd_kidx(P - 1, i + half, D)] = b;
             }
         }
         const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
@@ -191,7 +220,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                                                    : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
                                                          (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
             *(uint32_t *)(v_cache + off + 2 * i) = u;
-            *(uint32_t *)(V_s + pos * D + 2 * i) = u;
+            *(uint32_t *)(V_s + (P - 1) * D + 2 * i) = u;
         }
     }
     __syncthreads();
@@ -317,19 +346,27 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     PK_ATT_STAMP(2);
 
     /* out[h][d] = bf16(Σ_w f_w · acc_w / Σ_w f_w · l_w), f_w = exp(m_w - M), warps in order (a
-     * warp without positions has m = -inf: f = 0) */
-    pk_bf16 *orow = out + (int64_t)g * G * D;
+     * warp without positions has m = -inf: f = 0); or num, M, den into part_out */
+    pk_bf16 *orow = out ? out + (int64_t)g * G * D : nullptr;
     for (int i = threadIdx.x; i < G * D; i += PK_CUDA_THREADS) {
-        const int h = i / D;
+        const int h = i / D, d = i - h * D;
         float M = -INFINITY;
         for (int w = 0; w < PK_DEV_WARPS; w++) M = fmaxf(M, red_m[w * G + h]);
         float num = 0.0f, den = 0.0f;
-        for (int w = 0; w < PK_DEV_WARPS; w++) {
+        for (int w = 0; w < PK_DEV_WARPS && M != -INFINITY; w++) { /* M = -inf: no position (P 0) */
             const float f = expf(red_m[w * G + h] - M);
             num = fmaf(red[w * G * D + i], f, num);
             den = fmaf(red_l[w * G + h], f, den);
         }
-        orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        if (orow) {
+            orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        } else {
+            part_out[h * (D + 2) + d] = num;
+            if (d == 0) {
+                part_out[h * (D + 2) + D] = M;
+                part_out[h * (D + 2) + D + 1] = den;
+            }
+        }
     }
     PK_ATT_STAMP(5);
     PK_ATTD_REPORT();

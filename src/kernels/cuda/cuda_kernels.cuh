@@ -60,6 +60,14 @@
  *                                  const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
  *                                  pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
  *                                  pk_bf16 *out, int64_t out_stride, char *smem);
+ * __device__ void pk_dev_attention_partial(const pk_layer_params *p, const float *inv_freq,
+ *                                          const pk_attn_step *s, int kv0, int nkv, int split,
+ *                                          int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
+ *                                          pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+ *                                          const pk_bf16 *k_norm, float *part, int64_t part_stride,
+ *                                          char *smem);
+ * __device__ void pk_dev_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
+ *                                          int64_t part_stride, pk_bf16 *out, int64_t out_stride);
  * __device__ void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0, int nv,
  *                                       float *val, int32_t *idx, int64_t part_stride, char *smem);
  * __device__ void pk_dev_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride,

@@ -121,7 +121,8 @@ pk_status pk_cuda_plan_buffers(pk_kernel *k, pk_cuda_buffers *b) {
             int kind = PK_CUDA_BUF_WORK;
             if (t->storage != PK_STORAGE_OWNED)
                 kind = PK_CUDA_BUF_WEIGHT;
-            else if (L->kind == PK_TASK_ATTENTION && (v == PK_V_ATT_K_CACHE || v == PK_V_ATT_V_CACHE))
+            else if ((L->kind == PK_TASK_ATTENTION || L->kind == PK_TASK_ATTENTION_PARTIAL) &&
+                     (v == PK_V_ATT_K_CACHE || v == PK_V_ATT_V_CACHE))
                 kind = PK_CUDA_BUF_KV;
             if (b->kind[id] == PK_CUDA_BUF_NONE || kind == PK_CUDA_BUF_KV) b->kind[id] = (uint8_t)kind;
         }
@@ -268,6 +269,19 @@ static int attn_pairs(const pk_layer_params *p) {
     return D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : 8;
 }
 
+/* Splits of an attention layer's KV length (1: not split). */
+static int attn_splits(const pk_layer *L) {
+    return L->kind == PK_TASK_ATTENTION_PARTIAL && L->params.kv_splits > 1 ? L->params.kv_splits : 1;
+}
+
+/* "(int)(idx / S * nkv), nkv, (int)(idx % S), S": the KV heads and split of a task (task index =
+ * KV-head group · S + split). */
+static const char *attn_task_expr(const pk_layer *L, int nkv, char *buf, size_t len) {
+    int S = attn_splits(L);
+    snprintf(buf, len, "(int)(idx / %d * %d), %d, (int)(idx %% %d), %d", S, nkv, nkv, S, S);
+    return buf;
+}
+
 /* The attention call's pk_attn_step `s`; returns the KV heads per task. */
 static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, const gview *v) {
     char a[160];
@@ -276,7 +290,7 @@ static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, c
     pk_sb_printf(o, "        s.token_req = %s;\n", base_expr(&v[PK_V_ATT_TOKEN_REQ], 1, a, sizeof a));
     pk_sb_printf(o, "        s.page_table = %s;\n", base_expr(&v[PK_V_ATT_PAGE_TABLE], 1, a, sizeof a));
     pk_sb_printf(o, "        s.pages_per_req = %d;\n        s.page_size = %d;\n", k->pages_per_req, k->cfg.page_size);
-    return L->params.num_kv_heads / L->grid;
+    return L->params.num_kv_heads / (L->grid / attn_splits(L));
 }
 
 /* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache. */
@@ -284,13 +298,13 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160];
+    char a[160], b[160], t[96];
     pk_sb_printf(o, "    case %d: { /* %s */\n", l, L->name);
     /* n_tok is read here, not for every task that reaches pk_gen_stage_task */
     pk_sb_printf(o, "        const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n", k->t_step_info);
     int nkv = emit_attn_step(o, k, L, v);
-    pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, ",
-                 attn_pairs(&L->params), l, l, nkv, nkv);
+    pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, ",
+                 attn_pairs(&L->params), l, l, attn_task_expr(L, nkv, t, sizeof t));
     pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                  base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
 }
@@ -300,7 +314,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160], c[160], d[160], e[64];
+    char a[160], b[160], c[160], d[160], e[96];
     emit_layer_comment(o, k, L);
     switch (L->kind) {
     case PK_TASK_EMBEDDING:
@@ -380,8 +394,23 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      base_expr(&v[PK_V_AMR_VAL], 1, a, sizeof a), base_expr(&v[PK_V_AMR_IDX], 1, b, sizeof b),
                      v[PK_V_AMR_VAL].rs, v[PK_V_AMR_VAL].cols, base_expr(&v[PK_V_AMR_OUT], 0, c, sizeof c));
         break;
-    case PK_TASK_ATTENTION_PARTIAL: /* pk_cuda_compile refuses these before code generation */
+    case PK_TASK_ATTENTION_PARTIAL: {
+        int nkv = emit_attn_step(o, k, L, v);
+        pk_sb_printf(o, "        pk_gen_call_attention_partial<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, %s, %" PRIu64 ", ",
+                     attn_pairs(p), l, l, attn_task_expr(L, nkv, e, sizeof e), base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a),
+                     v[PK_V_ATT_QKV].rs);
+        pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
+                     base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+                     base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), tile_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
+                     v[PK_V_ATT_OUT].rs);
+        break;
+    }
     case PK_TASK_ATTENTION_COMBINE:
+        pk_sb_printf(o, "        pk_gen_call_attention_combine(n_tok, %d, %d, %d, %s, %" PRIu64 ", %s, %" PRIu64 ");\n",
+                     p->num_q_heads / L->grid, p->head_dim, p->kv_splits, tile_expr(&v[PK_V_ATTC_PART], 1, a, sizeof a),
+                     v[PK_V_ATTC_PART].rs, tile_expr(&v[PK_V_ATTC_OUT], 0, b, sizeof b), v[PK_V_ATTC_OUT].rs);
+        break;
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:
     case PK_TASK_KIND_COUNT:
@@ -519,7 +548,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
      * device uses bit for bit the CPU's values without computing pow() in every task. */
     for (int l = 0; l < g->nlayers; l++) {
         const pk_layer_params *p = &g->layer_params[l];
-        if (k->layers[l].kind != PK_TASK_ATTENTION) continue;
+        if (k->layers[l].kind != PK_TASK_ATTENTION && k->layers[l].kind != PK_TASK_ATTENTION_PARTIAL) continue;
         if (p->head_dim < 2 || p->head_dim > PK_CPU_ATTN_MAX_HEAD_DIM) { /* the kernel writes nothing */
             pk_sb_printf(o, "__device__ const float pk_gen_inv_freq_%d[1] = {0};\n", l);
             continue;
@@ -566,7 +595,9 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  "    (void)B, (void)idx, (void)smem, (void)smem_bytes;\n"
                  "    switch (task.layer) {\n");
     for (int i = 0; i < g->nlayers; i++)
-        if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION) emit_stage_case(o, k, g->layer_order[i]);
+        if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||
+            k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION_PARTIAL)
+            emit_stage_case(o, k, g->layer_order[i]);
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);

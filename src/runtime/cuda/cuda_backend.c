@@ -277,14 +277,7 @@ pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
     base->cuda = rt;
     const char *fb = getenv("PK_CUDA_FALLBACK_KERNELS");
     rt->fallback = (fb && fb[0] && strcmp(fb, "0") != 0) || !pk_cuda_have_task_kernels();
-    pk_status st = PK_OK;
-    for (int l = 0; l < k->nlayers && st == PK_OK; l++)
-        if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
-            st = pk_fail(k, PK_ERR_BACKEND,
-                         "pk_compile: layer %s: attention split over the KV length (kv_splits %d) has no CUDA "
-                         "kernel yet; use kv_splits 0 or 1 with the CUDA backend (the CPU backend runs it)",
-                         k->layers[l].name, (int)k->layers[l].params.kv_splits);
-    if (st == PK_OK) st = pk_cuda_plan_buffers(k, &rt->bufs);
+    pk_status st = pk_cuda_plan_buffers(k, &rt->bufs);
     const char *arch = getenv("PK_CUDA_ARCH");
     if (st == PK_OK && arch && arch[0]) {
         if (!pk_cuda_arch_valid(arch))

@@ -104,23 +104,50 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
     pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, smem);
+        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem);
     else
         pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                                 out_stride, smem);
 #endif
 }
-/* Before the dependency wait (static mode): stages a decode row's KV cache; returns the positions
- * (0: nothing staged, run the general kernel). smem_bytes: what this launch's block has. */
+/* Split `split` of `nsplit` over the KV length: (acc, m, l) per head into part (staged as above). */
+template <int NP>
+__device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params *p, const float *inv_freq,
+                                                          const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
+                                                          const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                                                          pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
+                                                          float *part, int64_t part_stride, char *smem, int staged) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)staged;
+    pk_dev_attention_partial(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
+                             part, part_stride, smem);
+#else
+    if (staged > 0)
+        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem);
+    else
+        pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
+                                   k_norm, nullptr, 0, part, part_stride, smem);
+#endif
+}
+__device__ __noinline__ void pk_gen_call_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
+                                                          int64_t part_stride, pk_bf16 *out, int64_t out_stride) {
+    pk_dev_attention_combine(n_tok, nheads, D, nsplit, part, part_stride, out, out_stride);
+}
+/* Before the dependency wait (static mode): stages a decode row's KV cache (of split `split` of
+ * `nsplit`; 1: all of it); returns 0 when nothing is staged (run the general kernel), else 1 + the
+ * rows staged. smem_bytes: what this launch's block has. */
 template <int NP>
 __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p, const float *inv_freq,
-                                                       const pk_attn_step *s, int kv0, int nkv, const pk_bf16 *k_cache,
-                                                       const pk_bf16 *v_cache, char *smem, int smem_bytes) {
+                                                       const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
+                                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache, char *smem,
+                                                       int smem_bytes) {
 #if PK_GEN_FALLBACK_KERNELS
-    (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)k_cache, (void)v_cache, (void)smem, (void)smem_bytes;
+    (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache,
+        (void)smem, (void)smem_bytes;
     return 0;
 #else
-    return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, k_cache, v_cache, smem, smem_bytes);
+    return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, smem,
+                                             smem_bytes);
 #endif
 }
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,

@@ -249,15 +249,23 @@ __device__ __forceinline__ float pk_fb_score(const float *q, const pk_bf16 *k, i
 
 #define PK_FB_MAX_D 512
 
+/* Whether position j is in split `split` of `nsplit` (attention.c's in_split). */
+__device__ __forceinline__ bool pk_fb_in_split(int j, int split, int nsplit) {
+    return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split;
+}
+
 /* Shared memory per warp: q [PK_FB_MAX_D] floats, then e [32]. inv_freq (the generated table) is
- * not used: this cross-check computes its own. */
-__device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s, int kv0, int nkv,
-                                 const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
-                                 const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride,
-                                 char *smem) {
-    (void)inv_freq;
+ * not used: this cross-check computes its own. Split `split` of `nsplit` (1: every position);
+ * out != NULL: normalised bf16 output, else the split's (acc [D], m, l) per (row, task head) into
+ * part (pk_cpu_attention_partial). */
+__device__ void pk_fb_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, int nkv, int split,
+                                int nsplit, const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
+                                pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                                int64_t out_stride, float *part, int64_t part_stride, char *smem) {
+    static_assert(PK_ATTN_SPLIT_BLOCK == 32, "a split block is one warp's block of positions");
     int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
-    if (D <= 0 || D > PK_FB_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 || nkv < 0 || kv0 + nkv > Hkv)
+    if (D <= 0 || D > PK_FB_MAX_D || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 || nkv < 0 || kv0 + nkv > Hkv ||
+        nsplit < 1 || split < 0 || split >= nsplit || (!out && !part))
         return;
     int G = Hq / Hkv, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     int64_t group_cols = (int64_t)(G + 2) * D;
@@ -270,6 +278,7 @@ __device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq
         int t = u / nkv, g = kv0 + u % nkv;
         if (!pk_fb_row_valid(s, t)) continue;
         int pos = __ldcg(s->token_pos + t), req = __ldcg(s->token_req + t);
+        if (!pk_fb_in_split(pos, split, nsplit)) continue;
         const pk_bf16 *kv = qkv + t * qkv_stride + g * group_cols + (int64_t)G * D; /* K [D], then V [D] */
         pk_fb_head(kv, k_norm, p->qk_norm_eps, p, pos, D, y);
         int64_t off = pk_fb_cache_offset(s, req, pos, Hkv, g, D);
@@ -285,16 +294,22 @@ __device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq
     float scale = __fdiv_rn(1.0f, __fsqrt_rn((float)D));
     for (int u = warp; u < n_tok * nkv * G; u += nwarps) {
         int t = u / (nkv * G), g = kv0 + (u / G) % nkv, hh = u % G;
-        pk_bf16 *o = out + t * out_stride + ((int64_t)g * G + hh) * D; /* [D] */
+        pk_bf16 *o = out ? out + t * out_stride + ((int64_t)g * G + hh) * D : nullptr;           /* [D] */
+        float *pr = part ? part + t * part_stride + ((int64_t)(g - kv0) * G + hh) * (D + 2) : nullptr; /* [D + 2] */
         if (!pk_fb_row_valid(s, t)) {
-            for (int i = lane; i < D; i += 32) o[i] = 0;
+            if (o)
+                for (int i = lane; i < D; i += 32) o[i] = 0;
+            else
+                for (int i = lane; i < D + 2; i += 32) pr[i] = i == D ? -INFINITY : 0.0f;
             continue;
         }
         int pos = __ldcg(s->token_pos + t), req = __ldcg(s->token_req + t);
         pk_fb_head(qkv + t * qkv_stride + g * group_cols + (int64_t)hh * D, q_norm, p->qk_norm_eps, p, pos, D, y);
         /* pass 1: the max score (lanes over positions) */
         float m = -INFINITY;
-        for (int j = lane; j <= pos; j += 32) {
+        for (int j0 = 32 * split; j0 <= pos; j0 += 32 * nsplit) { /* the split's blocks */
+            int j = j0 + lane;
+            if (j > pos) break;
             float sc = pk_fb_score(y, k_cache + pk_fb_cache_offset(s, req, j, Hkv, g, D), D, scale);
             if (sc > m) m = sc;
         }
@@ -307,7 +322,7 @@ __device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq
 #pragma unroll
         for (int c = 0; c < PK_FB_MAX_D / 32; c++) acc[c] = 0.0f;
         float sum = 0.0f;
-        for (int j0 = 0; j0 <= pos; j0 += 32) {
+        for (int j0 = 32 * split; j0 <= pos; j0 += 32 * nsplit) {
             int nb = min(32, pos + 1 - j0);
             if (lane < nb)
                 es[lane] = expf(__fsub_rn(
@@ -330,9 +345,58 @@ __device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq
 #pragma unroll
         for (int c = 0; c < PK_FB_MAX_D / 32; c++) {
             int i = lane + 32 * c;
-            if (i < D) o[i] = pk_fb_bf16(__fdiv_rn(acc[c], sum));
+            if (i < D && o) o[i] = pk_fb_bf16(__fdiv_rn(acc[c], sum));
+            if (i < D && pr) pr[i] = acc[c];
+        }
+        if (pr && lane == 0) {
+            pr[D] = m;
+            pr[D + 1] = sum;
         }
         __syncwarp();
+    }
+}
+
+__device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s, int kv0, int nkv,
+                                 const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache,
+                                 const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride,
+                                 char *smem) {
+    (void)inv_freq;
+    pk_fb_attention(p, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, nullptr,
+                    0, smem);
+}
+
+__device__ void pk_dev_attention_partial(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
+                                         int kv0, int nkv, int split, int nsplit, const pk_bf16 *qkv,
+                                         int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                                         const pk_bf16 *k_norm, float *part, int64_t part_stride, char *smem) {
+    (void)inv_freq;
+    pk_fb_attention(p, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, nullptr, 0, part,
+                    part_stride, smem);
+}
+
+/* attention.c's pk_cpu_attention_combine, a thread per output element, splits in order. */
+__device__ void pk_dev_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
+                                         int64_t part_stride, pk_bf16 *out, int64_t out_stride) {
+    if (D <= 0 || nheads <= 0 || nsplit < 1) return;
+    const int64_t split_cols = (int64_t)nheads * (D + 2), per_row = (int64_t)nheads * D;
+    for (int64_t e = threadIdx.x; e < n_tok * per_row; e += blockDim.x) {
+        int t = (int)(e / per_row), h = (int)(e % per_row) / D, d = (int)(e % D);
+        const float *row = part + t * part_stride + (int64_t)h * (D + 2);
+        float M = -INFINITY;
+        for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, __ldcg(row + sp * split_cols + D));
+        pk_bf16 *o = out + t * out_stride + (int64_t)h * D + d;
+        if (M == -INFINITY) {
+            *o = 0;
+            continue;
+        }
+        float num = 0.0f, den = 0.0f;
+        for (int sp = 0; sp < nsplit; sp++) {
+            const float *q = row + sp * split_cols;
+            float f = expf(__fsub_rn(__ldcg(q + D), M));
+            den = __fadd_rn(den, __fmul_rn(f, __ldcg(q + D + 1)));
+            num = __fadd_rn(num, __fmul_rn(f, __ldcg(q + d)));
+        }
+        *o = pk_fb_bf16(__fdiv_rn(num, den));
     }
 }
 
