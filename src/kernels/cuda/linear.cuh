@@ -26,6 +26,8 @@
  * Shared memory: [0, PK_LIN_HDR) scale_s [8] f32, red_s [8][WARPS] f32, part_s [2][WARPS][32] f32;
  * then xs [NT][ldx] bf16.
  * Reads: x and residual through L2 (activations), weights and norm_w through the read-only path.
+ * PK_LIN_BULK=1: a block of one row takes linear_bulk.cuh instead when its tile qualifies (weight
+ * rows through shared memory by the bulk-copy engine; that header says when).
  */
 #ifndef PK_CUDA_LINEAR_CUH
 #define PK_CUDA_LINEAR_CUH
@@ -43,6 +45,12 @@ static_assert(PK_CUDA_SMEM_BYTES >= PK_LIN_HDR + 16 * PK_LIN_MAXROWS,
               "linear needs room for one chunk of 8 rows");
 
 enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
+
+/* 1: a block of one row (decode) streams its weight rows through shared memory with the bulk-copy
+ * engine when the tile qualifies (linear_bulk.cuh); 0: pk_lin_rows only. PK_NVCC_DEFINES. */
+#ifndef PK_LIN_BULK
+#define PK_LIN_BULK 0
+#endif
 
 typedef struct pk_lin_args {
     const pk_bf16 *x; /* [n_tok, K] ([n_tok, 2K] gate then up for silu_mul), row stride x_stride */
@@ -268,11 +276,18 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     __syncthreads(); /* xs and scale_s are free for the next block */
 }
 
+#if PK_LIN_BULK
+#include "kernels/cuda/linear_bulk.cuh" /* uses pk_lin_args, pk_lin_stage and the header above */
+#endif
+
 template <int XN>
 __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
     if (a.ncols <= 0) return;
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
+#if PK_LIN_BULK
+        if (nt == 1 && pk_lin_bulk_try<XN>(a, t0, smem)) continue;
+#endif
         if (nt == 1 && a.K <= 1024 && a.ncols >= 4 * PK_DEV_WARPS)
             pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
         else if (nt == 1)
