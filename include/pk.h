@@ -199,9 +199,9 @@ typedef struct pk_attention_params {
     int rope_original_max_position;                                 /* llama3 scaling */
     float qk_norm_eps; /* eps of the per-head q/k RMSNorm, when q_norm/k_norm are given */
     /* Split over the KV length (flash-decoding), 0 or 1: not split. S > 1: positions in blocks of
-     * 32 go round-robin to S splits; the layer becomes grid · S partial tasks (each KV-head group
-     * of the grid times each split) and grid combine tasks, so long contexts spread over more
-     * workers. CPU backend only for now (the CUDA backend refuses it). */
+     * 32 go round-robin to S splits; the layer has grid · S tasks (each KV-head group of the grid
+     * times each split), and the last of a group's tasks to finish folds the group's splits into
+     * out, so long contexts spread over more workers. Both backends. */
     int kv_splits;
 } pk_attention_params;
 

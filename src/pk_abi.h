@@ -13,7 +13,8 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 2 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds */
+#define PK_ABI_VERSION 3 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+                           * 3: the combine folded into the partial layer (its last task per group) */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -37,9 +38,10 @@ typedef enum pk_task_kind {
     PK_TASK_ARGMAX_PARTIAL = 9,
     PK_TASK_ARGMAX_REDUCE = 10,
     PK_TASK_TERMINATE = 11, /* dynamic mode: tells a worker to exit */
-    PK_TASK_ATTENTION_PARTIAL = 12, /* attention over one split of the KV length (kv_splits > 1) */
-    PK_TASK_ATTENTION_COMBINE = 13, /* folds the splits' partial results */
-    PK_TASK_KIND_COUNT = 14,
+    PK_TASK_ATTENTION_PARTIAL = 12, /* attention over one split of the KV length (kv_splits > 1); the
+                                     * last task of each KV-head group to finish folds the group's
+                                     * splits into out */
+    PK_TASK_KIND_COUNT = 13,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -117,7 +119,7 @@ enum {
     PK_V_ATT_V_CACHE = 2, PK_V_ATT_Q_NORM = 3, PK_V_ATT_K_NORM = 4 /* nseg 0 when absent */,
     PK_V_ATT_TOKEN_POS = 5, PK_V_ATT_TOKEN_REQ = 6, PK_V_ATT_PAGE_TABLE = 7,
     PK_V_ATT_OUT = 8 /* [T, heads tile · D]; ATTENTION_PARTIAL: fp32 [T, heads tile · (D + 2)] */,
-    PK_V_ATTC_PART = 0 /* fp32 [T, splits · heads tile · (D + 2)] */, PK_V_ATTC_OUT = 1 /* [T, heads tile · D] */,
+    PK_V_ATTP_COMBINED = 9 /* ATTENTION_PARTIAL: out, whole [T, Hq · D] */,
     PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] */,
     PK_V_AMP_IDX = 2 /* int32 [T, 1 col] */,
     PK_V_AMR_VAL = 0 /* [T, grid] */, PK_V_AMR_IDX = 1, PK_V_AMR_OUT = 2 /* int32 [T] */,

@@ -115,6 +115,14 @@ pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...)
  * that needs a valid kernel: a config error sticks). Clears a previous user error. */
 pk_status pk_enter(pk_kernel *k);
 
+/* The attention split over the KV length folds each KV-head group's splits in the last of the
+ * group's tasks to finish, which it learns from a per-group completion counter (64-bit,
+ * monotonic, zeroed at the start of every run like the event counters; a task is the last of
+ * its step when its increment makes the count a multiple of kv_splits). The counters of layer l
+ * are [pk_graph_group_counter0(k, l), + grid / kv_splits) of the kernel's
+ * pk_graph_group_counter0(k, k->nlayers) counters, after the events in the backends' arrays. */
+int pk_graph_group_counter0(const pk_kernel *k, int layer);
+
 /* "[2, 3, 4]" into buf. */
 const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len);
 int64_t pk_tensor_numel(const pk_tensor *t);

@@ -33,7 +33,7 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 }
 
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
- * over the KV length: attention_partial, attention_combine), linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
+ * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
@@ -64,7 +64,7 @@ static pk_kernel *build(const char *cache_dir) {
     pk_silu_mul_layer(k, gu, m, 2);
     pk_linear_layer(k, m, weight(k, "wm", H, I), h2, 2);
     pk_silu_mul_linear_with_residual_layer(k, gu, weight(k, "wd", H, I), h2, h3, 4);
-    /* a second attention block, split over the KV length (attention_partial + attention_combine) */
+    /* a second attention block, split over the KV length (attention_partial, its last tasks fold) */
     pk_tensor *qkv2 = act(k, "qkv2", QKV), *att2 = act(k, "att2", HQ * D), *h4 = act(k, "h4", H);
     pk_tensor *kcache2 = pk_new_tensor(k, "k_cache2", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
     pk_tensor *vcache2 = pk_new_tensor(k, "v_cache2", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);

@@ -388,9 +388,11 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
         return PK_OK;
     }
 
-    /* Split: partial layer (grid · S tasks) into a pk-owned fp32 tensor [T, Hkv · S · G · (D + 2)]
-     * laid out [head group][split][its heads][D + 2], so task i's tile is column block i; then a
-     * combine layer (grid tasks) reading group i's S blocks. */
+    /* Split: one layer of grid · S tasks writing a pk-owned fp32 tensor [T, Hkv · S · G · (D + 2)]
+     * laid out [head group][split][its heads][D + 2], so task i's tile is column block i; the last
+     * task of group g to finish (a per-group counter, pk_graph_group_counter0) folds the group's S
+     * blocks into out's columns of group g. out is "written whole": its readers wait for every
+     * task of the layer, which is what the fold needs (no reader can see a group before it). */
     TRY(check_writable(&b, "out", out)); /* before the partial tensor is added */
     const int G = Hq / Hkv;
     char name[PK_NAME_MAX];
@@ -403,17 +405,18 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     b.l.grid = grid * S;
     b.l.params.grid = (uint32_t)(grid * S);
     TRY(add_output(&b, "partial", part, split_dim(&b, 1)));
+    TRY(add_output(&b, "out", out, WHOLE));
     TRY(commit(&b, "attention_partial"));
     k_cache->producer = v_cache->producer = k->nlayers - 1;
+    return PK_OK;
+}
 
-    layer_builder c;
-    TRY(begin(&c, k, "pk_attention_layer", PK_TASK_ATTENTION_COMBINE, grid));
-    c.l.params = b.l.params;
-    c.l.params.kind = PK_TASK_ATTENTION_COMBINE;
-    c.l.params.grid = (uint32_t)grid;
-    TRY(add_input(&c, "partial", part, split_dim(&c, 1)));
-    TRY(add_output(&c, "out", out, split_dim(&c, 1)));
-    return commit(&c, "attention_combine");
+int pk_graph_group_counter0(const pk_kernel *k, int layer) {
+    int n = 0;
+    for (int l = 0; l < layer && l < k->nlayers; l++)
+        if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
+            n += k->layers[l].grid / k->layers[l].params.kv_splits;
+    return n;
 }
 
 pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid) {

@@ -133,10 +133,11 @@ WRAP k_attention_partial(pk_layer_params p, pk_attn_step s, int nsplit, const pk
                              q_norm, k_norm, part + (int64_t)b * G * (p.head_dim + 2), part_stride, smem_);
 }
 WRAP k_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
-                         pk_bf16 *out, int64_t out_stride) {
+                         pk_bf16 *out, int64_t out_stride, int smem_bytes) {
+    SMEM;
     const int g = blockIdx.x;
     pk_dev_attention_combine(n_tok, nheads, D, nsplit, part + (int64_t)g * nsplit * nheads * (D + 2), part_stride,
-                             out + (int64_t)g * nheads * D, out_stride);
+                             out + (int64_t)g * nheads * D, out_stride, smem_, smem_bytes);
 }
 
 /* The static worker's decode path (attention_decode.cuh): stage the KV cache (before the
@@ -154,8 +155,8 @@ __global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
     const int S = part ? nsplit : 1, kv0 = blockIdx.x / S, split = blockIdx.x % S;
     float *tile = part ? part + (int64_t)blockIdx.x * (p.num_q_heads / p.num_kv_heads) * (p.head_dim + 2) : nullptr;
     pk_bf16 *o = part ? nullptr : out;
-    const int staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, smem_,
-                                                         smem_bytes);
+    const int staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, q_norm,
+                                                         k_norm, smem_, smem_bytes);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     if (staged > 0)
@@ -243,7 +244,8 @@ static void setup_kernels(void) {
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
                         (const void *)k_linear_grid,     (const void *)k_attention_grid<1>,
-                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial};
+                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial,
+                        (const void *)k_attention_combine};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -706,7 +708,7 @@ typedef struct att_row {
  * Tasks: KV heads {0} and {1 .. Hkv-1} (kv0 > 0). Pages of `page` slots, shuffled.
  * With `edges`, step 2 also has a row out of the page table and a row of the unmapped slot 1. */
 /* nsplit > 1: the same steps also through the split over the KV length (attention_partial +
- * attention_combine, general and decode paths, on their own caches) against the unsplit CPU
+ * the combine, general and decode paths, on their own caches) against the unsplit CPU
  * output, and those caches against the CPU's at the end. */
 static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int pa, int pb, int page,
                            int edges, uint64_t *seed, int nsplit = 1) {
@@ -865,7 +867,9 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
                 k_attention_partial<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc2, dvc2,
                                                                                       dqn, dkn, dpart, pcols);
                 CU(cudaGetLastError());
-                k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols);
+                /* the combine from shared memory (and, below, the decode path's from L2) */
+                k_attention_combine<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(n_tok, G, D, S, dpart, pcols, dout2,
+                                                                                  ocols, PK_CUDA_SMEM_BYTES);
                 CU(cudaGetLastError());
                 CU(cudaDeviceSynchronize());
                 gs[run] = get(dout2, (size_t)T * ocols);
@@ -883,7 +887,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
                     CU(cudaMemset(dused2, 0, Hkv * S * sizeof(int)));
                     launch_attention_decode(p, dinv, ds, dqkv, cols, dkc2, dvc2, dqn, dkn, NULL, 0, dused2, S, dpart,
                                             pcols);
-                    k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols);
+                    k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols, 0);
                     CU(cudaGetLastError());
                     CU(cudaDeviceSynchronize());
                     gs[run] = get(dout2, (size_t)T * ocols);
@@ -1142,7 +1146,8 @@ static void bench_attention(void) {
                         launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, dout, ocols, NULL);
                     } else { /* partial tasks on Hkv · S SMs, then the combine (two launches) */
                         launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dn, dn, NULL, 0, NULL, S, dpart, pcols);
-                        k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(1, G, D, S, dpart, pcols, dout, ocols);
+                        k_attention_combine<<<Hkv, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(1, G, D, S, dpart, pcols, dout,
+                                                                                          ocols, PK_CUDA_SMEM_BYTES);
                     }
                 });
             double kv = (double)(pos + 1) * Hkv * D * 2 * 2;

@@ -159,7 +159,7 @@ static char table[64][200];
 static int nrows;
 #define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
 
-/* The attention split over the KV length (attention_partial + attention_combine on the GPU, the
+/* The attention split over the KV length (attention_partial, each group folded by its last task, the
  * general kernel: D 32 has no decode path here; tests/cuda's harness checks that one): one request,
  * a 40-token prompt and NEW new tokens reach position 51, so blocks 0 and 1 (32 positions) are in
  * different splits, prefill chunks of TT rows cross the block boundary and with 3 splits one is

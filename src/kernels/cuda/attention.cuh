@@ -153,8 +153,8 @@ __device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half
 
 /* y = RoPE(rmsnorm(x) · norm_w) of one head vector x [D] (no norm when norm_w is NULL), as fp32
  * holding bf16 values, this lane's pairs: ya[ii] = y[i], yb[ii] = y[i + half], i = lane + 32·ii.
- * Whole warp. */
-template <int NP>
+ * NSM: norm_w is in shared memory (the decode path stages it before the wait). Whole warp. */
+template <int NP, bool NSM = false>
 __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *norm_w, float eps,
                                             const float *cs, const float *sn, int D, int lane,
                                             float *ya, float *yb) {
@@ -178,10 +178,10 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
         for (int ii = 0; ii < NP; ii++) {
             int i = lane + 32 * ii;
             if (i < half) {
-                a[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * scale) *
-                                          pk_dev_bf16_to_f32(pk_dev_ldw_bf16(norm_w + i)));
-                b[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * scale) *
-                                          pk_dev_bf16_to_f32(pk_dev_ldw_bf16(norm_w + i + half)));
+                const pk_bf16 wa = NSM ? norm_w[i] : pk_dev_ldw_bf16(norm_w + i);
+                const pk_bf16 wb = NSM ? norm_w[i + half] : pk_dev_ldw_bf16(norm_w + i + half);
+                a[ii] = pk_dev_round_bf16(pk_dev_round_bf16(a[ii] * scale) * pk_dev_bf16_to_f32(wa));
+                b[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * scale) * pk_dev_bf16_to_f32(wb));
             }
         }
     }
@@ -614,13 +614,41 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
 
 /* PK_TASK_ATTENTION_COMBINE (pk_cpu_attention_combine): out[t][h · D + d] = bf16(Σ_s f_s ·
  * acc_s[d] / Σ_s f_s · l_s), f_s = exp(m_s - max_s m_s), splits in order; zeros where no split
- * has a position. part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Thread per
- * output element. */
+ * has a position. part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Per row, when the
+ * row's partials fit smem_bytes: one wave of 8-byte loads brings them into shared memory (one L2
+ * round trip, not one per split: the loads of the direct loop below depend on nothing but are
+ * issued a few at a time), barrier, thread per (h, d) from shared memory; else thread per output
+ * from L2. */
 __device__ inline void pk_dev_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
-                                                int64_t part_stride, pk_bf16 *out, int64_t out_stride) {
+                                                int64_t part_stride, pk_bf16 *out, int64_t out_stride, char *smem,
+                                                int smem_bytes) {
     if (D <= 0 || nheads <= 0 || nsplit < 1) return;
     const int64_t split_cols = (int64_t)nheads * (D + 2), per_row = (int64_t)nheads * D;
-    for (int64_t e = threadIdx.x; e < n_tok * per_row; e += PK_CUDA_THREADS) {
+    const int64_t row_floats = nsplit * split_cols;
+    const bool staged = D % 2 == 0 && row_floats * 4 <= smem_bytes && ((uintptr_t)part & 7) == 0 &&
+                        part_stride % 2 == 0;
+    float *ps = (float *)smem; /* [nsplit][nheads][D + 2]: one row's partials */
+    for (int t = 0; t < (staged ? n_tok : 0); t++) {
+        const float2 *src = (const float2 *)(part + t * part_stride);
+        for (int64_t e = threadIdx.x; e < row_floats / 2; e += PK_CUDA_THREADS) ((float2 *)ps)[e] = __ldcg(src + e);
+        __syncthreads();
+        for (int64_t e = threadIdx.x; e < per_row; e += PK_CUDA_THREADS) {
+            const int h = (int)(e / D), d = (int)(e % D);
+            const float *pr = ps + (int64_t)h * (D + 2);
+            float M = -INFINITY;
+            for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, pr[sp * split_cols + D]);
+            float num = 0.0f, den = 0.0f;
+            for (int sp = 0; sp < nsplit && M != -INFINITY; sp++) {
+                const float *q = pr + sp * split_cols;
+                const float f = expf(q[D] - M); /* 0 for a split without positions */
+                num = fmaf(f, q[d], num);
+                den = fmaf(f, q[D + 1], den);
+            }
+            out[t * out_stride + e] = M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        }
+        __syncthreads(); /* ps is the next row's */
+    }
+    for (int64_t e = threadIdx.x; e < (staged ? 0 : n_tok * per_row); e += PK_CUDA_THREADS) {
         const int t = (int)(e / per_row), h = (int)(e % per_row) / D, d = (int)(e % D);
         const float *pr = part + t * part_stride + (int64_t)h * (D + 2); /* split 0's (acc, m, l) */
         float M = -INFINITY;

@@ -32,10 +32,10 @@
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
  * the layout below fits in smem_bytes.
- * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot (-1: not this split's)}; cs_s, sn_s [D/2] f32;
- * q_s [G][D] f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded
- * up to 4; used before the wait); K_s [Pr][D + 8] bf16 (rows padded: pk_attd_kidx), V_s [Pr][D]
- * bf16.
+ * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot (-1: not this split's)};
+ * cs_s, sn_s [D/2] f32; nq_s, nk_s [D] bf16 (q_norm, k_norm, staged with the cache); q_s [G][D]
+ * f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded up to 4; used
+ * before the wait); K_s [Pr][D + 8] bf16 (rows padded: pk_attd_kidx), V_s [Pr][D] bf16.
  */
 #ifndef PK_CUDA_ATTENTION_DECODE_CUH
 #define PK_CUDA_ATTENTION_DECODE_CUH
@@ -50,14 +50,16 @@
 
 /* Byte offsets of the areas, for D, G and P positions. */
 struct pk_attd_layout {
-    int cs, sn, q, red, red_m, red_l, sc, k, v, end, Pr;
+    int cs, sn, nq, nk, q, red, red_m, red_l, sc, k, v, end, Pr;
 };
 __device__ __forceinline__ pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
     pk_attd_layout L;
     L.Pr = (P + 3) & ~3;
     L.cs = 64;
     L.sn = L.cs + 2 * D;
-    L.q = L.sn + 2 * D;
+    L.nq = L.sn + 2 * D;
+    L.nk = L.nq + 2 * D;
+    L.q = L.nk + 2 * D;
     L.red = L.q + 4 * G * D;
     L.red_m = L.red + 4 * PK_DEV_WARPS * G * D;
     L.red_l = L.red_m + 4 * PK_DEV_WARPS * G;
@@ -107,7 +109,8 @@ template <int NP>
 __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, const float *inv_freq,
                                                     const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                     const pk_bf16 *k_cache, const pk_bf16 *v_cache,
-                                                    char *smem, int smem_bytes) {
+                                                    const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
+                                                    int smem_bytes) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || (D != 64 && D != 128 && D != 256) || D > 64 * NP ||
         Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > PK_ATTD_G_MAX || kv0 < 0 || kv0 >= Hkv ||
@@ -131,6 +134,13 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         sincos((double)((float)pos * inv_freq[i]), &sd, &cd);
         cs_s[i] = pk_dev_round_bf16((float)cd);
         sn_s[i] = pk_dev_round_bf16((float)sd);
+    }
+    /* the q / k norm weights too: after the wait they would be one more dependent load (from
+     * DRAM: weights are evicted first) before any head is normalised */
+    pk_bf16 *nq_s = (pk_bf16 *)(smem + L.nq), *nk_s = (pk_bf16 *)(smem + L.nk);
+    for (int i = threadIdx.x; i < (q_norm && k_norm ? D : 0); i += PK_CUDA_THREADS) {
+        nq_s[i] = pk_dev_ldw_bf16(q_norm + i);
+        nk_s[i] = pk_dev_ldw_bf16(k_norm + i);
     }
     __syncthreads(); /* slot_s */
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
@@ -188,8 +198,8 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         }
         /* one rotation code path for K and the q heads (instruction fetches: see below) */
         float ya[NP], yb[NP];
-        pk_att_head<NP>(grp + (int64_t)(item > 0 ? item - 1 : G) * D, item > 0 ? q_norm : k_norm, eps, cs, sn, D,
-                        lane, ya, yb);
+        const pk_bf16 *nrm = !q_norm ? nullptr : item > 0 ? (const pk_bf16 *)(smem + L.nq) : (const pk_bf16 *)(smem + L.nk);
+        pk_att_head<NP, true>(grp + (int64_t)(item > 0 ? item - 1 : G) * D, nrm, eps, cs, sn, D, lane, ya, yb);
         if (item > 0) {
             float *q = q_s + (item - 1) * D;
 #pragma unroll

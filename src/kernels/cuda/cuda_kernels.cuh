@@ -67,7 +67,8 @@
  *                                          const pk_bf16 *k_norm, float *part, int64_t part_stride,
  *                                          char *smem);
  * __device__ void pk_dev_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
- *                                          int64_t part_stride, pk_bf16 *out, int64_t out_stride);
+ *                                          int64_t part_stride, pk_bf16 *out, int64_t out_stride,
+ *                                          char *smem, int smem_bytes);
  * __device__ void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0, int nv,
  *                                       float *val, int32_t *idx, int64_t part_stride, char *smem);
  * __device__ void pk_dev_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride,

@@ -36,7 +36,7 @@ static int live_rows(const pk_view *v, int n_tok) {
     return end > (int)v->row0 ? end - (int)v->row0 : 0;
 }
 
-void pk_cpu_run_task(const pk_kernel *k, const pk_task *t) {
+void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *group_counters) {
     const pk_view *v = t->views;
     const pk_layer_params *p = &k->graph.layer_params[t->layer];
     const int32_t *info = (const int32_t *)k->tensors[k->t_step_info]->data;
@@ -105,19 +105,22 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t) {
                              base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, base(k, &v[PK_V_ATT_OUT]),
                              (int64_t)v[PK_V_ATT_OUT].row_stride);
         } else { /* task index = KV-head group · kv_splits + split; its partial tile is its own */
-            int S = p->kv_splits, nkv = p->num_kv_heads / ((int)p->grid / S);
-            pk_cpu_attention_partial(p, &s, (int)t->index / S * nkv, nkv, (int)t->index % S, S,
-                                     base(k, &v[PK_V_ATT_QKV]), (int64_t)v[PK_V_ATT_QKV].row_stride,
-                                     base(k, &v[PK_V_ATT_K_CACHE]), base(k, &v[PK_V_ATT_V_CACHE]), qn, kn,
-                                     tile(k, &v[PK_V_ATT_OUT]), (int64_t)v[PK_V_ATT_OUT].row_stride);
+            const int S = p->kv_splits, groups = (int)p->grid / S, nkv = p->num_kv_heads / groups;
+            const int group = (int)t->index / S, nheads = p->num_q_heads / groups, D = p->head_dim;
+            pk_cpu_attention_partial(p, &s, group * nkv, nkv, (int)t->index % S, S, base(k, &v[PK_V_ATT_QKV]),
+                                     (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
+                                     base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, tile(k, &v[PK_V_ATT_OUT]),
+                                     (int64_t)v[PK_V_ATT_OUT].row_stride);
+            /* The group's last task to finish folds its S partial tiles (the acq_rel increment
+             * makes every other task's tile, written before its own increment, visible here). */
+            _Atomic uint64_t *c = group_counters + pk_graph_group_counter0(k, (int)t->layer) + group;
+            if ((atomic_fetch_add_explicit(c, 1, memory_order_acq_rel) + 1) % (uint64_t)S == 0) {
+                const float *part = (const float *)base(k, &v[PK_V_ATT_OUT]) + (int64_t)group * S * nheads * (D + 2);
+                pk_bf16 *out = (pk_bf16 *)base(k, &v[PK_V_ATTP_COMBINED]) + (int64_t)group * nheads * D;
+                pk_cpu_attention_combine(n, nheads, D, S, part, (int64_t)v[PK_V_ATT_OUT].row_stride, out,
+                                         (int64_t)v[PK_V_ATTP_COMBINED].row_stride);
+            }
         }
-        break;
-    }
-    case PK_TASK_ATTENTION_COMBINE: {
-        int nheads = p->num_q_heads / (int)p->grid;
-        pk_cpu_attention_combine(n, nheads, p->head_dim, p->kv_splits, tile(k, &v[PK_V_ATTC_PART]),
-                                 (int64_t)v[PK_V_ATTC_PART].row_stride, tile(k, &v[PK_V_ATTC_OUT]),
-                                 (int64_t)v[PK_V_ATTC_OUT].row_stride);
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:

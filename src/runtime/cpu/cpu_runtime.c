@@ -106,7 +106,7 @@ static void wait_counter(_Atomic uint64_t *c, uint64_t threshold) {
 static void run_traced(worker *w, uint32_t t, uint64_t step) {
     cpu_run *r = w->run;
     uint64_t t0 = r->tracing ? now_ns() : 0;
-    pk_cpu_run_task(r->k, &r->g->tasks[t]);
+    pk_cpu_run_task(r->k, &r->g->tasks[t], r->counters + r->g->nevents);
     if (r->tracing && w->ntrace < TRACE_CAP) {
         if (w->ntrace == w->trace_cap) { /* grow by doubling; on failure the trace stops growing */
             size_t cap = w->trace_cap ? 2 * w->trace_cap : 4096;
@@ -232,7 +232,8 @@ pk_status pk_cpu_run(pk_kernel *k, pk_decode *d) {
     r.task_terminate = (uint32_t)r.g->ntasks;
     r.event_exit = (uint32_t)r.g->nevents;
     int dynamic = k->cfg.sched_mode == PK_SCHED_DYNAMIC;
-    r.counters = calloc((size_t)r.g->nevents, sizeof *r.counters);
+    const int ncounters = r.g->nevents + pk_graph_group_counter0(k, k->nlayers); /* events, then groups */
+    r.counters = calloc((size_t)ncounters, sizeof *r.counters);
     r.workers = calloc((size_t)r.W, sizeof *r.workers);
     int ok = r.counters && r.workers;
     if (ok && dynamic) {
@@ -247,7 +248,7 @@ pk_status pk_cpu_run(pk_kernel *k, pk_decode *d) {
         free_run(&r);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_run: out of memory for the CPU runtime");
     }
-    for (int e = 0; e < r.g->nevents; e++) atomic_init(&r.counters[e], 0);
+    for (int e = 0; e < ncounters; e++) atomic_init(&r.counters[e], 0);
     atomic_init(&r.terminate, 0);
     atomic_init(&r.cur_step, 1);
     if (!pk_decode_plan_step(d)) { /* no requests */

@@ -2,12 +2,14 @@
 #ifndef PK_CPU_RUNTIME_H
 #define PK_CPU_RUNTIME_H
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "pk_internal.h"
 
-/* Runs one compute task of k's graph on the calling thread. */
-void pk_cpu_run_task(const pk_kernel *k, const pk_task *t);
+/* Runs one compute task of k's graph on the calling thread. group_counters: the kernel's pk_graph_group_counter0(k, k->nlayers) group completion counters
+ * (attention split over the KV length), zeroed at the start of the run. */
+void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *group_counters);
 
 /* One executed task, for the trace: which task, which step, when (ns, CLOCK_MONOTONIC). */
 typedef struct pk_trace_record {

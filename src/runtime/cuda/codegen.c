@@ -305,8 +305,10 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     int nkv = emit_attn_step(o, k, L, v);
     pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, ",
                  attn_pairs(&L->params), l, l, attn_task_expr(L, nkv, t, sizeof t));
-    pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
+    pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                  base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
+    pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+                 base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
 }
 
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
@@ -401,16 +403,18 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows, ", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                      base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), tile_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
                      v[PK_V_ATT_OUT].rs);
+        /* the group's partial tiles, its columns of out, its completion counter (after the events) */
+        const int S = p->kv_splits, nheads = p->num_q_heads / (L->grid / S), D = p->head_dim;
+        pk_sb_printf(o, "\n            %s + (idx / %d) * %d, ", base_expr(&v[PK_V_ATT_OUT], 1, a, sizeof a), S,
+                     S * nheads * (D + 2));
+        pk_sb_printf(o, "%s + (idx / %d) * %d, %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b), S,
+                     nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
+        pk_sb_printf(o, "S->counters + PK_GEN_NUM_EVENTS + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
         break;
     }
-    case PK_TASK_ATTENTION_COMBINE:
-        pk_sb_printf(o, "        pk_gen_call_attention_combine(n_tok, %d, %d, %d, %s, %" PRIu64 ", %s, %" PRIu64 ");\n",
-                     p->num_q_heads / L->grid, p->head_dim, p->kv_splits, tile_expr(&v[PK_V_ATTC_PART], 1, a, sizeof a),
-                     v[PK_V_ATTC_PART].rs, tile_expr(&v[PK_V_ATTC_OUT], 0, b, sizeof b), v[PK_V_ATTC_OUT].rs);
-        break;
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:
     case PK_TASK_KIND_COUNT:
@@ -496,6 +500,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_NUM_TASKS %du\n#define PK_GEN_NUM_EVENTS %du\n#define PK_GEN_NUM_LAYERS %du\n",
                  g->ntasks, g->nevents, g->nlayers);
     pk_sb_printf(o, "#define PK_GEN_NUM_BUFFERS %du\n#define PK_GEN_NUM_WORKERS %du\n", k->ntensors, g->nworkers);
+    pk_sb_printf(o, "#define PK_GEN_NUM_GROUP_COUNTERS %du /* after the events in S->counters */\n",
+                 pk_graph_group_counter0(k, k->nlayers));
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");

@@ -110,13 +110,20 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
                                 out_stride, smem);
 #endif
 }
-/* Split `split` of `nsplit` over the KV length: (acc, m, l) per head into part (staged as above). */
+/* Split `split` of `nsplit` over the KV length: (acc, m, l) per head into part, the task's tile
+ * (staged as above); then the group's completion counter: the group's last task to finish folds
+ * the group's nsplit tiles (group_part [T][nsplit][nheads][D + 2], row stride part_stride) into
+ * group_out [T][nheads · D]. Ordering as the runtime's event signal: the CTA's writes, a barrier,
+ * thread 0's acq_rel increment; the last task's thread 0 has acquired every other task's
+ * increment before its barrier, and the fold reads the tiles through L2. */
 template <int NP>
 __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params *p, const float *inv_freq,
                                                           const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                           const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
                                                           pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
-                                                          float *part, int64_t part_stride, char *smem, int staged) {
+                                                          float *part, int64_t part_stride, char *smem, int staged,
+                                                          const float *group_part, pk_bf16 *group_out,
+                                                          int64_t out_stride, int nheads, pk_u64 *counter) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)staged;
     pk_dev_attention_partial(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
@@ -128,10 +135,17 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);
 #endif
-}
-__device__ __noinline__ void pk_gen_call_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part,
-                                                          int64_t part_stride, pk_bf16 *out, int64_t out_stride) {
-    pk_dev_attention_combine(n_tok, nheads, D, nsplit, part, part_stride, out, out_stride);
+    __shared__ int last;
+    __syncthreads(); /* every thread's tile writes are issued */
+    if (threadIdx.x == 0) last = (pk_atom_add_acq_rel(counter, 1) + 1) % (pk_u64)nsplit == 0;
+    __syncthreads();
+    if (!last) return;
+#if PK_GEN_FALLBACK_KERNELS
+    pk_dev_attention_combine(s->n_tok, nheads, p->head_dim, nsplit, group_part, part_stride, group_out, out_stride);
+#else
+    pk_dev_attention_combine(s->n_tok, nheads, p->head_dim, nsplit, group_part, part_stride, group_out, out_stride,
+                             smem, PK_CUDA_SMEM_BYTES);
+#endif
 }
 /* Before the dependency wait (static mode): stages a decode row's KV cache (of split `split` of
  * `nsplit`; 1: all of it); returns 0 when nothing is staged (run the general kernel), else 1 + the
@@ -139,15 +153,16 @@ __device__ __noinline__ void pk_gen_call_attention_combine(int n_tok, int nheads
 template <int NP>
 __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p, const float *inv_freq,
                                                        const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
-                                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache, char *smem,
+                                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache,
+                                                       const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
                                                        int smem_bytes) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache,
-        (void)smem, (void)smem_bytes;
+        (void)q_norm, (void)k_norm, (void)smem, (void)smem_bytes;
     return 0;
 #else
-    return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, smem,
-                                             smem_bytes);
+    return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, q_norm, k_norm,
+                                             smem, smem_bytes);
 #endif
 }
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,

@@ -350,7 +350,7 @@ static int pk_gen_create_inner(pk_gen_ctx *c, const pk_gen_config *cfg, char *er
     h->buf = c->d_buf;
     h->W = cfg->num_workers;
     h->S = cfg->num_schedulers;
-    PK_CU(cudaMalloc((void **)&h->counters, PK_GEN_NUM_EVENTS * sizeof(pk_u64)));
+    PK_CU(cudaMalloc((void **)&h->counters, (PK_GEN_NUM_EVENTS + PK_GEN_NUM_GROUP_COUNTERS) * sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&h->terminate, sizeof(int)));
     PK_CU(cudaMalloc((void **)&h->cur_step, sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&c->d_step, sizeof(pk_step_state)));
@@ -589,7 +589,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
 
     /* counters, flags and queues start empty */
     pk_dev_state *h = &c->hs;
-    PK_CU(cudaMemset(h->counters, 0, PK_GEN_NUM_EVENTS * sizeof(pk_u64)));
+    PK_CU(cudaMemset(h->counters, 0, (PK_GEN_NUM_EVENTS + PK_GEN_NUM_GROUP_COUNTERS) * sizeof(pk_u64)));
     PK_CU(cudaMemset(h->terminate, 0, sizeof(int)));
     PK_CU(cudaMemset(h->cur_step, 0, sizeof(pk_u64)));
     PK_CU(cudaMemset(h->debug_claim, 0, sizeof(uint32_t)));

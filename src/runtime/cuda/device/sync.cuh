@@ -35,7 +35,8 @@ typedef struct pk_dev_ring {
 /* Everything the persistent kernel shares, in device memory (one per pk_gen_create). */
 typedef struct pk_dev_state {
     void *const *buf;        /* [num_buffers] device base of each tensor id (NULL: not on the GPU) */
-    pk_u64 *counters;        /* [num_events] monotonic event counters */
+    pk_u64 *counters;        /* [num_events] monotonic event counters, then the attention split's
+                              * group completion counters (pk_graph_group_counter0) */
     int *terminate;          /* set by prepare_next_step when no step is left */
     pk_u64 *cur_step;        /* the step running (dynamic-mode trace records) */
     pk_step_state *step;     /* prepare_next_step's state (decode_step.h) over device arrays */
