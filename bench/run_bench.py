@@ -130,7 +130,10 @@ def load_records(paths):
 
 
 def bench_model(R, name, contexts, gen):
-    max_seq = max(contexts) + gen  # one kernel (and one nvcc compile) for every context
+    # Each context gets the kernel pk builds for it (max_seq = context + gen: the attention is split
+    # over the KV length only past ~320 positions, src/model/model.c); SHARED_MAX_SEQ=1: one kernel
+    # for every context (max_seq = the largest context + gen), as a server sized for the longest would.
+    shared_max_seq = max(contexts) + gen if os.environ.get("SHARED_MAX_SEQ") == "1" else None
     todo_pk = [c for c in contexts if not R.done("pk", name, c)]
     todo_hf = [c for c in contexts if os.environ.get("HF", "1") != "0" and not R.done("hf", name, c)]
     if not todo_pk and not todo_hf:
@@ -152,7 +155,7 @@ def bench_model(R, name, contexts, gen):
     for ctx in contexts:
         if ctx in todo_pk:
             cmd = [R.pk, "bench", "--model", d, "--backend", "cuda", "--context", str(ctx), "--gen", str(gen),
-                   "--max-seq", str(max_seq), "--json"]
+                   "--max-seq", str(shared_max_seq or ctx + gen), "--json"]
             if os.environ.get("PK_THREADS"):  # workers (default: one per SM); set to match a precompiled kernel
                 cmd += ["--threads", os.environ["PK_THREADS"]]
             limit = int(os.environ.get("PK_TIMEOUT_S", "420" if first else "240"))
@@ -244,9 +247,10 @@ def table(records, out=sys.stdout):
     w("batch 1, bf16, greedy, random weights. pk: median ms/token over the pure-decode steps of one request, timed\n"
       "inside the kernel (%globaltimer per step); floor = (weights + KV read at the median context) / copy bandwidth\n"
       "measured in the same pk process. HF: bench/hf_baseline.py, mean host ms/token over the generated tokens after a\n"
-      "prompt of `context` tokens (* = after a 32-token prompt: hf_baseline's default). speedup = HF ms / pk ms.\n\n")
-    hdr = (f"{'model':11} {'context':>7} {'pk ms/tok':>9} {'p90':>7} {'floor ms':>8} {'% floor':>7} {'GB/s':>6} "
-           f"{'HF eager':>9} {'HF graph':>9} {'vs eager':>8} {'vs graph':>8}  target")
+      "prompt of `context` tokens (* = after a 32-token prompt: hf_baseline's default). speedup = HF ms / pk ms.\n"
+      "split: pk's attention split over the KV length (1: none) in the kernel pk built for that context.\n\n")
+    hdr = (f"{'model':11} {'context':>7} {'split':>5} {'pk ms/tok':>9} {'p90':>7} {'floor ms':>8} {'% floor':>7} "
+           f"{'GB/s':>6} {'HF eager':>9} {'HF graph':>9} {'vs eager':>8} {'vs graph':>8}  target")
     w(hdr + "\n" + "-" * len(hdr) + "\n")
     for k in keys:
         p, h = pk.get(k, {}), hf.get(k, {})
@@ -263,7 +267,8 @@ def table(records, out=sys.stdout):
             target += f"  pk error: {p['error'].split(' | ')[-1][:70]}"
         if "error" in h:
             target += f"  HF error: {h['error'].split(' | ')[-1][:70]}"
-        w(f"{str(k[0]):11} {str(k[1]):>7} {fmt(med, '9.3f'):>9} {fmt(p.get('decode_ms_p90'), '7.3f'):>7} "
+        w(f"{str(k[0]):11} {str(k[1]):>7} {str(p.get('kv_splits', '-')):>5} {fmt(med, '9.3f'):>9} "
+          f"{fmt(p.get('decode_ms_p90'), '7.3f'):>7} "
           f"{fmt(p.get('floor_ms'), '8.3f'):>8} "
           f"{(fmt(p.get('pct_of_floor'), '.0f') + '%') if 'pct_of_floor' in p else '-':>7} "
           f"{fmt(p.get('achieved_GBps'), '6.0f'):>6} {fmt(eager, '8.2f') + star:>9} {fmt(graph, '8.2f') + star:>9} "

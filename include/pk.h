@@ -90,7 +90,7 @@ typedef struct pk_config {
     const char *cache_dir;     /* CUDA backend: where compiled kernels are cached; NULL: default */
     int attention_kv_splits;   /* pk_model_load: the attention layers' split over the KV length
                                 * (pk_attention_params.kv_splits); 0: pk picks (CUDA with
-                                * max_seq_length > 256: workers / KV heads, so every SM takes a
+                                * max_seq_length > 320: workers / KV heads, so every SM takes a
                                 * part; else 1), 1: not split */
 } pk_config;
 

@@ -34,12 +34,14 @@ static int pick_grid(int64_t n, int target) {
 /* The attention's split over the KV length: the config's, or on the GPU, when max_seq_length
  * exceeds PK_SPLIT_MIN_SEQ, as many splits as leave every worker one attention task (132 SMs / 8
  * KV heads: 16), no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's
- * attention is grid (= KV heads) tasks on as many SMs, and past ~330 positions (D 128) its KV
- * cache no longer fits the shared memory the staged decode path reads it from
+ * attention is grid (= KV heads) tasks on as many SMs, and past ~330 positions (D 128, G 2) its
+ * KV cache no longer fits the shared memory the staged decode path reads it from
  * (attention_decode.cuh). Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the
- * Qwen3-0.6B shape from 7.44 to 1.95 ms/token, 8B from 15.84 to 7.24; at context 160 the extra
- * combine layer cost 0.6B 5 % (1.525 -> 1.603), 8B 3 %: short-context kernels stay unsplit. */
-#define PK_SPLIT_MIN_SEQ 256
+ * Qwen3-0.6B shape from 7.44 to 1.99 ms/token, 8B from 15.84 to 7.29; at context 160 it costs
+ * 0.6B 4 % (1.534 -> 1.598), 8B 4 % (6.378 -> 6.616): the decode attention task's time there is
+ * mostly fixed cost, which splitting does not shrink. So kernels for contexts the unsplit staged
+ * path holds stay unsplit. */
+#define PK_SPLIT_MIN_SEQ 320
 static int kv_splits_for(const pk_kernel *k, int grid) {
     const pk_config *c = pk_kernel_config(k);
     if (c->attention_kv_splits > 0) return c->attention_kv_splits;

@@ -438,8 +438,22 @@ static int weight_view(pk_task_kind kind) {
  * task's weight tile is rows [row0, row0 + rows) of its weight, whole rows, so one contiguous
  * range (bytes 0: none — no weight, or rows not a multiple of 16 bytes, which neither the staging
  * copy nor the bulk prefetch can take). */
+/* Whether layer L reads the output of an attention layer (the only reader of its KV caches is
+ * itself, so any input an attention layer produced is its out). */
+static int reads_attention(const pk_kernel *k, const pk_layer *L) {
+    for (int i = 0; i < L->ninputs; i++) {
+        if (L->inputs[i] < 0) continue;
+        int p = k->tensors[L->inputs[i]]->producer;
+        if (p >= 0 && p != (int)(L - k->layers) &&
+            (k->layers[p].kind == PK_TASK_ATTENTION || k->layers[p].kind == PK_TASK_ATTENTION_PARTIAL))
+            return 1;
+    }
+    return 0;
+}
+
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
+    const int after_attention = reads_attention(k, L);
     int v = weight_view(L->kind);
     if (v >= 0) {
         gview w = layer_view(k, L, v);
@@ -449,12 +463,12 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
         if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && (w.rs * es) % 16 == 0 && off % 16 == 0 &&
             step % 16 == 0 && bytes <= 0xffffffffu) {
             uint64_t row_bytes = (uint64_t)w.rs * es;
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull}, /* %s */\n", w.id, bytes,
-                         row_bytes, off, step, L->name);
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d}, /* %s */\n", w.id,
+                         bytes, row_bytes, off, step, after_attention, L->name);
             return;
         }
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0, 0}, /* %s */\n", L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d}, /* %s */\n", after_attention, L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -568,7 +582,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     }
     pk_sb_printf(o, "\n");
     pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
-                    " * offset step per task index}. */\n");
+                    " * offset step per task index, reads an attention output}. */\n");
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
     pk_sb_printf(o, "};\n\n");

@@ -29,6 +29,7 @@ typedef struct pk_gen_prefetch {
     uint32_t bytes;     /* the tile: whole rows */
     uint32_t row_bytes; /* one row (a multiple of 16 when bytes != 0) */
     uint64_t off0, step;
+    uint32_t after_attention; /* 1: the layer reads an attention layer's output (a long wait) */
 } pk_gen_prefetch;
 
 /* A plain weight of `rows` rows of `stride` elements at base. */

@@ -102,6 +102,34 @@ __device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t
     }
 }
 
+/* Prefetch while attention runs (static mode): a task that reads an attention layer's output
+ * waits while a few SMs run attention (8 of 132 unsplit) and DRAM has little to do. Before that
+ * wait thread 0 starts L2 prefetches of the weight tiles of this worker's next tasks (from the
+ * waiting task itself when its tile was not staged in shared memory), at most
+ * PK_DEEP_PREFETCH_BYTES per worker (132 x 256 KB = 33 MB of the H200's 50 MB L2), so the layers
+ * after attention start from L2. 0: off (PK_NVCC_DEFINES). */
+#ifndef PK_DEEP_PREFETCH_BYTES
+#define PK_DEEP_PREFETCH_BYTES 0u
+#endif
+__device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const uint32_t *tasks, uint32_t n) {
+    uint32_t budget = PK_DEEP_PREFETCH_BYTES;
+    for (uint32_t j = 0; j < n && j < 4 && budget > 0; j++) {
+        pk_gen_prefetch p;
+        const char *base = pk_task_tile(S, tasks[j], &p);
+        if (!base) continue;
+        const uint32_t len = p.bytes < budget ? p.bytes : budget;
+        for (uint32_t o = 0; o < len; o += PK_PREFETCH_CHUNK) {
+            const uint32_t c = len - o < PK_PREFETCH_CHUNK ? len - o : PK_PREFETCH_CHUNK;
+#if __CUDA_ARCH__ >= 900
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + o), "r"(c) : "memory");
+#else
+            for (uint32_t b = 0; b < c; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o + b));
+#endif
+        }
+        budget -= len;
+    }
+}
+
 /* Shared-memory weight staging (static mode): before waiting on task t's dependency, every
  * thread issues 16-byte cp.async copies of t's weight tile, when the whole tile fits in
  * PK_WSTAGE_BYTES, into the area after the kernels' own PK_CUDA_SMEM_BYTES. The copy
@@ -152,6 +180,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             /* the next task's weights load while this one waits and runs (two tasks in flight) */
             if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
             int staged = pk_stage_weights(S, t, smem);
+            if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
+                pk_gen_prefetches[task.layer].after_attention)
+                pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
             if (!staged) staged = pk_gen_stage_task(S, t, smem, (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes));
             pk_wait_event(S, task.dep_event, need, t);
             if (staged) {
