@@ -52,7 +52,13 @@
  * order and no copies (pk_linb_staged_rows): the choice of path, hence every bit of the result,
  * must not depend on the mode (the GPU check wants static == dynamic, bit for bit).
  *
- * Prediction (compile-checked only, not yet run): the 8B GEMVs at ~3.9 TB/s instead of 2.6–3.5.
+ * Measured on the H200 (2026-11-30, docs/PERF.md session 4): correct (harness linear 82/0,
+ * cuda_e2e_quick 32/0 with it) but SLOWER, hence off by default: harness gate_up 3538 -> 2679
+ * GB/s, down 3165 -> 1594, qkv 2626 -> 2275, lm_head 4082 -> 2890; Qwen3-8B 6.58 -> 8.74
+ * ms/token; 0.6B 1.610 -> 1.596. The likely cause: warp 0 both produces and consumes, and waits
+ * for the slowest warp to leave stage i - 1 before refilling it, so the ring runs in lockstep;
+ * docs/PERF.md "Next steps" 1 lists what a second version should change.
+ * Prediction (made before it ran): the 8B GEMVs at ~3.9 TB/s instead of 2.6–3.5.
  * Per token the 8B shape streams 36 × (qkv 50.3 + o 33.6 + gate_up 201.3 + down 100.7 MB) =
  * 13.9 GB of GEMV weights + lm_head 1.24 GB: at the harness's rates (qkv 2614, gate_up 3520,
  * down 3169 GB/s; o assumed as qkv) ~121 µs per layer, at 3.9 TB/s ~99 µs: ~0.8 ms/token less
