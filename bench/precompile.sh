@@ -24,6 +24,8 @@ export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
 [ "${HARNESS:-1}" = 1 ] && bash tests/cuda/build.sh .dev/cuda >/dev/null &
 build/tests/gpu/test_cuda_e2e --precompile >/dev/null
 build/pk generate --prompt "x" --max-tokens 1 --backend cuda --threads "$THREADS" >/dev/null 2>&1 || true
+build/pk generate --prompt-ids "$(seq -s, 7 37 3700)" --max-tokens 12 --kv-splits 3 --backend cuda --threads "$THREADS" \
+    >/dev/null 2>&1 || true # quick_gpu.sh's pk-tiny split run
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
 for m in $MODELS; do

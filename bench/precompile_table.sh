@@ -21,6 +21,8 @@ cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2
 export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
 build/tests/gpu/test_cuda_e2e --precompile >/dev/null &
 build/pk generate --prompt "x" --max-tokens 1 --backend cuda --threads "$THREADS" >/dev/null 2>&1 || true
+build/pk generate --prompt-ids "$(seq -s, 7 37 3700)" --max-tokens 12 --kv-splits 3 --backend cuda \
+    --threads "$THREADS" >/dev/null 2>&1 || true # the gate's split run
 for m in $MODELS; do
     [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
     for ctx in $CONTEXTS; do # compiles, then stops at "no CUDA GPU": expected

@@ -113,12 +113,24 @@ elif [ "$GATE" != 0 ]; then
             ok=0
             log "pk generate pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$W/gate_cuda.err")"
         fi
+        # the attention split with real weights (quick_gpu.sh: why 12 tokens)
+        ids=$(seq -s, 7 37 3700)
+        for be in cpu cuda; do
+            timeout 180 "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend $be \
+                >"$W/gate_split_$be.txt" 2>"$W/gate_split_$be.err"
+        done
+        if [ -s "$W/gate_split_cpu.txt" ] && cmp -s "$W/gate_split_cpu.txt" "$W/gate_split_cuda.txt"; then
+            log "pk generate pk-tiny --kv-splits 3: cuda == cpu"
+        else
+            ok=0
+            log "pk generate pk-tiny --kv-splits 3: cuda and cpu DIFFER: $(tail -n 1 "$W/gate_split_cuda.err")"
+        fi
     fi
     if [ "$ok" != 1 ]; then
         log "correctness gate FAILED: no timings are reported for this build (logs in $W)"
         exit 1
     fi
-    gate="passed ($GATE: ${summary}; pk-tiny cuda == cpu)"
+    gate="passed ($GATE: ${summary}; pk-tiny cuda == cpu, also with --kv-splits 3)"
     printf '%s\n%s\n' "$gate_key" "$gate" >"$W/gate.ok"
 fi
 

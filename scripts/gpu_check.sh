@@ -130,6 +130,19 @@ if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     else
         note "pk generate pk-tiny cuda == cpu" "DIFFER (see gen_*.txt)"
     fi
+    # the attention split over the KV length end to end with real weights (pk-tiny: D 64, so decode
+    # rows take the staged split path): 100 prompt ids, 12 new tokens (the 14th is an exact bf16
+    # tie on the CPU: bench/quick_gpu.sh), 3 splits, prefill chunks across 32-position blocks
+    ids=$(seq -s, 7 37 3700)
+    "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend cpu \
+        >"$OUT/gen_split_cpu.txt" 2>"$OUT/gen_split_cpu.err"
+    "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend cuda \
+        >"$OUT/gen_split_cuda.txt" 2>"$OUT/gen_split_cuda.err"
+    if cmp -s "$OUT/gen_split_cpu.txt" "$OUT/gen_split_cuda.txt" && [ -s "$OUT/gen_split_cpu.txt" ]; then
+        note "pk generate pk-tiny --kv-splits 3 cuda == cpu" "same tokens"
+    else
+        note "pk generate pk-tiny --kv-splits 3 cuda == cpu" "DIFFER (see gen_split_*.txt)"
+    fi
 fi
 
 echo

@@ -160,12 +160,14 @@ static int nrows;
 #define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
 
 /* The attention split over the KV length (attention_partial, each group folded by its last task, the
- * general kernel: D 32 has no decode path here; tests/cuda's harness checks that one): one request,
- * a 40-token prompt and NEW new tokens reach position 51, so blocks 0 and 1 (32 positions) are in
- * different splits, prefill chunks of TT rows cross the block boundary and with 3 splits one is
+ * general kernel: D 32 has no decode path here; tests/cuda's harness and quick_gpu.sh's pk-tiny
+ * split run check that one): two requests, prompts of 5 and 40 tokens and NEW new tokens each; the
+ * second reaches position 51, so blocks 0 and 1 (32 positions) are in different splits, and as
+ * its prefill chunks share steps with the first request's rows they start off the TT grid and
+ * cross the block boundary (one step writes K / V through two split tasks); with 3 splits one is
  * empty. Against the CPU's unsplit run: the same tokens, logits within bf16 tolerance. */
 static void split_check(const weights *w, int quick) {
-    enum { PLEN = 40 };
+    enum { PLEN = 40, PLEN_A = 5 };
     static const run_cfg cfgs[] = {
         {"cpu static W4 (ref)", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
         {"cuda static W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2},
@@ -182,17 +184,23 @@ static void split_check(const weights *w, int quick) {
         pk_tensor *lt;
         pk_kernel *k = compile(w, &cfgs[c], &lt, &r->compile_ms);
         if (!k) continue;
-        pk_request req = {.prompt = prompt, .prompt_len = PLEN, .max_new_tokens = NEW, .output = r->out[0]};
+        pk_request req[2] = {
+            {.prompt = prompt + PLEN - PLEN_A, .prompt_len = PLEN_A, .max_new_tokens = NEW, .output = r->out[0]},
+            {.prompt = prompt, .prompt_len = PLEN, .max_new_tokens = NEW, .output = r->out[1]},
+        };
         double t0 = now_ms();
-        pk_status s = pk_run(k, &req, 1, NULL, NULL);
+        pk_status s = pk_run(k, req, 2, NULL, NULL);
         r->run_ms = now_ms() - t0;
         CHECK(s == PK_OK, "%s: run: %s", cfgs[c].name, pk_kernel_error(k));
         r->ok = s == PK_OK && pk_tensor_read(k, lt, r->logits, sizeof r->logits) == PK_OK;
-        r->nout[0] = req.num_output;
+        r->nout[0] = req[0].num_output;
+        r->nout[1] = req[1].num_output;
         pk_kernel_free(k);
         if (c == 0 || !r->ok) continue;
-        int same = res[0].ok && r->nout[0] == res[0].nout[0] &&
-                   memcmp(r->out[0], res[0].out[0], (size_t)NEW * sizeof(int32_t)) == 0;
+        int same = res[0].ok;
+        for (int i = 0; i < 2; i++)
+            same = same && r->nout[i] == res[0].nout[i] &&
+                   memcmp(r->out[i], res[0].out[i], (size_t)NEW * sizeof(int32_t)) == 0;
         int within;
         double dl = logits_diff(r, &res[0], &within);
         CHECK(same, "%s: tokens differ from the CPU's unsplit run", cfgs[c].name);

@@ -316,6 +316,22 @@ __device__ __forceinline__ bool pk_att_in_split(int j, int split, int nsplit) {
     return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split;
 }
 
+/* One folded element (head h, dim d; i = h · D + d) of a result: orow[i] = bf16(num / den), or,
+ * when orow is NULL, the split's unnormalised (acc, m, l) = (num, M, den) into prow [heads][D + 2]
+ * (m and l once per head, by its d == 0 element). */
+__device__ __forceinline__ void pk_att_put(pk_bf16 *orow, float *prow, int i, int h, int d, int D, float num,
+                                           float den, float M) {
+    if (orow) {
+        orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        return;
+    }
+    prow[h * (D + 2) + d] = num;
+    if (d == 0) {
+        prow[h * (D + 2) + D] = M;
+        prow[h * (D + 2) + D + 1] = den;
+    }
+}
+
 /* The kernel of the header for split `split` of `nsplit` (1: the whole KV length). out != NULL:
  * the normalised bf16 result, out's columns of head (g, h) at (g · G + h) · D. out == NULL: the
  * partial result of the split (pk_cpu_attention_partial) into part, fp32 [acc D, m, l] per
@@ -581,15 +597,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
                         num = fmaf(wq[HB * D + h * D + d], f, num);
                         den = fmaf(wl[h], f, den);
                     }
-                    if (orow) {
-                        orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
-                    } else {
-                        prow[h * (D + 2) + d] = num;
-                        if (d == 0) {
-                            prow[h * (D + 2) + D] = M;
-                            prow[h * (D + 2) + D + 1] = den;
-                        }
-                    }
+                    pk_att_put(orow, prow, i, h, d, D, num, den, M);
                 }
             }
             __syncthreads(); /* the group's areas are reused next round */
@@ -612,7 +620,8 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
                                out, out_stride, nullptr, 0, smem);
 }
 
-/* PK_TASK_ATTENTION_COMBINE (pk_cpu_attention_combine): out[t][h · D + d] = bf16(Σ_s f_s ·
+/* The fold of a split attention (pk_cpu_attention_combine; the last partial task of each KV-head
+ * group runs it, dispatch.cuh): out[t][h · D + d] = bf16(Σ_s f_s ·
  * acc_s[d] / Σ_s f_s · l_s), f_s = exp(m_s - max_s m_s), splits in order; zeros where no split
  * has a position. part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Per row, when the
  * row's partials fit smem_bytes: one wave of 8-byte loads brings them into shared memory (one L2

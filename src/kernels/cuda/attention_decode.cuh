@@ -27,7 +27,7 @@
  * Split over the KV length (PK_TASK_ATTENTION_PARTIAL, nsplit > 1): the task stages only its
  * split's positions (blocks of 32, block b in split b mod nsplit) as P local rows, writes pos's
  * K / V only when pos is in its split, and leaves the fold's (acc, m, l) per head unnormalised
- * for the combine task (pk_dev_attention_combine). A split of a 4096-position context over 16
+ * for the fold (pk_dev_attention_combine, run by the group's last task). A split of a 4096-position context over 16
  * tasks stages 256 rows: the long contexts the unsplit task cannot hold fit.
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
@@ -122,6 +122,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     if (!pk_att_row_valid(s, 0, lane, &req, &pos)) return 0; /* the general kernel writes zeros */
     const int P = pk_attd_split_count(pos, split, nsplit); /* local rows, pos's own included when owned */
     const bool owns = pk_att_in_split(pos, split, nsplit);
+    if (P > smem_bytes / (4 * D)) return 0; /* K and V rows alone would not fit (and the int layout
+                                              * offsets below cannot overflow) */
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     if (L.end > smem_bytes) return 0;
 
@@ -368,15 +370,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             num = fmaf(red[w * G * D + i], f, num);
             den = fmaf(red_l[w * G + h], f, den);
         }
-        if (orow) {
-            orow[i] = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
-        } else {
-            part_out[h * (D + 2) + d] = num;
-            if (d == 0) {
-                part_out[h * (D + 2) + D] = M;
-                part_out[h * (D + 2) + D + 1] = den;
-            }
-        }
+        pk_att_put(orow, part_out, i, h, d, D, num, den, M);
     }
     PK_ATT_STAMP(5);
     PK_ATTD_REPORT();

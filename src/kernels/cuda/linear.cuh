@@ -52,6 +52,15 @@ enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
 #define PK_LIN_BULK 0
 #endif
 
+/* Decode rows of any K take 4 columns per warp group (4 loads ahead), not only K <= 1024: half the
+ * column rounds, so half the drains of the loads in flight at a round's end. Measured on the H200
+ * (docs/PERF.md, session 4): harness gate_up 3529 -> 3687 GB/s, down 3150 -> 3284, lm_head 4084
+ * -> 4268, qkv 2606 -> 2522; Qwen3-8B 6.381 -> 6.276 ms/token, 0.6B unchanged (its K is 1024
+ * but o_proj / down). 0: K > 1024 takes 2 columns, 8 loads ahead (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_LIN_WIDE
+#define PK_LIN_WIDE 1
+#endif
+
 typedef struct pk_lin_args {
     const pk_bf16 *x; /* [n_tok, K] ([n_tok, 2K] gate then up for silu_mul), row stride x_stride */
     int64_t x_stride;
@@ -288,7 +297,7 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
 #if PK_LIN_BULK
         if (nt == 1 && pk_lin_bulk_try<XN>(a, t0, smem)) continue;
 #endif
-        if (nt == 1 && a.K <= 1024 && a.ncols >= 4 * PK_DEV_WARPS)
+        if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS)
             pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
         else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);

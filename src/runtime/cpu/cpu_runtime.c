@@ -44,7 +44,7 @@ struct cpu_run {
     pk_kernel *k;
     pk_decode *d;
     const pk_taskgraph *g;
-    _Atomic uint64_t *counters; /* [nevents] */
+    _Atomic uint64_t *counters; /* [nevents], then the attention split's group counters */
     _Atomic int terminate;
     int W, S;
     worker *workers;

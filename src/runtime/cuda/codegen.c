@@ -408,10 +408,10 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      v[PK_V_ATT_OUT].rs);
         /* the group's partial tiles, its columns of out, its completion counter (after the events) */
         const int S = p->kv_splits, nheads = p->num_q_heads / (L->grid / S), D = p->head_dim;
-        pk_sb_printf(o, "\n            %s + (idx / %d) * %d, ", base_expr(&v[PK_V_ATT_OUT], 1, a, sizeof a), S,
-                     S * nheads * (D + 2));
-        pk_sb_printf(o, "%s + (idx / %d) * %d, %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b), S,
-                     nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
+        pk_sb_printf(o, "\n            %s + (idx / %d) * %" PRId64 ", ", base_expr(&v[PK_V_ATT_OUT], 1, a, sizeof a), S,
+                     (int64_t)S * nheads * (D + 2));
+        pk_sb_printf(o, "%s + (idx / %d) * %" PRId64 ", %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b),
+                     S, (int64_t)nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
         pk_sb_printf(o, "S->counters + PK_GEN_NUM_EVENTS + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
         break;
     }

@@ -83,15 +83,9 @@ __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint3
     return (const char *)S->buf[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
 }
 
-/* Starts fetching task t's weight tile (its first PK_PREFETCH_MAX_BYTES) from DRAM into L2 and
- * returns at once: the copy engine works while this CTA waits on a dependency or runs the task
- * before, so the task reads its weights from L2 instead of paying DRAM latency after its event
- * fires. Weights never change during a run, so reading them early is always safe. One thread. */
-__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
-    pk_gen_prefetch p;
-    const char *base = PK_PREFETCH_MAX_BYTES ? pk_task_tile(S, t, &p) : nullptr;
-    if (!base) return;
-    const uint32_t n = p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES;
+/* Starts fetching bytes [base, base + n) into L2 and returns at once (bulk prefetches of up to
+ * PK_PREFETCH_CHUNK bytes; base 16-byte aligned). One thread. */
+__device__ __forceinline__ void pk_prefetch_l2(const char *base, uint32_t n) {
     for (uint32_t o = 0; o < n; o += PK_PREFETCH_CHUNK) {
         const uint32_t c = n - o < PK_PREFETCH_CHUNK ? n - o : PK_PREFETCH_CHUNK;
 #if __CUDA_ARCH__ >= 900
@@ -100,6 +94,17 @@ __device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t
         for (uint32_t b = 0; b < c; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o + b));
 #endif
     }
+}
+
+/* Starts fetching task t's weight tile (its first PK_PREFETCH_MAX_BYTES) from DRAM into L2 and
+ * returns at once: the copy engine works while this CTA waits on a dependency or runs the task
+ * before, so the task reads its weights from L2 instead of paying DRAM latency after its event
+ * fires. Weights never change during a run, so reading them early is always safe. One thread. */
+__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
+    pk_gen_prefetch p;
+    const char *base = PK_PREFETCH_MAX_BYTES ? pk_task_tile(S, t, &p) : nullptr;
+    if (!base) return;
+    pk_prefetch_l2(base, p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES);
 }
 
 /* Prefetch while attention runs (static mode): a task that reads an attention layer's output
@@ -118,14 +123,7 @@ __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const u
         const char *base = pk_task_tile(S, tasks[j], &p);
         if (!base) continue;
         const uint32_t len = p.bytes < budget ? p.bytes : budget;
-        for (uint32_t o = 0; o < len; o += PK_PREFETCH_CHUNK) {
-            const uint32_t c = len - o < PK_PREFETCH_CHUNK ? len - o : PK_PREFETCH_CHUNK;
-#if __CUDA_ARCH__ >= 900
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + o), "r"(c) : "memory");
-#else
-            for (uint32_t b = 0; b < c; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o + b));
-#endif
-        }
+        pk_prefetch_l2(base, len);
         budget -= len;
     }
 }
