@@ -11,7 +11,8 @@
 #   5. every CUDA task kernel against its CPU kernel over a shape sweep (tests/cuda; KERNELS=0 skips);
 #   6. logits against transformers under teacher forcing, pk-tiny and the BIG shapes
 #      (scripts/gpu_teacher_forcing.py; TF=0 skips);
-#   7. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids;
+#   7. when models/pk-tiny exists: `pk generate` on both backends gives the same token ids, also
+#      with the attention split over the KV length (`--kv-splits 3`, a 100-token prompt);
 #   8. a result table.
 # Switches: E2E_DEBUG=0 skips the debug-build pass of step 2, RUN_E2E=0 the normal pass, STALL=0 step 3;
 # GEN=0 step 5; SANITIZE=1 adds a compute-sanitizer memcheck run of a short end-to-end check.
