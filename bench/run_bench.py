@@ -131,7 +131,7 @@ def load_records(paths):
 
 def bench_model(R, name, contexts, gen):
     # Each context gets the kernel pk builds for it (max_seq = context + gen: the attention is split
-    # over the KV length only past ~320 positions, src/model/model.c); SHARED_MAX_SEQ=1: one kernel
+    # over the KV length only past ~330-350 positions at head size 128, src/model/model.c); SHARED_MAX_SEQ=1: one kernel
     # for every context (max_seq = the largest context + gen), as a server sized for the longest would.
     shared_max_seq = max(contexts) + gen if os.environ.get("SHARED_MAX_SEQ") == "1" else None
     todo_pk = [c for c in contexts if not R.done("pk", name, c)]

@@ -89,9 +89,10 @@ typedef struct pk_config {
     const char *trace_path;    /* if set, pk_run writes a Perfetto/Chrome trace there */
     const char *cache_dir;     /* CUDA backend: where compiled kernels are cached; NULL: default */
     int attention_kv_splits;   /* pk_model_load: the attention layers' split over the KV length
-                                * (pk_attention_params.kv_splits); 0: pk picks (CUDA with
-                                * max_seq_length > 320: workers / KV heads, so every SM takes a
-                                * part; else 1), 1: not split */
+                                * (pk_attention_params.kv_splits); 0: pk picks (CUDA with a
+                                * max_seq_length beyond what the unsplit decode attention holds in
+                                * shared memory, 348 at head size 128: workers / KV heads, so
+                                * every SM takes a part; else 1), 1: not split */
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,

@@ -252,5 +252,24 @@ int main(void) {
               li.name, li.grid);
         pk_model_free(m);
     }
+    /* The attention's split over the KV length that pk picks (the graph is built without a GPU):
+     * pk-tiny's D 64, G 2 fits 692 staged positions, so even its longest context (512) stays
+     * unsplit on the GPU; the config's own split and the CPU's default are kept. */
+    const struct { pk_backend be; int max_seq, splits, want; } sp[] = {
+        {PK_BACKEND_CUDA, 512, 0, 1}, {PK_BACKEND_CUDA, 512, 3, 3}, {PK_BACKEND_CPU, 512, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+        pk_config c = pk_config_default();
+        c.backend = sp[i].be;
+        c.num_workers = 132;
+        c.max_seq_length = sp[i].max_seq;
+        c.attention_kv_splits = sp[i].splits;
+        m = pk_model_load("models/pk-tiny", &c, err, sizeof err);
+        CHECK(m != NULL, "pk-tiny, backend %d: %s", (int)sp[i].be, err);
+        if (!m) continue;
+        CHECK(pk_model_get_info(m)->attention_kv_splits == sp[i].want, "backend %d, max_seq %d, kv_splits %d: split %d, want %d",
+              (int)sp[i].be, sp[i].max_seq, sp[i].splits, pk_model_get_info(m)->attention_kv_splits, sp[i].want);
+        pk_model_free(m);
+    }
     return check_report("golden_models");
 }

@@ -11,7 +11,8 @@
  */
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h" /* PK_ATTN_SPLIT_BLOCK */
+#include "kernels/attention_decode_layout.h" /* what the unsplit staged decode attention holds */
+#include "kernels/cpu/cpu_kernels.h"            /* PK_ATTN_SPLIT_BLOCK */
 #include "model/hf_config.h"
 #include "model/weights.h"
 #include "pk_internal.h"
@@ -32,20 +33,24 @@ static int pick_grid(int64_t n, int target) {
 }
 
 /* The attention's split over the KV length: the config's, or on the GPU, when max_seq_length
- * exceeds PK_SPLIT_MIN_SEQ, as many splits as leave every worker one attention task (132 SMs / 8
- * KV heads: 16), no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's
- * attention is grid (= KV heads) tasks on as many SMs, and past ~330 positions (D 128, G 2) its
- * KV cache no longer fits the shared memory the staged decode path reads it from
- * (attention_decode.cuh). Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the
- * Qwen3-0.6B shape from 7.44 to 1.99 ms/token, 8B from 15.84 to 7.29; at context 160 it costs
- * 0.6B 4 % (1.534 -> 1.598), 8B 4 % (6.378 -> 6.616): the decode attention task's time there is
- * mostly fixed cost, which splitting does not shrink. So kernels for contexts the unsplit staged
- * path holds stay unsplit. */
+ * exceeds what the unsplit staged decode path holds (attention_decode_layout.h: 348 positions at
+ * D 128, G 2; 332 with G 4; 168 at D 256; 692 at D 64; PK_SPLIT_MIN_SEQ for shapes that path does
+ * not take), as many splits as leave every worker one attention task (132 SMs / 8 KV heads: 16),
+ * no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's attention is
+ * grid (= KV heads) tasks on as many SMs, and past that reach it runs the general kernel, from
+ * L2 / DRAM. Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the Qwen3-0.6B
+ * shape from 7.44 to 1.99 ms/token, 8B from 15.84 to 7.29; at context 160 it costs 0.6B 4 %
+ * (1.534 -> 1.598), 8B 4 % (6.378 -> 6.616): the decode attention task's time there is mostly
+ * fixed cost, which splitting does not shrink. So kernels for contexts the unsplit staged path
+ * holds stay unsplit. */
 #define PK_SPLIT_MIN_SEQ 320
-static int kv_splits_for(const pk_kernel *k, int grid) {
+static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) {
     const pk_config *c = pk_kernel_config(k);
     if (c->attention_kv_splits > 0) return c->attention_kv_splits;
-    if (c->backend != PK_BACKEND_CUDA || grid < 1 || c->max_seq_length <= PK_SPLIT_MIN_SEQ) return 1;
+    const int reach = pk_attd_shape_ok(head_dim, group)
+                          ? pk_attd_max_positions(head_dim, group, PK_ATTD_STATIC_SMEM_BYTES)
+                          : PK_SPLIT_MIN_SEQ;
+    if (c->backend != PK_BACKEND_CUDA || grid < 1 || c->max_seq_length <= reach) return 1;
     int s = c->num_workers / grid, blocks = (c->max_seq_length + PK_ATTN_SPLIT_BLOCK - 1) / PK_ATTN_SPLIT_BLOCK;
     if (s > blocks) s = blocks;
     return s >= 2 ? s : 1;
@@ -142,7 +147,8 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
 #undef A
     pk_attention_params ap;
     pk_hf_config_attention_params(c, &ap);
-    ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, pick_grid(Hkv, b->target));
+    ap.kv_splits = b->m->info.attention_kv_splits =
+        kv_splits_for(k, pick_grid(Hkv, b->target), (int)D, (int)(Hq / Hkv));
     float eps = (float)c->rms_norm_eps;
     int t = b->target;
     if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, pick_grid(qkv->dims[1], t))) ||

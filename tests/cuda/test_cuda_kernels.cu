@@ -795,7 +795,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     float *dinv = dup_inv_freq(p);
     int *dused = dalloc<int>(Hkv), used = 0;
     /* the decode path takes D 64 / 128 / 256 and G <= 8 (when the context fits shared memory: all here) */
-    const int expect_used = (D == 64 || D == 128 || D == 256) && G <= PK_ATTD_G_MAX ? Hkv : 0;
+    const int expect_used = pk_attd_shape_ok(D, G) ? Hkv : 0;
     for (int st = 0; st < NSTEP; st++) {
         const int n_tok = (int)steps[st].size();
         std::vector<int32_t> token_pos(T), token_req(T);

@@ -40,35 +40,14 @@
 #ifndef PK_CUDA_ATTENTION_DECODE_CUH
 #define PK_CUDA_ATTENTION_DECODE_CUH
 
+#include "kernels/attention_decode_layout.h" /* pk_attd_layout_of, PK_ATTD_G_MAX: shared with the host */
 #include "kernels/cuda/attention.cuh"
 
-#define PK_ATTD_G_MAX 8 /* query heads per KV head this path takes (Llama-3-70B: 8) */
+static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 #endif
-
-/* Byte offsets of the areas, for D, G and P positions. */
-struct pk_attd_layout {
-    int cs, sn, nq, nk, q, red, red_m, red_l, sc, k, v, end, Pr;
-};
-__device__ __forceinline__ pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
-    pk_attd_layout L;
-    L.Pr = (P + 3) & ~3;
-    L.cs = 64;
-    L.sn = L.cs + 2 * D;
-    L.nq = L.sn + 2 * D;
-    L.nk = L.nq + 2 * D;
-    L.q = L.nk + 2 * D;
-    L.red = L.q + 4 * G * D;
-    L.red_m = L.red + 4 * PK_DEV_WARPS * G * D;
-    L.red_l = L.red_m + 4 * PK_DEV_WARPS * G;
-    L.sc = (L.red_l + 4 * PK_DEV_WARPS * G + 15) & ~15;
-    L.k = (L.sc + 4 * L.Pr + 15) & ~15;
-    L.v = L.k + 2 * L.Pr * (D + 8);
-    L.end = L.v + 2 * L.Pr * D;
-    return L;
-}
 
 /* K_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank group
  * (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows. V_s rows are read whole by a
@@ -112,8 +91,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
                                                     const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
                                                     int smem_bytes) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
-    if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || (D != 64 && D != 128 && D != 256) || D > 64 * NP ||
-        Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > PK_ATTD_G_MAX || kv0 < 0 || kv0 >= Hkv ||
+    if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || Hkv <= 0 || Hq % Hkv != 0 ||
+        !pk_attd_shape_ok(D, Hq / Hkv) || D > 64 * NP || kv0 < 0 || kv0 >= Hkv ||
         nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
     PK_ATT_STAMP(7);
