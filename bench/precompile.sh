@@ -6,15 +6,21 @@
 # Usage: MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|-DPK_ATT_PROFILE" bash bench/precompile.sh
 # Env: MODELS (qwen3-0.6b qwen3-8b), VARIANTS ('|'-separated PK_NVCC_DEFINES values, "" = default),
 #      SPLITS ("0": pk bench --kv-splits values, 0 = pk's choice; each is its own kernel),
-#      THREADS (132), MAX_SEQ (4224), HARNESS (1: also tests/cuda's kernel harness), FRESH (1:
-#      empty .gpu/cache first).
+#      CONTEXTS (160), THREADS (132), MAX_SEQ (4224; "context": each context + GEN, as
+#      run_bench.py passes it), GEN (128), HARNESS (1: also tests/cuda's kernel harness), FRESH (1:
+#      empty .gpu/cache first), PACK (0; 1: also xz-pack .gpu and the built harnesses into
+#      .dev/gpu.tar.xz for the device tool's carry, docs/PERF.md "The tuning loop").
 set -eu
 cd "$(dirname "$0")/.."
 MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
 VARIANTS=${VARIANTS:-}
 SPLITS=${SPLITS:-0}
+CONTEXTS=${CONTEXTS:-160}
 THREADS=${THREADS:-132}
 MAX_SEQ=${MAX_SEQ:-4224}
+GEN=${GEN:-128}
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
 make -s # builds build/tests/gpu/test_cuda_e2e too
 mkdir -p .gpu/lib .gpu/cache
 chmod 700 .gpu/cache
@@ -24,16 +30,20 @@ export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
 [ "${HARNESS:-1}" = 1 ] && bash tests/cuda/build.sh .dev/cuda >/dev/null &
 build/tests/gpu/test_cuda_e2e --precompile >/dev/null
 build/pk generate --prompt "x" --max-tokens 1 --backend cuda --threads "$THREADS" >/dev/null 2>&1 || true
-build/pk generate --prompt-ids "$(seq -s, 7 37 3700)" --max-tokens 12 --kv-splits 3 --backend cuda --threads "$THREADS" \
-    >/dev/null 2>&1 || true # quick_gpu.sh's pk-tiny split run
+build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 12 --kv-splits 3 --backend cuda --threads "$THREADS" \
+    >/dev/null 2>&1 || true # the pk-tiny split check
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
 for m in $MODELS; do
     [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
-    for v in "${variants[@]}"; do
-        for s in $SPLITS; do
-            PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
-                --context 160 --max-seq "$MAX_SEQ" --kv-splits "$s" >/dev/null 2>&1 &
+    for ctx in $CONTEXTS; do
+        seq_len=$MAX_SEQ
+        [ "$MAX_SEQ" = context ] && seq_len=$((ctx + GEN))
+        for v in "${variants[@]}"; do
+            for s in $SPLITS; do # compiles, then stops at "no CUDA GPU": expected
+                PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
+                    --context "$ctx" --max-seq "$seq_len" --kv-splits "$s" >/dev/null 2>&1 &
+            done
         done
     done
 done
@@ -43,3 +53,11 @@ for d in .gpu/cache/*/; do
     [ -f "$d"kernel.so ] || { echo "precompile: no kernel.so in $d" >&2; exit 1; }
 done
 echo "precompiled $(ls .gpu/cache | wc -l) kernels: $(du -sh .gpu | cut -f1) in .gpu"
+if [ "${PACK:-0}" = 1 ]; then
+    mkdir -p .dev
+    harnesses=""
+    [ "${HARNESS:-1}" = 1 ] && harnesses=$(ls .dev/cuda*/test_cuda_kernels 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    tar -cf - .gpu $harnesses | xz -T0 -6 >.dev/gpu.tar.xz
+    echo "packed: $(du -h .dev/gpu.tar.xz | cut -f1) in .dev/gpu.tar.xz"
+fi

@@ -52,11 +52,9 @@ if [ -s "$OUT/tiny_cpu.txt" ] && cmp -s "$OUT/tiny_cpu.txt" "$OUT/tiny_cuda.txt"
 else
     echo "pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$OUT/tiny_cuda.err")"
 fi
-# the attention split's decode path end to end with real weights (pk-tiny: D 64): 100 prompt ids,
-# 12 new tokens, 3 splits (scripts/gpu_check.sh runs the same). Not more: the 14th token of this
-# prompt is an exact bf16 tie on the CPU (tokens 1306 and 3097 both 29.5; the GPU rounds them to
-# 29.375 / 29.625), with or without the split, so the two backends part there by rounding alone.
-ids=$(seq -s, 7 37 3700)
+# the attention split's decode path end to end with real weights (pk-tiny: D 64; gpu_env.sh's
+# pk_tiny_split_ids says why 12 tokens)
+ids=$(pk_tiny_split_ids)
 for be in cpu cuda; do
     build/pk generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend $be --threads "$THREADS" \
         >"$OUT/tiny_split_$be.txt" 2>"$OUT/tiny_split_$be.err"

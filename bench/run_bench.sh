@@ -113,8 +113,8 @@ elif [ "$GATE" != 0 ]; then
             ok=0
             log "pk generate pk-tiny: cuda and cpu DIFFER: $(tail -n 1 "$W/gate_cuda.err")"
         fi
-        # the attention split with real weights (quick_gpu.sh: why 12 tokens)
-        ids=$(seq -s, 7 37 3700)
+        # the attention split with real weights (gpu_env.sh's pk_tiny_split_ids: why 12 tokens)
+        ids=$(pk_tiny_split_ids)
         for be in cpu cuda; do
             timeout 180 "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend $be \
                 >"$W/gate_split_$be.txt" 2>"$W/gate_split_$be.err"

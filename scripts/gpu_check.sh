@@ -132,9 +132,8 @@ if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
         note "pk generate pk-tiny cuda == cpu" "DIFFER (see gen_*.txt)"
     fi
     # the attention split over the KV length end to end with real weights (pk-tiny: D 64, so decode
-    # rows take the staged split path): 100 prompt ids, 12 new tokens (the 14th is an exact bf16
-    # tie on the CPU: bench/quick_gpu.sh), 3 splits, prefill chunks across 32-position blocks
-    ids=$(seq -s, 7 37 3700)
+    # rows take the staged split path; gpu_env.sh's pk_tiny_split_ids says why 12 tokens)
+    ids=$(pk_tiny_split_ids)
     "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend cpu \
         >"$OUT/gen_split_cpu.txt" 2>"$OUT/gen_split_cpu.err"
     "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend cuda \

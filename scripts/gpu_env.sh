@@ -17,3 +17,11 @@ pk_private_cache() {
     chmod 700 "$PK_CACHE_DIR"
     if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
 }
+
+# The prompt of the pk-tiny split check (`pk generate --prompt-ids "$(pk_tiny_split_ids)"
+# --max-tokens 12 --kv-splits 3`, CUDA against the CPU: quick_gpu.sh, gpu_check.sh, run_bench.sh's
+# gate; precompile.sh compiles its kernel): 100 ids, so decode rows take the staged split path and
+# prefill chunks cross 32-position blocks. 12 tokens, not more: the 14th of this prompt is an exact
+# bf16 tie on the CPU (tokens 1306 and 3097 both 29.5; the GPU gives 29.375 / 29.625), with or
+# without the split, so the backends part there by rounding alone.
+pk_tiny_split_ids() { seq -s, 7 37 3700; }
