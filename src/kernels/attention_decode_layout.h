@@ -14,10 +14,17 @@
 
 #define PK_ATTD_G_MAX 8 /* query heads per KV head the staged path takes (Llama-3-70B: 8) */
 #define PK_ATTD_WARPS 8 /* warps of a CTA (PK_CUDA_THREADS / 32) */
-/* The static-mode block's shared memory on the H100 / H200: the kernels' 96 KB plus the 96 KB
- * weight-staging area (runtime.cuh PK_STATIC_SMEM_BYTES); GPUs that give a block less hold fewer
- * positions (the device path then takes the general kernel: slower, the same result). */
+/* The static-mode block's shared memory on the H100 / H200 that the staged path may use: all
+ * but the weight ring at its top (weight_ring_layout.h), or, without the ring, the kernels' 96 KB
+ * plus the 96 KB weight-staging area (runtime.cuh PK_STATIC_SMEM_BYTES); GPUs that give a block
+ * less hold fewer positions (the device path then takes the general kernel: slower, the same
+ * result). */
+#include "kernels/weight_ring_layout.h"
+#if PK_WRING
+#define PK_ATTD_STATIC_SMEM_BYTES (PK_STATIC_BLOCK_SMEM_BYTES - PK_WRING_BYTES)
+#else
 #define PK_ATTD_STATIC_SMEM_BYTES (192 * 1024)
+#endif
 
 /* Byte offsets of the areas, for head size D, G query heads per KV head and P positions:
  * hdr [16] i32, cs / sn [D/2] f32, nq / nk [D] bf16, q [G][D] f32, red [warps][G][D] f32,
@@ -49,8 +56,8 @@ PK_ATTD_HD pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
 PK_ATTD_HD int pk_attd_shape_ok(int D, int G) { return (D == 64 || D == 128 || D == 256) && G >= 1 && G <= PK_ATTD_G_MAX; }
 
 /* The most positions (a multiple of 4) whose layout fits smem_bytes; 0 when none or the shape is
- * not the path's. D 128: 348 with G 2, 332 with G 4, 296 with G 8; D 256, G 2: 168; D 64, G 2: 692
- * (at PK_ATTD_STATIC_SMEM_BYTES). */
+ * not the path's. At PK_ATTD_STATIC_SMEM_BYTES with the weight ring: D 128: 288 with G 2, 268
+ * with G 4, 232 with G 8; D 256, G 2: 136; D 64, G 2: 572 (without it: 348, 332, 296, 168, 692). */
 PK_ATTD_HD int pk_attd_max_positions(int D, int G, int smem_bytes) {
     if (!pk_attd_shape_ok(D, G)) return 0;
     const int fixed = pk_attd_layout_of(D, G, 0).k + 16; /* + the slots' alignment */

@@ -26,8 +26,7 @@
  * Shared memory: [0, PK_LIN_HDR) scale_s [8] f32, red_s [8][WARPS] f32, part_s [2][WARPS][32] f32;
  * then xs [NT][ldx] bf16.
  * Reads: x and residual through L2 (activations), weights and norm_w through the read-only path.
- * PK_LIN_BULK=1: a block of one row takes linear_bulk.cuh instead when its tile qualifies (weight
- * rows through shared memory by the bulk-copy engine; that header says when).
+ * A one-token step takes the paged GEMV below instead (pk_lin_paged_ok): the weight ring's order.
  */
 #ifndef PK_CUDA_LINEAR_CUH
 #define PK_CUDA_LINEAR_CUH
@@ -35,6 +34,7 @@
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rows.cuh"
 #include "kernels/cuda/silu_mul.cuh"
+#include "kernels/cuda/weight_ring.cuh"
 
 #define PK_LIN_MAXROWS 8
 #define PK_LIN_HDR 2560 /* bytes: scale_s 32 + red_s 8·WARPS·4 + part_s 2·WARPS·32·4, 16-aligned */
@@ -45,12 +45,6 @@ static_assert(PK_CUDA_SMEM_BYTES >= PK_LIN_HDR + 16 * PK_LIN_MAXROWS,
               "linear needs room for one chunk of 8 rows");
 
 enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
-
-/* 1: a block of one row (decode) streams its weight rows through shared memory with the bulk-copy
- * engine when the tile qualifies (linear_bulk.cuh); 0: pk_lin_rows only. PK_NVCC_DEFINES. */
-#ifndef PK_LIN_BULK
-#define PK_LIN_BULK 0
-#endif
 
 /* Decode rows of any K take 4 columns per warp group (4 loads ahead), not only K <= 1024: half the
  * column rounds, so half the drains of the loads in flight at a round's end. Measured on the H200
@@ -74,7 +68,8 @@ typedef struct pk_lin_args {
     pk_bf16 *out; /* [n_tok, ncols] */
     int64_t out_stride;
     const pk_bf16 *wst; /* rows n0 .. n0 + wst_rows - 1 staged in shared memory (the runtime's
-                         * copy, made before the task's dependency was met), row stride as w's */
+                         * copy, made before the task's dependency was met), row stride as w's;
+                         * wst_rows < 0: wst is the weight ring's state (weight_ring.cuh) */
     int wst_rows;
 } pk_lin_args;
 
@@ -285,18 +280,150 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     __syncthreads(); /* xs and scale_s are free for the next block */
 }
 
-#if PK_LIN_BULK
-#include "kernels/cuda/linear_bulk.cuh" /* uses pk_lin_args, pk_lin_stage and the header above */
-#endif
+
+/* ---- decode rows (n_tok == 1) in pages: the weight ring's order --------------------------------
+ * A step of one token reads the tile in the pages of weight_ring.cuh (pk_wring_page): from the
+ * ring's slots in static mode (a.wst_rows < 0: a.wst is the ring's state), from the tile staged in
+ * shared memory (a.wst_rows >= ncols) or from global memory (dynamic mode, the harness). The order
+ * of every sum depends on K and ncols alone, so the three give the same bits: the GPU check wants
+ * static == dynamic, bit for bit.
+ * One warp per page (the ring's owner of its slot): rows of 2K <= slot bytes go rows-per-page
+ * to a page, each row summed by the whole warp; a longer row is cut into pieces, one per page.
+ * Lane l sums the 16-byte chunks l, l + 32, ... of its row or piece in order (8 products each,
+ * in order), the warp's fixed butterfly gives one partial, lane 0 stores it in part[column][i]
+ * (i: 0, or the piece). After the last page, column j's output is Σ_i part[j][i] in order (+ the
+ * residual as pk_lin_rows: bf16(bf16(acc) + residual)). Which warp reads a page does not change
+ * any sum. Shared memory: linear's header, xs [K] bf16 at PK_LIN_HDR, part [ncols][npr] f32. */
+typedef struct pk_lin_paging {
+    int whole; /* rows fit a slot */
+    int rpp;   /* rows per page (whole) */
+    int ppr;   /* pages per row (not whole) */
+    int npr;   /* partials per output column */
+} pk_lin_paging;
+
+__device__ __forceinline__ pk_lin_paging pk_lin_paging_of(int K) {
+    pk_lin_paging g;
+    const int rb = 2 * K;
+    g.whole = rb <= PK_WRING_SLOT_BYTES;
+    g.rpp = g.whole ? PK_WRING_SLOT_BYTES / rb : 0;
+    g.ppr = g.whole ? 1 : (rb + PK_WRING_SLOT_BYTES - 1) / PK_WRING_SLOT_BYTES;
+    g.npr = g.ppr;
+    return g;
+}
+
+/* Whether a block takes the paged path: a one-token step, K a multiple of 8, the tile's rows
+ * contiguous and 16-byte aligned, xs and the partials within the kernels' shared memory. Shapes
+ * only: never the mode. */
+__device__ inline bool pk_lin_paged_ok(const pk_lin_args &a) {
+    if (!PK_WRING || a.n_tok != 1 || a.K % 8 != 0 || a.w->nseg != 1 || a.w->row_stride != (uint64_t)a.K ||
+        !pk_dev_aligned16(pk_dev_rows_get(a.w, (uint32_t)a.n0)))
+        return false;
+    const pk_lin_paging g = pk_lin_paging_of(a.K);
+    return (int64_t)PK_LIN_HDR + 2 * (int64_t)a.K + 4 * (int64_t)a.ncols * g.npr <= PK_CUDA_SMEM_BYTES;
+}
+
+/* Σ over the 16-byte chunks c, c + step, ... < n of w's chunk · xs's chunk, in order. SM: w in
+ * shared memory. */
+template <bool SM>
+__device__ __forceinline__ float pk_lin_page_dot(const char *w, const pk_bf16 *xs, int c, int n, int step) {
+    float acc = 0.0f;
+    for (; c < n; c += 4 * step) {
+        uint4 wv[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int cu = c + u * step;
+            wv[u] = cu >= n ? make_uint4(0, 0, 0, 0)
+                    : SM    ? ((const uint4 *)w)[cu]
+                            : pk_dev_ldw16(w + 16 * (int64_t)cu);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int cu = c + u * step;
+            if (cu < n) {
+                float wf[8], xf[8];
+                pk_dev_unpack8(wv[u], wf);
+                pk_dev_unpack8(((const uint4 *)xs)[cu], xf);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc = fmaf(xf[e], wf[e], acc);
+            }
+        }
+    }
+    return acc;
+}
+
+/* The paged GEMV of one token (header above). RING: pages from the ring (rg); else from tile
+ * (global memory, or shared memory when SM). Whole CTA. */
+template <int XN, bool RING, bool SM>
+__device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char *tile, pk_wring *rg) {
+    float *scale_s = (float *)smem;
+    float *red_s = scale_s + PK_LIN_MAXROWS;
+    pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR);   /* [K] */
+    float *part = (float *)(smem + PK_LIN_HDR + 2 * a.K); /* [ncols][npr] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int K = a.K, rb = 2 * K, nch = K / 8;
+    const pk_lin_paging g = pk_lin_paging_of(K);
+    const uint32_t npages = pk_wring_npages((uint32_t)a.ncols * (uint32_t)rb, (uint32_t)rb);
+
+    if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
+    pk_lin_stage<XN>(a, 0, 1, 1, 0, K, K, scale_s, xs);
+    __syncthreads();
+
+    const uint32_t p0 = RING ? rg->pos : 0u;
+    for (uint32_t q = (warp + PK_DEV_WARPS - p0 % PK_DEV_WARPS) % PK_DEV_WARPS; q < npages; q += PK_DEV_WARPS) {
+        const char *pg;
+        if (g.whole) {
+            const int row0 = (int)q * g.rpp, R = a.ncols - row0 < g.rpp ? a.ncols - row0 : g.rpp;
+            pg = RING ? pk_wring_wait(rg, p0 + q) : tile + (int64_t)row0 * rb;
+            for (int rr = 0; rr < R; rr++) {
+                float v = pk_dev_warp_sum(pk_lin_page_dot<RING || SM>(pg + rr * rb, xs, lane, nch, 32));
+                if (lane == 0) part[row0 + rr] = v;
+            }
+        } else {
+            const int row = (int)q / g.ppr, piece = (int)q - row * g.ppr, c0 = piece * (PK_WRING_SLOT_BYTES / 16);
+            const int len = rb - c0 * 16 < PK_WRING_SLOT_BYTES ? rb - c0 * 16 : PK_WRING_SLOT_BYTES;
+            pg = RING ? pk_wring_wait(rg, p0 + q) : tile + (int64_t)row * rb + c0 * 16;
+            float v = pk_dev_warp_sum(pk_lin_page_dot<RING || SM>(pg, xs + 8 * c0, lane, len / 16, 32));
+            if (lane == 0) part[row * g.npr + piece] = v;
+        }
+        if (RING) {
+            __syncwarp();
+            pk_wring_release(rg, p0 + q);
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < a.ncols; j += PK_CUDA_THREADS) {
+        float y = 0.0f;
+        for (int i = 0; i < g.npr; i++) y += part[j * g.npr + i];
+        if (a.residual) y = pk_dev_round_bf16(y) + pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + j));
+        a.out[j] = pk_dev_f32_to_bf16(y);
+    }
+    if (RING && threadIdx.x == 0) rg->consumed = p0 + npages;
+    __syncthreads(); /* xs, part and scale_s are free for the next task */
+}
 
 template <int XN>
 __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
     if (a.ncols <= 0) return;
+    if (pk_lin_paged_ok(a)) {
+        const char *tile = (const char *)pk_dev_rows_get(a.w, (uint32_t)a.n0);
+        pk_wring *rg = a.wst && a.wst_rows < 0 ? (pk_wring *)a.wst : nullptr;
+        if (rg) { /* the ring's segment must be this tile (else the runtime drains its pages) */
+            const pk_wring_ent e = rg->segs[rg->seg];
+            if (pk_wring_ent_src(e) != tile || pk_wring_ent_row_bytes(e) != 2u * (uint32_t)a.K ||
+                e.rows != (uint32_t)a.ncols) {
+                rg = nullptr;
+            }
+        }
+        if (rg)
+            pk_lin_paged<XN, true, false>(a, smem, nullptr, rg);
+        else if (a.wst && a.wst_rows >= a.ncols)
+            pk_lin_paged<XN, false, true>(a, smem, (const char *)a.wst, nullptr);
+        else
+            pk_lin_paged<XN, false, false>(a, smem, tile, nullptr);
+        return;
+    }
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-#if PK_LIN_BULK
-        if (nt == 1 && pk_lin_bulk_try<XN>(a, t0, smem)) continue;
-#endif
         if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS)
             pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
         else if (nt == 1)

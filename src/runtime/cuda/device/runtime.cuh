@@ -6,8 +6,10 @@
  * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
- *   static:  worker w walks pk_gen_sched_tasks of w every step: a copy of the task's weight tile
- *            into shared memory when it fits (pk_stage_weights), or of what else the task reads
+ *   static:  worker w walks pk_gen_sched_tasks of w every step: its linear tasks' weight tiles
+ *            stream through the weight ring (kernels/cuda/weight_ring.cuh, sm_90+) from the
+ *            launch on, ahead of the tasks; without the ring a copy of the task's weight tile
+ *            into shared memory when it fits (pk_stage_weights); or of what else the task reads
  *            that the wait does not guard (pk_gen_stage_task: a decode row's KV cache), wait
  *            (dep event ≥ triggers · step), run, __syncthreads, thread 0 adds 1 to the trigger event. The add that
  *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
@@ -29,6 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "kernels/cuda/weight_ring.cuh"
+#include "kernels/weight_ring_layout.h"
 
 #ifndef PK_DEBUG_STALL_TASK
 #define PK_DEBUG_STALL_TASK 0xffffffffu /* tests of the debug build: this task waits forever */
@@ -159,17 +164,68 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #endif
 }
 
+/* The weight ring (kernels/cuda/weight_ring.cuh; static mode on sm_90+ when the launch gave it
+ * shared memory: S->ring_off != 0). A worker's segments are the weight tiles of its linear tasks
+ * in schedule order, written into the ring's table at every launch. */
+#if PK_WRING && !PK_GEN_FALLBACK_KERNELS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PK_WRING_ON 1
+#else
+#define PK_WRING_ON 0
+#endif
+
+/* Whether task t's weights stream through the ring, and its segment. */
+__device__ __forceinline__ bool pk_wring_seg_of(const pk_dev_state *S, uint32_t t, pk_wring_seg *g) {
+    pk_gen_prefetch p;
+    const char *base = pk_task_tile(S, t, &p);
+    if (!base || p.row_bytes == 0) return false;
+    *g = pk_wring_seg{base, p.bytes, p.row_bytes, pk_wring_npages(p.bytes, p.row_bytes), 0u};
+    return pk_wring_ent_ok(*g);
+}
+
+/* Builds worker w's segment table and starts the ring; NULL (every thread) when the ring is off,
+ * or the worker has no linear task or more than the table holds. */
+__device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t hi, char *smem) {
+    if (!PK_WRING_ON || S->ring_off == 0) return nullptr;
+    pk_wring *ring = (pk_wring *)(smem + S->ring_off);
+    __shared__ uint32_t sh_nseg;
+    if (threadIdx.x == 0) {
+        uint32_t n = 0;
+        for (uint32_t i = lo; i < hi; i++) {
+            pk_wring_seg g;
+            if (!pk_wring_seg_of(S, pk_gen_sched_tasks[i], &g)) continue;
+            if (n == PK_WRING_MAX_SEGS) {
+                n = 0;
+                break;
+            }
+            const uint64_t src = (uint64_t)g.src;
+            ring->segs[n++] = pk_wring_ent{(uint32_t)src, (uint32_t)(src >> 32), (uint16_t)(g.bytes / g.row_bytes),
+                                           (uint16_t)(g.row_bytes / 16)};
+        }
+        sh_nseg = n;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) pk_wring_start(ring, sh_nseg, smem + S->ring_off + PK_WRING_STATE_BYTES);
+    __syncthreads();
+    return sh_nseg ? ring : nullptr;
+}
+
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop;
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
     const bool tracing = S->trace != nullptr;
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
+    pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
+    uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
+    const int stage_limit = ring ? (int)S->ring_off : (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
         if (threadIdx.x == 0) sh_stop = pk_ld_volatile_int(S->terminate);
         __syncthreads();
-        if (sh_stop) break;
+        if (sh_stop) {
+            if (ring && threadIdx.x == 0) pk_wring_quiesce(ring, ring_pos);
+            break;
+        }
         for (uint32_t i = lo; i < hi; i++) {
             const uint32_t t = pk_gen_sched_tasks[i];
             const pk_gen_task task = pk_gen_tasks[t];
@@ -177,19 +233,37 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (t == PK_DEBUG_STALL_TASK) need++;
             /* the next task's weights load while this one waits and runs (two tasks in flight) */
             if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
-            int staged = pk_stage_weights(S, t, smem);
+            pk_wring_seg rs;
+            const bool in_ring = ring && pk_wring_seg_of(S, t, &rs);
+            int staged = 0;
+            if (in_ring) { /* its weights come from the ring: wst_rows -1 */
+                staged = -1;
+                if (threadIdx.x == 0) {
+                    ring->pos = ring_pos;
+                    ring->seg = ring_seg;
+                }
+            } else if (!ring) {
+                staged = pk_stage_weights(S, t, smem);
+            }
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
-            if (!staged) staged = pk_gen_stage_task(S, t, smem, (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes));
+            if (!staged) staged = pk_gen_stage_task(S, t, smem, stage_limit);
             pk_wait_event(S, task.dep_event, need, t);
-            if (staged) {
+            if (staged > 0) {
                 asm volatile("cp.async.wait_all;" ::: "memory");
                 __syncthreads(); /* every thread's copies are in shared memory */
             }
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
             pk_gen_run_task(S, t, smem, staged);
             __syncthreads(); /* the task's writes are issued by every thread */
+            if (in_ring) { /* the task read its pages (consumed = the position after them), or drain */
+                if (ring->consumed != ring_pos + rs.npages) {
+                    pk_wring_drain(ring, ring_pos, rs.npages);
+                }
+                ring_pos += rs.npages;
+                ring_seg = ring_seg + 1 == ring->nseg ? 0 : ring_seg + 1;
+            }
             if (threadIdx.x == 0) {
                 if (tracing) pk_trace(S, w, t, step, t0);
                 pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
@@ -539,8 +613,18 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     PK_CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int static_smem = PK_STATIC_SMEM_BYTES < optin - 1024 ? PK_STATIC_SMEM_BYTES : optin - 1024;
     if (static_smem < PK_CUDA_SMEM_BYTES) static_smem = PK_CUDA_SMEM_BYTES; /* the launch check names it */
+    /* the weight ring (static mode, sm_90+, room for it above the kernels' area): the whole block,
+     * the ring at its top; the staged attention takes what lies below the ring */
+    int cc_major = 0;
+    PK_CU(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev));
+    c->hs.ring_off = 0;
+    if (PK_WRING && !PK_GEN_FALLBACK_KERNELS && !a->dynamic && cc_major >= 9 &&
+        optin - 1024 >= PK_CUDA_SMEM_BYTES + PK_WRING_BYTES) {
+        static_smem = optin - 1024;
+        c->hs.ring_off = (uint32_t)(static_smem - PK_WRING_BYTES) & ~255u;
+    }
     const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : static_smem;
-    c->hs.wstage_bytes = a->dynamic ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
+    c->hs.wstage_bytes = a->dynamic || c->hs.ring_off ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
     PK_CU(cudaFuncSetAttribute((const void *)pk_gen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                smem_bytes > PK_CUDA_SMEM_BYTES ? smem_bytes : PK_CUDA_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

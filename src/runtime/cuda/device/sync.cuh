@@ -50,6 +50,7 @@ typedef struct pk_dev_state {
     uint32_t *debug_claim;   /* device memory: the first timed-out wait takes it */
     uint32_t W, S;
     uint32_t wstage_bytes;   /* static mode's weight staging area (0: none; runtime.cuh) */
+    uint32_t ring_off;       /* static mode's weight ring at smem + ring_off (0: none; runtime.cuh) */
 } pk_dev_state;
 
 __device__ __forceinline__ pk_u64 pk_ld_acquire(const pk_u64 *p) {

@@ -1,0 +1,97 @@
+/* mbarrier.cuh — mbarrier and bulk-copy (cp.async.bulk) primitives of sm_90 and later, shared-memory
+ * addresses as 32-bit; on older GPUs they compile to nothing (their callers check
+ * PK_DEV_HAVE_BULK first). Used by the weight ring (weight_ring.cuh).
+ */
+#ifndef PK_CUDA_MBARRIER_CUH
+#define PK_CUDA_MBARRIER_CUH
+
+#include <stdint.h>
+
+#include "kernels/cuda/rows.cuh" /* PK_WEIGHT_EVICT_FIRST */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PK_DEV_HAVE_BULK 1 /* cp.async.bulk, mbarrier tx-counts */
+#else
+#define PK_DEV_HAVE_BULK 0
+#endif
+
+__device__ __forceinline__ void pk_dev_mbar_init(uint32_t bar, uint32_t count) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void pk_dev_mbar_inval(uint32_t bar) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+#endif
+}
+/* Makes this thread's mbarrier.init visible to the copy engine (async proxy). */
+__device__ __forceinline__ void pk_dev_mbar_init_fence(void) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+/* Orders this thread's earlier generic shared-memory accesses before later copy-engine writes. */
+__device__ __forceinline__ void pk_dev_fence_proxy_async_smem(void) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pk_dev_mbar_arrive(uint32_t bar) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+/* Arrives and adds `bytes` to the phase's expected transaction count. */
+__device__ __forceinline__ void pk_dev_mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+#endif
+}
+/* Waits until the phase of parity `parity` has completed (acquire: the copies it counted are
+ * visible). try_wait suspends in hardware for a while; the loop retries. Debug builds
+ * (PK_DEBUG_SPIN_LIMIT, ms) trap past the limit instead of hanging: a wrong byte count would
+ * otherwise wait forever. */
+__device__ __forceinline__ void pk_dev_mbar_wait(uint32_t bar, uint32_t parity) {
+#if PK_DEV_HAVE_BULK
+#ifdef PK_DEBUG_SPIN_LIMIT
+    uint64_t t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+#endif
+    for (;;) {
+        uint32_t done;
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+        if (done) break;
+#ifdef PK_DEBUG_SPIN_LIMIT
+        uint64_t t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > (uint64_t)(PK_DEBUG_SPIN_LIMIT) * 1000000ull) __trap();
+#endif
+    }
+#endif
+}
+/* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst by the
+ * copy engine; completes as transactions on mbarrier bar. The weight loads' L2 policy. */
+__device__ __forceinline__ void pk_dev_bulk_copy_w(uint32_t dst, const void *src, uint32_t bytes,
+                                                   uint32_t bar, uint64_t policy) {
+#if PK_DEV_HAVE_BULK
+#if PK_WEIGHT_EVICT_FIRST
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+#else
+    (void)policy;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+#endif
+}
+
+#endif /* PK_CUDA_MBARRIER_CUH */

@@ -1,0 +1,41 @@
+/* weight_ring_layout.h — the geometry of static mode's weight stream (src/kernels/cuda/weight_ring.cuh),
+ * in plain C so the host sizes the rest of the block's shared memory the way the device does: the
+ * staged decode attention gets what the ring leaves (attention_decode_layout.h), and the model
+ * builder splits attention over the KV length when that is too little (src/model/model.c).
+ *
+ * Static mode's block on the H100 / H200 (227 KB opt-in, 1 KB left for __shared__ variables):
+ *   [0, 96 KB)                         the task kernels' own area (PK_CUDA_SMEM_BYTES)
+ *   [96 KB, ring)                      the staged decode attention's overflow
+ *   [ring, ring + PK_WRING_BYTES)      the ring: its state, then PK_WRING_SLOTS slots of
+ *                                      PK_WRING_SLOT_BYTES (the top of the block)
+ * Bytes in flight per SM = slots · slot bytes: 64 KB covers ~2 µs of DRAM latency at one SM's
+ * share (4.3 TB/s / 132 = 32 GB/s; a stand-alone ring of 4 × 16 KB streamed 4.37 TB/s on the
+ * H200, session 5); a deeper ring would shrink the attention's reach below the 288 positions of
+ * a 160-token context plus 128 new tokens at D 128 / G 2. 8 slots of 8 KB: one slot per warp
+ * and round (weight_ring.cuh: one warp reads each page).
+ */
+#ifndef PK_WEIGHT_RING_LAYOUT_H
+#define PK_WEIGHT_RING_LAYOUT_H
+
+/* 1: static mode streams the linear tasks' weight tiles through the ring and decode GEMVs take
+ * the paged order (linear.cuh); 0: session 4's staging of whole tiles up to 96 KB and
+ * pk_lin_rows (PK_NVCC_DEFINES for the device; the host's split rule follows the value it was
+ * built with). */
+#ifndef PK_WRING
+#define PK_WRING 1
+#endif
+#ifndef PK_WRING_SLOTS
+#define PK_WRING_SLOTS 8
+#endif
+#ifndef PK_WRING_SLOT_BYTES
+#define PK_WRING_SLOT_BYTES (8 * 1024)
+#endif
+/* struct pk_wring with its segment table (2112 bytes at 8 slots), padded so that the staged
+ * attention keeps 288 positions at D 128 / G 2; 20 bytes more per slot beyond 8 */
+#define PK_WRING_STATE_BYTES (2176 + 32 * (PK_WRING_SLOTS > 8 ? PK_WRING_SLOTS - 8 : 0))
+#define PK_WRING_BYTES (PK_WRING_STATE_BYTES + PK_WRING_SLOTS * PK_WRING_SLOT_BYTES)
+
+/* The block of static mode on the H100 / H200: 227 KB opt-in less 1 KB. */
+#define PK_STATIC_BLOCK_SMEM_BYTES (227 * 1024 - 1024)
+
+#endif /* PK_WEIGHT_RING_LAYOUT_H */
