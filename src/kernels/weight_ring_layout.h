@@ -19,10 +19,14 @@
 
 /* 1: static mode streams the linear tasks' weight tiles through the ring and decode GEMVs take
  * the paged order (linear.cuh); 0: session 4's staging of whole tiles up to 96 KB and
- * pk_lin_rows (PK_NVCC_DEFINES for the device; the host's split rule follows the value it was
- * built with). */
+ * pk_lin_rows. Off by default: on the H200 (docs/PERF.md, session 5) the ring took Qwen3-8B at
+ * context 160 from 6.47 to 6.11-6.13 ms/token but made every context-4096 row slower (0.6B 2.01
+ * -> 3.02): with the ring the staged attention holds 268-288 positions, and a split of 9
+ * 32-position blocks (288) does not fit at G 4, so those tasks take the general kernel. Turn it
+ * on with -DPK_WRING=1 in both the host build (`make CFLAGS="-O2 -g -DPK_WRING=1"`, for the split
+ * rule) and PK_NVCC_DEFINES. */
 #ifndef PK_WRING
-#define PK_WRING 1
+#define PK_WRING 0
 #endif
 #ifndef PK_WRING_SLOTS
 #define PK_WRING_SLOTS 8

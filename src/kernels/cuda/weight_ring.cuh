@@ -76,6 +76,8 @@ typedef struct pk_wring {
     pk_wring_ent segs[PK_WRING_MAX_SEGS]; /* the worker's segments, in schedule order */
 } pk_wring;
 static_assert(sizeof(pk_wring) <= PK_WRING_STATE_BYTES, "the ring's state");
+static_assert(PK_WRING_BYTES % 128 == 0 && PK_STATIC_BLOCK_SMEM_BYTES % 128 == 0,
+              "the host's attention budget (PK_ATTD_STATIC_SMEM_BYTES) is exactly the ring's offset");
 static_assert(PK_WRING_SLOT_BYTES % 16 == 0 && PK_WRING_SLOTS % PK_DEV_WARPS == 0, "ring geometry: every warp owns slots");
 
 __device__ __forceinline__ const char *pk_wring_ent_src(const pk_wring_ent &e) {

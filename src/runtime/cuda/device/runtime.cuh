@@ -621,7 +621,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     if (PK_WRING && !PK_GEN_FALLBACK_KERNELS && !a->dynamic && cc_major >= 9 &&
         optin - 1024 >= PK_CUDA_SMEM_BYTES + PK_WRING_BYTES) {
         static_smem = optin - 1024;
-        c->hs.ring_off = (uint32_t)(static_smem - PK_WRING_BYTES) & ~255u;
+        /* 128-byte aligned, as on the host (attention_decode_layout.h): a coarser rounding left
+         * the staged attention 128 bytes short of the reach the model builder planned for */
+        c->hs.ring_off = (uint32_t)(static_smem - PK_WRING_BYTES) & ~127u;
     }
     const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : static_smem;
     c->hs.wstage_bytes = a->dynamic || c->hs.ring_off ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
