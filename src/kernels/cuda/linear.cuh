@@ -293,23 +293,8 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
  * in order), the warp's fixed butterfly gives one partial, lane 0 stores it in part[column][i]
  * (i: 0, or the piece). After the last page, column j's output is Σ_i part[j][i] in order (+ the
  * residual as pk_lin_rows: bf16(bf16(acc) + residual)). Which warp reads a page does not change
- * any sum. Shared memory: linear's header, xs [K] bf16 at PK_LIN_HDR, part [ncols][npr] f32. */
-typedef struct pk_lin_paging {
-    int whole; /* rows fit a slot */
-    int rpp;   /* rows per page (whole) */
-    int ppr;   /* pages per row (not whole) */
-    int npr;   /* partials per output column */
-} pk_lin_paging;
-
-__device__ __forceinline__ pk_lin_paging pk_lin_paging_of(int K) {
-    pk_lin_paging g;
-    const int rb = 2 * K;
-    g.whole = rb <= PK_WRING_SLOT_BYTES;
-    g.rpp = g.whole ? PK_WRING_SLOT_BYTES / rb : 0;
-    g.ppr = g.whole ? 1 : (rb + PK_WRING_SLOT_BYTES - 1) / PK_WRING_SLOT_BYTES;
-    g.npr = g.ppr;
-    return g;
-}
+ * any sum. Shared memory: linear's header, xs [K] bf16 at PK_LIN_HDR, part [ncols][pieces per
+ * row] f32 (pk_wring_geom_of). */
 
 /* Whether a block takes the paged path: a one-token step, K a multiple of 8, the tile's rows
  * contiguous and 16-byte aligned, xs and the partials within the kernels' shared memory. Shapes
@@ -318,8 +303,8 @@ __device__ inline bool pk_lin_paged_ok(const pk_lin_args &a) {
     if (!PK_WRING || a.n_tok != 1 || a.K % 8 != 0 || a.w->nseg != 1 || a.w->row_stride != (uint64_t)a.K ||
         !pk_dev_aligned16(pk_dev_rows_get(a.w, (uint32_t)a.n0)))
         return false;
-    const pk_lin_paging g = pk_lin_paging_of(a.K);
-    return (int64_t)PK_LIN_HDR + 2 * (int64_t)a.K + 4 * (int64_t)a.ncols * g.npr <= PK_CUDA_SMEM_BYTES;
+    const pk_wring_geom g = pk_wring_geom_of(2u * (uint32_t)a.K);
+    return (int64_t)PK_LIN_HDR + 2 * (int64_t)a.K + 4 * (int64_t)a.ncols * g.pieces_per_row <= PK_CUDA_SMEM_BYTES;
 }
 
 /* Σ over the 16-byte chunks c, c + step, ... < n of w's chunk · xs's chunk, in order. SM: w in
@@ -361,7 +346,8 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
     float *part = (float *)(smem + PK_LIN_HDR + 2 * a.K); /* [ncols][npr] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int K = a.K, rb = 2 * K, nch = K / 8;
-    const pk_lin_paging g = pk_lin_paging_of(K);
+    const pk_wring_geom g = pk_wring_geom_of((uint32_t)rb);
+    const int rpp = (int)g.rows_per_page, ppr = (int)g.pieces_per_row; /* rpp 0: rows in pieces */
     const uint32_t npages = pk_wring_npages((uint32_t)a.ncols * (uint32_t)rb, (uint32_t)rb);
 
     if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
@@ -371,19 +357,19 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
     const uint32_t p0 = RING ? rg->pos : 0u;
     for (uint32_t q = (warp + PK_DEV_WARPS - p0 % PK_DEV_WARPS) % PK_DEV_WARPS; q < npages; q += PK_DEV_WARPS) {
         const char *pg;
-        if (g.whole) {
-            const int row0 = (int)q * g.rpp, R = a.ncols - row0 < g.rpp ? a.ncols - row0 : g.rpp;
+        if (rpp) {
+            const int row0 = (int)q * rpp, R = a.ncols - row0 < rpp ? a.ncols - row0 : rpp;
             pg = RING ? pk_wring_wait(rg, p0 + q) : tile + (int64_t)row0 * rb;
             for (int rr = 0; rr < R; rr++) {
                 float v = pk_dev_warp_sum(pk_lin_page_dot<RING || SM>(pg + rr * rb, xs, lane, nch, 32));
                 if (lane == 0) part[row0 + rr] = v;
             }
         } else {
-            const int row = (int)q / g.ppr, piece = (int)q - row * g.ppr, c0 = piece * (PK_WRING_SLOT_BYTES / 16);
+            const int row = (int)q / ppr, piece = (int)q - row * ppr, c0 = piece * (PK_WRING_SLOT_BYTES / 16);
             const int len = rb - c0 * 16 < PK_WRING_SLOT_BYTES ? rb - c0 * 16 : PK_WRING_SLOT_BYTES;
             pg = RING ? pk_wring_wait(rg, p0 + q) : tile + (int64_t)row * rb + c0 * 16;
             float v = pk_dev_warp_sum(pk_lin_page_dot<RING || SM>(pg, xs + 8 * c0, lane, len / 16, 32));
-            if (lane == 0) part[row * g.npr + piece] = v;
+            if (lane == 0) part[row * ppr + piece] = v;
         }
         if (RING) {
             __syncwarp();
@@ -393,7 +379,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
     __syncthreads();
     for (int j = threadIdx.x; j < a.ncols; j += PK_CUDA_THREADS) {
         float y = 0.0f;
-        for (int i = 0; i < g.npr; i++) y += part[j * g.npr + i];
+        for (int i = 0; i < ppr; i++) y += part[j * ppr + i];
         if (a.residual) y = pk_dev_round_bf16(y) + pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + j));
         a.out[j] = pk_dev_f32_to_bf16(y);
     }

@@ -37,11 +37,6 @@ __device__ __forceinline__ void pk_dev_fence_proxy_async_smem(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void pk_dev_mbar_arrive(uint32_t bar) {
-#if PK_DEV_HAVE_BULK
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-#endif
-}
 /* Arrives and adds `bytes` to the phase's expected transaction count. */
 __device__ __forceinline__ void pk_dev_mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
 #if PK_DEV_HAVE_BULK

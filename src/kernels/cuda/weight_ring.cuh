@@ -90,28 +90,38 @@ __device__ __forceinline__ bool pk_wring_ent_ok(const pk_wring_seg &g) {
     return g.row_bytes / 16 <= 0xffffu && g.bytes / g.row_bytes <= 0xffffu;
 }
 
-/* Pages of a segment: rows of row_bytes <= the slot go rows_per_page = slot / row_bytes to a
- * page; a longer row goes in ceil(row_bytes / slot) pieces, each its own page. */
+/* The pages of rows of row_bytes: rows that fit the slot go rows_per_page = slot / row_bytes
+ * to a page (pieces_per_row 1); a longer row goes in ceil(row_bytes / slot) pieces, each its own
+ * page (rows_per_page 0). The ring and the paged GEMV (linear.cuh) both cut tiles this way. */
+typedef struct pk_wring_geom {
+    uint32_t rows_per_page, pieces_per_row;
+} pk_wring_geom;
+
+__host__ __device__ __forceinline__ pk_wring_geom pk_wring_geom_of(uint32_t row_bytes) {
+    pk_wring_geom g;
+    g.rows_per_page = row_bytes <= PK_WRING_SLOT_BYTES ? PK_WRING_SLOT_BYTES / row_bytes : 0;
+    g.pieces_per_row = g.rows_per_page ? 1 : (row_bytes + PK_WRING_SLOT_BYTES - 1) / PK_WRING_SLOT_BYTES;
+    return g;
+}
+
+/* Pages of a segment of `bytes` (whole rows). */
 __host__ __device__ __forceinline__ uint32_t pk_wring_npages(uint32_t bytes, uint32_t row_bytes) {
+    const pk_wring_geom g = pk_wring_geom_of(row_bytes);
     const uint32_t rows = bytes / row_bytes;
-    if (row_bytes <= PK_WRING_SLOT_BYTES) {
-        const uint32_t rpp = PK_WRING_SLOT_BYTES / row_bytes;
-        return (rows + rpp - 1) / rpp;
-    }
-    return rows * ((row_bytes + PK_WRING_SLOT_BYTES - 1) / PK_WRING_SLOT_BYTES);
+    return g.rows_per_page ? (rows + g.rows_per_page - 1) / g.rows_per_page : rows * g.pieces_per_row;
 }
 
 /* Page q of a segment: bytes [*off, *off + *len) of its tile. */
 __device__ __forceinline__ void pk_wring_page(uint32_t bytes, uint32_t row_bytes, uint32_t q, uint32_t *off,
                                               uint32_t *len) {
-    if (row_bytes <= PK_WRING_SLOT_BYTES) {
-        const uint32_t span = PK_WRING_SLOT_BYTES / row_bytes * row_bytes;
+    const pk_wring_geom g = pk_wring_geom_of(row_bytes);
+    if (g.rows_per_page) {
+        const uint32_t span = g.rows_per_page * row_bytes;
         *off = q * span;
         *len = bytes - *off < span ? bytes - *off : span;
     } else {
-        const uint32_t ppr = (row_bytes + PK_WRING_SLOT_BYTES - 1) / PK_WRING_SLOT_BYTES;
-        const uint32_t piece = (q % ppr) * PK_WRING_SLOT_BYTES;
-        *off = (q / ppr) * row_bytes + piece;
+        const uint32_t piece = (q % g.pieces_per_row) * PK_WRING_SLOT_BYTES;
+        *off = (q / g.pieces_per_row) * row_bytes + piece;
         *len = row_bytes - piece < PK_WRING_SLOT_BYTES ? row_bytes - piece : PK_WRING_SLOT_BYTES;
     }
 }

@@ -216,7 +216,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
     pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
     uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
-    const int stage_limit = ring ? (int)S->ring_off : (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
+    /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
+     * worker without a ring: the model builder planned the split for that budget) */
+    const int stage_limit = S->ring_off ? (int)S->ring_off : (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
