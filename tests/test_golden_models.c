@@ -253,7 +253,7 @@ int main(void) {
         pk_model_free(m);
     }
     /* The attention's split over the KV length that pk picks (the graph is built without a GPU):
-     * pk-tiny's D 64, G 2 fits 692 staged positions (572 with the weight ring), so even its longest context (512) stays
+     * pk-tiny's D 64, G 2 fits 652 staged positions (540 with the weight ring), so even its longest context (512) stays
      * unsplit on the GPU; the config's own split and the CPU's default are kept. */
     const struct { pk_backend be; int max_seq, splits, want; } sp[] = {
         {PK_BACKEND_CUDA, 512, 0, 1}, {PK_BACKEND_CUDA, 512, 3, 3}, {PK_BACKEND_CPU, 512, 0, 1},

@@ -28,8 +28,9 @@
 
 /* Byte offsets of the areas, for head size D, G query heads per KV head and P positions:
  * hdr [16] i32, cs / sn [D/2] f32, nq / nk [D] bf16, q [G][D] f32, red [warps][G][D] f32,
- * red_m / red_l [warps][G] f32, slots [Pr] i32, K [Pr][D + 8] bf16, V [Pr][D] bf16 (Pr: P rounded
- * up to 4). */
+ * red_m / red_l [warps][G] f32, slots [Pr] i32, K and V [Pr][D + 8] bf16 (Pr: P rounded up to 4;
+ * rows padded by 16 bytes: 8 consecutive rows start in distinct bank groups, which ldmatrix needs).
+ * The tensor-core path keeps q as bf16 [G][D + 8] in q's area. */
 typedef struct pk_attd_layout {
     int cs, sn, nq, nk, q, red, red_m, red_l, sc, k, v, end, Pr;
 } pk_attd_layout;
@@ -48,7 +49,7 @@ PK_ATTD_HD pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
     L.sc = (L.red_l + 4 * PK_ATTD_WARPS * G + 15) & ~15;
     L.k = (L.sc + 4 * L.Pr + 15) & ~15;
     L.v = L.k + 2 * L.Pr * (D + 8);
-    L.end = L.v + 2 * L.Pr * D;
+    L.end = L.v + 2 * L.Pr * (D + 8);
     return L;
 }
 
@@ -56,12 +57,12 @@ PK_ATTD_HD pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
 PK_ATTD_HD int pk_attd_shape_ok(int D, int G) { return (D == 64 || D == 128 || D == 256) && G >= 1 && G <= PK_ATTD_G_MAX; }
 
 /* The most positions (a multiple of 4) whose layout fits smem_bytes; 0 when none or the shape is
- * not the path's. At PK_ATTD_STATIC_SMEM_BYTES with the weight ring: D 128: 288 with G 2, 268
- * with G 4, 232 with G 8; D 256, G 2: 136; D 64, G 2: 572 (without it: 348, 332, 296, 168, 692). */
+ * not the path's. At PK_ATTD_STATIC_SMEM_BYTES with the weight ring: D 128: 276 with G 2, 260
+ * with G 4, 228 with G 8; D 256, G 2: 132; D 64, G 2: 540 (without it: 336, 320, 288, 164, 652). */
 PK_ATTD_HD int pk_attd_max_positions(int D, int G, int smem_bytes) {
     if (!pk_attd_shape_ok(D, G)) return 0;
     const int fixed = pk_attd_layout_of(D, G, 0).k + 16; /* + the slots' alignment */
-    const int per_row = 4 + 2 * (D + 8) + 2 * D;        /* slot, K row, V row */
+    const int per_row = 4 + 4 * (D + 8);                /* slot, K row, V row */
     return smem_bytes > fixed ? (smem_bytes - fixed) / per_row / 4 * 4 : 0;
 }
 

@@ -33,9 +33,9 @@ static int pick_grid(int64_t n, int target) {
 }
 
 /* The attention's split over the KV length: the config's, or on the GPU, when max_seq_length
- * exceeds what the unsplit staged decode path holds (attention_decode_layout.h: 348 positions at
- * D 128, G 2; 332 with G 4; 296 with G 8; 168 at D 256; 692 at D 64; beside the weight ring,
- * PK_WRING=1: 288, 268, 232, 136, 572; PK_SPLIT_MIN_SEQ for shapes that path does not take), as many splits as leave every worker one attention task (132 SMs / 8 KV heads: 16),
+ * exceeds what the unsplit staged decode path holds (attention_decode_layout.h: 336 positions at
+ * D 128, G 2; 320 with G 4; 288 with G 8; 164 at D 256; 652 at D 64; beside the weight ring,
+ * PK_WRING=1: 276, 260, 228, 132, 540; PK_SPLIT_MIN_SEQ for shapes that path does not take), as many splits as leave every worker one attention task (132 SMs / 8 KV heads: 16),
  * no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's attention is
  * grid (= KV heads) tasks on as many SMs, and past that reach it runs the general kernel, from
  * L2 / DRAM. Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the Qwen3-0.6B

@@ -941,6 +941,7 @@ static void test_attention(uint64_t *seed) {
     attention_case(128, 4, 2, 1, 0, 200, 40, 16, 1, seed);
     attention_case(128, 8, 2, 0, 1, 300, 3, 16, 0, seed);
     attention_case(64, 16, 2, 1, 0, 70, 9, 16, 0, seed);
+    attention_case(64, 4, 3, 0, 1, 70, 9, 16, 0, seed); /* the tensor-core decode path at D 64 */
     attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed);
     /* the split over the KV length: empty splits (contexts 30 and 5 against 3 and 5 splits), a
      * prefill chunk across block boundaries, many blocks per split, the general kernel's head
@@ -950,6 +951,7 @@ static void test_attention(uint64_t *seed) {
     attention_case(128, 4, 2, 1, 0, 200, 40, 16, 1, seed, 2);
     attention_case(128, 8, 2, 0, 1, 300, 3, 16, 0, seed, 4);
     attention_case(64, 16, 2, 1, 0, 70, 9, 16, 0, seed, 3);
+    attention_case(64, 4, 2, 1, 0, 70, 9, 16, 0, seed, 3);
     attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed, 2);
     attention_case(80, 2, 3, 1, 1, 60, 5, 8, 1, seed, 2);
 }

@@ -17,13 +17,12 @@
  *     general kernel). The caller waits for the copies (cp.async.wait_all) and __syncthreads.
  *   pk_dev_attention_decode (after the wait): phase A as the general kernel (K rotated and V into
  *     the cache and into the staged rows at pos, q heads rotated into q_s), then from shared
- *     memory only, per warp: blocks of 32 positions w, w + 8, ... (lane = position), scores as
- *     fp32 dot products in 4 interleaved partial sums (chunks c ≡ 0..3 mod 4, added (0+1)+(2+3):
- *     4 independent FMA chains instead of one of length D), online softmax over the blocks as
- *     attention.cuh's phase 3, Σ_j e_j · v_j with lane = D / 32 dims (e_j by shuffle); two
- *     heads per pass (PK_ATTD_HP); each warp leaves (m, l, acc [G][D]) and one barrier later the
- *     CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on every
- *     run.
+ *     memory only, per warp: blocks of 32 positions w, w + 8, ..., online softmax over the blocks
+ *     as attention.cuh's phase 3 — on the tensor cores at D 64 / 128 (pk_attd_warp_blocks_mma:
+ *     all G heads at once, P rounded to bf16 for P·V), else scalar (pk_attd_warp_blocks: lane =
+ *     position, two heads per pass); each warp leaves (m, l, acc [G][D]) and one barrier later
+ *     the CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on
+ *     every run.
  * Split over the KV length (PK_TASK_ATTENTION_PARTIAL, nsplit > 1): the task stages only its
  * split's positions (blocks of 32, block b in split b mod nsplit) as P local rows, writes pos's
  * K / V only when pos is in its split, and leaves the fold's (acc, m, l) per head unnormalised
@@ -34,8 +33,9 @@
  * the layout below fits in smem_bytes.
  * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot (-1: not this split's)};
  * cs_s, sn_s [D/2] f32; nq_s, nk_s [D] bf16 (q_norm, k_norm, staged with the cache); q_s [G][D]
- * f32; red [8 warps][G][D] f32; red_m, red_l [8][G] f32; slots [Pr] i32 (P rounded up to 4; used
- * before the wait); K_s [Pr][D + 8] bf16 (rows padded: pk_attd_kidx), V_s [Pr][D] bf16.
+ * f32 (bf16 [G][D + 8] on the tensor-core path); red [8 warps][G][D] f32; red_m, red_l [8][G] f32;
+ * slots [Pr] i32 (P rounded up to 4; used before the wait); K_s, V_s [Pr][D + 8] bf16 (rows
+ * padded: pk_attd_kidx).
  */
 #ifndef PK_CUDA_ATTENTION_DECODE_CUH
 #define PK_CUDA_ATTENTION_DECODE_CUH
@@ -45,13 +45,31 @@
 
 static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
+#ifndef PK_ATTD_MMA
+#define PK_ATTD_MMA 1 /* 0: the scalar path for every head size (PK_NVCC_DEFINES, to compare) */
+#endif
+/* The tensor-core path from this many query heads per KV head: there it replaces G / 2 passes of
+ * the scalar path (Qwen3-8B, G 4: 6.414 -> 6.241 ms/token on the H200); at G 2 one scalar pass
+ * costs about the same in the persistent kernel (Qwen3-0.6B: 1.560 against 1.550 / 1.557 ms in
+ * two calls), and the scalar path's sums follow the CPU kernel's order: the same bits, so
+ * pk-tiny's greedy tokens stay the CPU's (with the tensor cores they part at the 8th token:
+ * one-ulp differences decide a near tie). docs/PERF.md, session 6. */
+#ifndef PK_ATTD_MMA_MIN_G
+#define PK_ATTD_MMA_MIN_G 4
+#endif
+/* Whether instance NP may take the tensor-core path (D 64 / 128 on sm_80 and later) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && PK_ATTD_MMA
+#define PK_ATTD_USE_MMA(NP) ((NP) <= 2)
+#else
+#define PK_ATTD_USE_MMA(NP) false
+#endif
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 #endif
 
-/* K_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank group
- * (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows. V_s rows are read whole by a
- * warp (lanes = dims) and need no padding. */
+/* K_s and V_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank
+ * group (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows (the scalar path's K reads,
+ * every ldmatrix of the tensor-core path). */
 __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D + 8) + d; }
 
 #ifdef PK_ATT_PROFILE /* attention.cuh's stamps: 7 = stage entry, 0 .. 5 = the phases after the wait */
@@ -131,7 +149,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
-        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = 2u * (uint32_t)(j * D + 8 * c);
+        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
     }
@@ -145,83 +163,15 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     return 1 + P;
 }
 
-/* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
- * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
- * has no position). */
+/* The scalar path (D 256; GPUs before sm_80): per warp and pass of PK_ATTD_HP heads, blocks of
+ * 32 positions w, w + 8, ... (lane = position), online softmax as attention.cuh's phase 3; then
+ * (m, l, acc [D]) into red_m, red_l, red. Loops are rolled (#pragma unroll 1): a version with
+ * every head's loops unrolled was larger and its task took 16.3 us in the 0.6B trace against
+ * 11.7 (measured together with the evict-first weight loads; docs/PERF.md, session 3). */
 template <int NP>
-__device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0, const pk_bf16 *qkv,
-                                               pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                                               const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem) {
-    const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
-    const int half = D / 2, C = D / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int *hdr = (const int *)smem;
-    const int P = hdr[0], pos = hdr[2], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
-    (void)pos; /* PK_ATTD_REPORT's */
-    const pk_attd_layout L = pk_attd_layout_of(D, G, P);
-    const float *cs_s = (const float *)(smem + L.cs), *sn_s = (const float *)(smem + L.sn);
-    float *q_s = (float *)(smem + L.q), *red = (float *)(smem + L.red);
-    float *red_m = (float *)(smem + L.red_m), *red_l = (float *)(smem + L.red_l);
-    pk_bf16 *K_s = (pk_bf16 *)(smem + L.k), *V_s = (pk_bf16 *)(smem + L.v);
-    const float eps = p->qk_norm_eps;
-    const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
-    PK_ATT_STAMP(0);
-
-    /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;
-     * items 1 .. G rotate q head item - 1 into q_s */
-    for (int item = warp; item <= G; item += PK_DEV_WARPS) {
-        if (item == 0 && new_slot < 0) continue;
-        float cs[NP], sn[NP];
-#pragma unroll
-        for (int ii = 0; ii < NP; ii++) {
-            const int i = lane + 32 * ii;
-            cs[ii] = i < half ? cs_s[i] : 0.0f;
-            sn[ii] = i < half ? sn_s[i] : 0.0f;
-        }
-        /* one rotation code path for K and the q heads (instruction fetches: see below) */
-        float ya[NP], yb[NP];
-        const pk_bf16 *nrm = !q_norm ? nullptr : item > 0 ? (const pk_bf16 *)(smem + L.nq) : (const pk_bf16 *)(smem + L.nk);
-        pk_att_head<NP, true>(grp + (int64_t)(item > 0 ? item - 1 : G) * D, nrm, eps, cs, sn, D, lane, ya, yb);
-        if (item > 0) {
-            float *q = q_s + (item - 1) * D;
-#pragma unroll
-            for (int ii = 0; ii < NP; ii++) {
-                const int i = lane + 32 * ii;
-                if (i < half) {
-                    q[i] = ya[ii];
-                    q[i + half] = yb[ii];
-                }
-            }
-            continue;
-        }
-        const int64_t off = ((int64_t)new_slot * Hkv + g) * D;
-#pragma unroll
-        for (int ii = 0; ii < NP; ii++) {
-            const int i = lane + 32 * ii;
-            if (i < half) {
-                const pk_bf16 a = pk_dev_f32_to_bf16(ya[ii]), b = pk_dev_f32_to_bf16(yb[ii]);
-                k_cache[off + i] = a;
-                k_cache[off + i + half] = b;
-                K_s[pk_attd_kidx(P - 1, i, D)] = a; /* pos is the last local row */
-                K_s[pk_attd_kidx(P - 1, i + half, D)] = b;
-            }
-        }
-        const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
-        for (int i = lane; i < half; i += 32) { /* bf16 pairs (2i, 2i + 1): one chunk each */
-            const uint32_t u = pk_dev_aligned4(vx) ? pk_dev_ldcg4(vx + 2 * i)
-                                                   : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
-                                                         (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
-            *(uint32_t *)(v_cache + off + 2 * i) = u;
-            *(uint32_t *)(V_s + (P - 1) * D + 2 * i) = u;
-        }
-    }
-    __syncthreads();
-    PK_ATT_STAMP(1);
-
-    /* per warp and pass of PK_ATTD_HP heads: blocks of 32 positions w, w + 8, ... (lane =
-     * position), online softmax as attention.cuh's phase 3; then (m, l, acc [D]) into red_m, red_l,
-     * red. Loops are rolled (#pragma unroll 1): a version with every head's loops unrolled was
-     * larger and its task took 16.3 us in the 0.6B trace against 11.7 (measured together with the
-     * evict-first weight loads; docs/PERF.md, session 3). */
+__device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s, const pk_bf16 *K_s,
+                                           const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
+    const int C = D / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const float scale = 1.0f / sqrtf((float)D);
     constexpr int DL = 2 * NP; /* dims per lane in the P·V sum: D / 32 <= DL */
     const int dl = D / 32;
@@ -285,13 +235,13 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             for (int t = 0; t < PK_ATTD_HP; t++)
 #pragma unroll
                 for (int i = 0; i < DL; i++) bs[t][i] = 0.0f;
-            const pk_bf16 *vb = V_s + jb * D + dl * lane; /* row jb, this lane's dims */
+            const pk_bf16 *vb = V_s + pk_attd_kidx(jb, dl * lane, D); /* row jb, this lane's dims */
 #pragma unroll 1
             for (int jj0 = 0; jj0 < nb; jj0 += 4) {
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     const int jj = jj0 + u;
-                    const pk_bf16 *vr = vb + (jj < nb ? jj : 0) * D;
+                    const pk_bf16 *vr = vb + (jj < nb ? jj : 0) * (D + 8);
                     float vf[DL];
                     if (DL >= 8 && dl == 8) {
                         pk_dev_unpack8(*(const uint4 *)vr, vf);
@@ -333,6 +283,231 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             }
         }
     }
+}
+
+/* The tensor-core path (D 64 / 128, sm_80 and later). mma.sync m16n8k16 (bf16 in, fp32 sums):
+ * rows = the G <= 8 query heads (rows G .. 15 zero), scores S [16][8 positions] = Q · K^T and
+ * out [16][8 dims] += P · V, per warp over blocks of 32 positions w, w + 8, ... with the online
+ * softmax of the scalar path; P enters the second product as two bf16 parts (hi + lo). Against
+ * the scalar path: ~300 instead of ~1,100 instructions per warp, block and pair of heads, and
+ * all G heads in one pass (docs/PERF.md, session 6). Rows past P
+ * read row P - 1 (finite: the staged rows end there) and get e = 0. Fragments (PTX ISA,
+ * m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1;
+ * n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1), c2, c3 (row gid + 8). K_s [pos][D + 8]
+ * is B = K^T as ldmatrix reads it; V_s [pos][D + 8] is B = V through ldmatrix .trans. */
+__device__ __forceinline__ void pk_attd_mma(float *c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a0, (void)a2, (void)b0, (void)b1;
+    __trap(); /* PK_ATTD_USE_MMA is 0 there */
+#endif
+}
+
+/* Four 8x8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8. */
+template <bool TRANS>
+__device__ __forceinline__ void pk_attd_ldsm4(uint32_t *r, const pk_bf16 *row) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ uint32_t pk_attd_pack_bf16(float lo, float hi) {
+    return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
+}
+
+template <int NP>
+__device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
+                                               const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
+    constexpr int D = 64 * NP, DT = D / 8; /* head size, dim tiles of 8 */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
+    const float scale = 1.0f / sqrtf((float)D);
+    /* this lane's query row (head gid; zero past G) and ldmatrix row: matrix lane / 8 is
+     * (rows + 8 · (lane / 8 & 1), dims + 8 · (lane / 16)) */
+    const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
+    const bool qv = gid < G;
+    const int mrow = (lane & 7) + 8 * ((lane >> 3) & 1), mcol = 8 * (lane >> 4);
+    float m = -INFINITY, l = 0.0f, acc[DT][4];
+#pragma unroll
+    for (int t = 0; t < DT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll 1
+    for (int jb = 32 * warp; jb < P; jb += 32 * PK_DEV_WARPS) {
+        /* S: n-tiles nt = positions jb + 8 nt .. + 7; ldmatrix matrices (nt even: rows 0..7,
+         * k lo / rows 8..15 = tile nt + 1, k lo / k hi ...): x4 over rows jb + 16 h .. + 15 and
+         * dims k0 .. k0 + 15 gives b0, b1 of tiles 2h and 2h + 1 in the order (2h k lo,
+         * 2h + 1 k lo, 2h k hi, 2h + 1 k hi) */
+        float sc[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
+        const int r0 = min(jb + mrow, P - 1), r1 = min(jb + 16 + mrow, P - 1);
+#pragma unroll
+        for (int k0 = 0; k0 < D; k0 += 16) {
+            const uint32_t a0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
+            const uint32_t a2 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
+            uint32_t b[2][4];
+            pk_attd_ldsm4<false>(b[0], K_s + pk_attd_kidx(r0, k0 + mcol, D));
+            pk_attd_ldsm4<false>(b[1], K_s + pk_attd_kidx(r1, k0 + mcol, D));
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                pk_attd_mma(sc[2 * h], a0, a2, b[h][0], b[h][2]);
+                pk_attd_mma(sc[2 * h + 1], a0, a2, b[h][1], b[h][3]);
+            }
+        }
+        /* online softmax of row gid over this block's 32 positions (8 in this lane, the rest in
+         * its quad) */
+        float bm = -INFINITY;
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int j = jb + 8 * t + 2 * tig + u;
+                sc[t][u] = j < P ? sc[t][u] * scale : -INFINITY;
+                bm = fmaxf(bm, sc[t][u]);
+            }
+        bm = fmaxf(bm, __shfl_xor_sync(PK_DEV_FULL_MASK, bm, 1));
+        bm = fmaxf(bm, __shfl_xor_sync(PK_DEV_FULL_MASK, bm, 2));
+        const float mn = fmaxf(m, bm); /* finite: position jb is < P */
+        const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
+        m = mn;
+        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15) in two bf16 parts, e = hi +
+         * lo: 16 bits of e instead of 8, so P·V keeps close to the fp32 sums of the CPU kernel
+         * (with hi alone, pk-tiny's greedy tokens left the CPU's at the 8th) */
+        uint32_t pa[4], pl[4];
+        float ls = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const float e0 = expf(sc[t][0] - mn), e1 = expf(sc[t][1] - mn);
+            const float h0 = pk_dev_round_bf16(e0), h1 = pk_dev_round_bf16(e1);
+            ls += e0 + e1;
+            pa[t] = pk_attd_pack_bf16(h0, h1);
+            pl[t] = pk_attd_pack_bf16(e0 - h0, e1 - h1);
+        }
+        l = fmaf(l, alpha, ls);
+#pragma unroll
+        for (int t = 0; t < DT; t++) {
+            acc[t][0] *= alpha;
+            acc[t][1] *= alpha;
+        }
+        /* out += P · V: per 16 positions h, x4 .trans over rows jb + 16 h .. + 15 and dims
+         * d0 .. d0 + 15 gives b0, b1 of dim tiles d0 / 8 and d0 / 8 + 1 */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int vr = min(jb + 16 * h + mrow, P - 1);
+#pragma unroll
+            for (int d0 = 0; d0 < D; d0 += 16) {
+                uint32_t b[4];
+                pk_attd_ldsm4<true>(b, V_s + pk_attd_kidx(vr, d0 + mcol, D));
+                pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], b[0], b[1]);
+                pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], b[2], b[3]);
+                pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], b[0], b[1]);
+                pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], b[2], b[3]);
+            }
+        }
+    }
+    l += __shfl_xor_sync(PK_DEV_FULL_MASK, l, 1);
+    l += __shfl_xor_sync(PK_DEV_FULL_MASK, l, 2);
+    if (gid < G) {
+        if (tig == 0) {
+            red_m[warp * G + gid] = m;
+            red_l[warp * G + gid] = l;
+        }
+        float *o = red + (warp * G + gid) * D + 2 * tig;
+#pragma unroll
+        for (int t = 0; t < DT; t++) *(float2 *)(o + 8 * t) = make_float2(acc[t][0], acc[t][1]);
+    }
+}
+
+/* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
+ * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
+ * has no position). */
+template <int NP>
+__device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0, const pk_bf16 *qkv,
+                                               pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
+                                               const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem) {
+    const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
+    const int half = D / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int *hdr = (const int *)smem;
+    const int P = hdr[0], pos = hdr[2], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
+    (void)pos; /* PK_ATTD_REPORT's */
+    const pk_attd_layout L = pk_attd_layout_of(D, G, P);
+    const float *cs_s = (const float *)(smem + L.cs), *sn_s = (const float *)(smem + L.sn);
+    float *q_s = (float *)(smem + L.q), *red = (float *)(smem + L.red);
+    float *red_m = (float *)(smem + L.red_m), *red_l = (float *)(smem + L.red_l);
+    pk_bf16 *K_s = (pk_bf16 *)(smem + L.k), *V_s = (pk_bf16 *)(smem + L.v);
+    const float eps = p->qk_norm_eps;
+    /* the tensor-core path (q kept as bf16) for G >= PK_ATTD_MMA_MIN_G */
+    const bool mma = PK_ATTD_USE_MMA(NP) && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
+    const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
+    PK_ATT_STAMP(0);
+
+    /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;
+     * items 1 .. G rotate q head item - 1 into q_s */
+    for (int item = warp; item <= G; item += PK_DEV_WARPS) {
+        if (item == 0 && new_slot < 0) continue;
+        float cs[NP], sn[NP];
+#pragma unroll
+        for (int ii = 0; ii < NP; ii++) {
+            const int i = lane + 32 * ii;
+            cs[ii] = i < half ? cs_s[i] : 0.0f;
+            sn[ii] = i < half ? sn_s[i] : 0.0f;
+        }
+        /* one rotation code path for K and the q heads (instruction fetches: see below) */
+        float ya[NP], yb[NP];
+        const pk_bf16 *nrm = !q_norm ? nullptr : item > 0 ? (const pk_bf16 *)(smem + L.nq) : (const pk_bf16 *)(smem + L.nk);
+        pk_att_head<NP, true>(grp + (int64_t)(item > 0 ? item - 1 : G) * D, nrm, eps, cs, sn, D, lane, ya, yb);
+        if (item > 0) {
+            /* the rotated head holds bf16 values (pk_att_head rounds): bf16 for the tensor cores
+             * loses nothing */
+            float *q = q_s + (item - 1) * D;
+            pk_bf16 *qb = (pk_bf16 *)q_s + (item - 1) * (D + 8);
+#pragma unroll
+            for (int ii = 0; ii < NP; ii++) {
+                const int i = lane + 32 * ii;
+                if (i < half && mma) {
+                    qb[i] = pk_dev_f32_to_bf16(ya[ii]);
+                    qb[i + half] = pk_dev_f32_to_bf16(yb[ii]);
+                } else if (i < half) {
+                    q[i] = ya[ii];
+                    q[i + half] = yb[ii];
+                }
+            }
+            continue;
+        }
+        const int64_t off = ((int64_t)new_slot * Hkv + g) * D;
+#pragma unroll
+        for (int ii = 0; ii < NP; ii++) {
+            const int i = lane + 32 * ii;
+            if (i < half) {
+                const pk_bf16 a = pk_dev_f32_to_bf16(ya[ii]), b = pk_dev_f32_to_bf16(yb[ii]);
+                k_cache[off + i] = a;
+                k_cache[off + i + half] = b;
+                K_s[pk_attd_kidx(P - 1, i, D)] = a; /* pos is the last local row */
+                K_s[pk_attd_kidx(P - 1, i + half, D)] = b;
+            }
+        }
+        const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
+        for (int i = lane; i < half; i += 32) { /* bf16 pairs (2i, 2i + 1): one chunk each */
+            const uint32_t u = pk_dev_aligned4(vx) ? pk_dev_ldcg4(vx + 2 * i)
+                                                   : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
+                                                         (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
+            *(uint32_t *)(v_cache + off + 2 * i) = u;
+            *(uint32_t *)(V_s + pk_attd_kidx(P - 1, 2 * i, D)) = u;
+        }
+    }
+    __syncthreads();
+    PK_ATT_STAMP(1);
+
+    if (mma)
+        pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+    else
+        pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
     __syncthreads();
     PK_ATT_STAMP(2);
 
