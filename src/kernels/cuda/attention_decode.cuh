@@ -78,8 +78,9 @@ __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D
         if (kv0 == 0 && threadIdx.x == 0 && pos == 200) {                                        \
             const unsigned long long *p_ = pk_att_prof;                                          \
             printf("pk attention decode profile (us): stage..run %.2f phaseA %.2f warps %.2f "       \
-                   "end %.2f\n", (p_[0] - p_[7]) / 1e3, (p_[1] - p_[0]) / 1e3,                       \
-                   (p_[2] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3);                                    \
+                   "end %.2f (PK_ATTD_TWICE: first loop %.2f)\n", (p_[0] - p_[7]) / 1e3,              \
+                   (p_[1] - p_[0]) / 1e3, (p_[2] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3,               \
+                   (p_[3] - p_[1]) / 1e3);                                                           \
         }                                                                                        \
     } while (0)
 #else
@@ -114,9 +115,23 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
     PK_ATT_STAMP(7);
-    const int G = Hq / Hkv, g = kv0, lane = threadIdx.x % 32, C = D / 8;
-    int req, pos;
-    if (!pk_att_row_valid(s, 0, lane, &req, &pos)) return 0; /* the general kernel writes zeros */
+    const int G = Hq / Hkv, g = kv0, C = D / 8;
+    /* Every load of the stage is one round trip on the critical path when this worker ran a
+     * task of the layer before (the qkv projection) up to the dependency: so the loads that do
+     * not depend on the row (inv_freq, the q / k norm weights) go out first, and the page-table
+     * reads for the check that the row's pages are mapped and for the slots go out together:
+     * token -> page table -> K / V rows, three round trips (were six; on the H200 the latest
+     * attention task of a layer then started 3.3-4.3 us after the qkv layer's end instead of 5-6 us
+     * for Qwen3-0.6B: docs/PERF.md, session 6). */
+    static_assert(PK_CUDA_THREADS >= 256, "one inv_freq / norm element per thread at D <= 256");
+    const int i = threadIdx.x;
+    const float fr = i < D / 2 ? inv_freq[i] : 0.0f;
+    const bool norms = q_norm && k_norm;
+    const pk_bf16 nqv = norms && i < D ? pk_dev_ldw_bf16(q_norm + i) : (pk_bf16)0;
+    const pk_bf16 nkv_ = norms && i < D ? pk_dev_ldw_bf16(k_norm + i) : (pk_bf16)0;
+    const int req = pk_dev_ldcg_i32(s->token_req), pos = pk_dev_ldcg_i32(s->token_pos);
+    if (req < 0 || pos < 0 || s->page_size <= 0 || pos / s->page_size >= s->pages_per_req)
+        return 0; /* the general kernel writes zeros (the same values in every thread) */
     const int P = pk_attd_split_count(pos, split, nsplit); /* local rows, pos's own included when owned */
     const bool owns = pk_att_in_split(pos, split, nsplit);
     if (P > smem_bytes / (4 * D)) return 0; /* K and V rows alone would not fit (and the int layout
@@ -124,24 +139,33 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     if (L.end > smem_bytes) return 0;
 
+    /* one round: pages 0 .. pos / page_size all mapped (pk_att_row_valid's check), and the
+     * slots of the split's positions */
+    const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
+    const int ps = s->page_size;
     int *hdr = (int *)smem, *slot_s = (int *)(smem + L.sc);
-    for (int r = threadIdx.x; r < P; r += PK_CUDA_THREADS)
-        slot_s[r] = (int)pk_att_slot(s, req, pk_attd_split_pos(r, split, nsplit));
+    bool bad = false;
+    for (int r = i; r <= pos / ps; r += PK_CUDA_THREADS) bad = bad || pk_dev_ldcg_i32(pt + r) < 0;
+    for (int r = i; r < P; r += PK_CUDA_THREADS) {
+        const int q = pk_attd_split_pos(r, split, nsplit);
+        slot_s[r] = (int)((int64_t)pk_dev_ldcg_i32(pt + q / ps) * ps + q % ps);
+    }
     float *cs_s = (float *)(smem + L.cs), *sn_s = (float *)(smem + L.sn);
-    for (int i = threadIdx.x; i < D / 2; i += PK_CUDA_THREADS) {
+    if (i < D / 2) {
         double sd, cd;
-        sincos((double)((float)pos * inv_freq[i]), &sd, &cd);
+        sincos((double)((float)pos * fr), &sd, &cd);
         cs_s[i] = pk_dev_round_bf16((float)cd);
         sn_s[i] = pk_dev_round_bf16((float)sd);
     }
     /* the q / k norm weights too: after the wait they would be one more dependent load (from
      * DRAM: weights are evicted first) before any head is normalised */
     pk_bf16 *nq_s = (pk_bf16 *)(smem + L.nq), *nk_s = (pk_bf16 *)(smem + L.nk);
-    for (int i = threadIdx.x; i < (q_norm && k_norm ? D : 0); i += PK_CUDA_THREADS) {
-        nq_s[i] = pk_dev_ldw_bf16(q_norm + i);
-        nk_s[i] = pk_dev_ldw_bf16(k_norm + i);
+    if (norms && i < D) {
+        nq_s[i] = nqv;
+        nk_s[i] = nkv_;
     }
-    __syncthreads(); /* slot_s */
+    if (__syncthreads_or(bad)) return 0; /* every thread: a page is unmapped (the general kernel
+                                          * writes zeros); also the barrier for slot_s */
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
     const int lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
@@ -504,6 +528,14 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     __syncthreads();
     PK_ATT_STAMP(1);
 
+#ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */
+    if (mma)
+        pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+    else
+        pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
+    __syncthreads();
+    PK_ATT_STAMP(3);
+#endif
     if (mma)
         pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
     else
