@@ -312,7 +312,7 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
 /* The tensor-core path (D 64 / 128, sm_80 and later). mma.sync m16n8k16 (bf16 in, fp32 sums):
  * rows = the G <= 8 query heads (rows G .. 15 zero), scores S [16][8 positions] = Q · K^T and
  * out [16][8 dims] += P · V, per warp over blocks of 32 positions w, w + 8, ... with the online
- * softmax of the scalar path; P enters the second product as two bf16 parts (hi + lo). Against
+ * softmax of the scalar path; P enters the second product rounded to bf16. Against
  * the scalar path: ~300 instead of ~1,100 instructions per warp, block and pair of heads, and
  * all G heads in one pass (docs/PERF.md, session 6). Rows past P
  * read row P - 1 (finite: the staged rows end there) and get e = 0. Fragments (PTX ISA,
@@ -400,18 +400,17 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
         const float mn = fmaxf(m, bm); /* finite: position jb is < P */
         const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
         m = mn;
-        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15) in two bf16 parts, e = hi +
-         * lo: 16 bits of e instead of 8, so P·V keeps close to the fp32 sums of the CPU kernel
-         * (with hi alone, pk-tiny's greedy tokens left the CPU's at the 8th) */
-        uint32_t pa[4], pl[4];
+        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15), rounded to bf16; l sums the
+         * rounded values, so numerator and denominator agree. A second bf16 part (e - hi, 16 bits
+         * of e) cost 0.7 % of the 8B step and did not keep pk-tiny's tokens the CPU's either
+         * (docs/PERF.md, session 6) */
+        uint32_t pa[4];
         float ls = 0.0f;
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            const float e0 = expf(sc[t][0] - mn), e1 = expf(sc[t][1] - mn);
-            const float h0 = pk_dev_round_bf16(e0), h1 = pk_dev_round_bf16(e1);
+            const float e0 = pk_dev_round_bf16(expf(sc[t][0] - mn)), e1 = pk_dev_round_bf16(expf(sc[t][1] - mn));
             ls += e0 + e1;
-            pa[t] = pk_attd_pack_bf16(h0, h1);
-            pl[t] = pk_attd_pack_bf16(e0 - h0, e1 - h1);
+            pa[t] = pk_attd_pack_bf16(e0, e1);
         }
         l = fmaf(l, alpha, ls);
 #pragma unroll
@@ -430,8 +429,6 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
                 pk_attd_ldsm4<true>(b, V_s + pk_attd_kidx(vr, d0 + mcol, D));
                 pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], b[0], b[1]);
                 pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], b[2], b[3]);
-                pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], b[0], b[1]);
-                pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], b[2], b[3]);
             }
         }
     }
@@ -450,8 +447,9 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 
 /* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
  * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
- * has no position). */
-template <int NP>
+ * has no position). GC: G when the caller knows it at compile time (the generated kernel), so
+ * only the block loop that G takes is compiled; 0: both, chosen at run time (the harness). */
+template <int NP, int GC = 0>
 __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0, const pk_bf16 *qkv,
                                                pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
                                                const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem) {
@@ -467,7 +465,10 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     pk_bf16 *K_s = (pk_bf16 *)(smem + L.k), *V_s = (pk_bf16 *)(smem + L.v);
     const float eps = p->qk_norm_eps;
     /* the tensor-core path (q kept as bf16) for G >= PK_ATTD_MMA_MIN_G */
-    const bool mma = PK_ATTD_USE_MMA(NP) && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
+    constexpr bool can_mma = PK_ATTD_USE_MMA(NP) && (GC == 0 || GC >= PK_ATTD_MMA_MIN_G);
+    constexpr bool can_scalar = GC == 0 || !can_mma;
+    const bool mma = can_mma && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
+    if (!mma && !can_scalar) __trap(); /* GC != G or D != 64 · NP: the generated code's arguments */
     const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
     PK_ATT_STAMP(0);
 
@@ -529,17 +530,17 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     PK_ATT_STAMP(1);
 
 #ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */
-    if (mma)
-        pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
-    else
-        pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
+    if constexpr (can_mma)
+        if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+    if constexpr (can_scalar)
+        if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
     __syncthreads();
     PK_ATT_STAMP(3);
 #endif
-    if (mma)
-        pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
-    else
-        pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
+    if constexpr (can_mma)
+        if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+    if constexpr (can_scalar)
+        if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
     __syncthreads();
     PK_ATT_STAMP(2);
 

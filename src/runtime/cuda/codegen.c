@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "kernels/attention_decode_layout.h" /* PK_ATTD_G_MAX */
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/runtime.h"
@@ -269,6 +270,16 @@ static int attn_pairs(const pk_layer_params *p) {
     return D <= 64 ? 1 : D <= 128 ? 2 : D <= 256 ? 4 : 8;
 }
 
+/* Query heads per KV head as a compile-time argument of the decode attention (0: unknown, decided
+ * at run time): the staged path then compiles only the code its group size takes (the tensor-core
+ * or the scalar block loop, attention_decode.cuh), not both in one function, whose registers the
+ * persistent kernel's cap of 128 made spill (ptxas: 604 bytes of spill stores with both, 236
+ * without the tensor-core loop). */
+static int attn_group(const pk_layer_params *p) {
+    const int Hq = p->num_q_heads, Hkv = p->num_kv_heads;
+    return Hkv > 0 && Hq % Hkv == 0 && Hq / Hkv <= PK_ATTD_G_MAX ? Hq / Hkv : 0;
+}
+
 /* Splits of an attention layer's KV length (1: not split). */
 static int attn_splits(const pk_layer *L) {
     return L->kind == PK_TASK_ATTENTION_PARTIAL && L->params.kv_splits > 1 ? L->params.kv_splits : 1;
@@ -375,8 +386,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         break;
     case PK_TASK_ATTENTION: {
         int nkv = emit_attn_step(o, k, L, v);
-        pk_sb_printf(o, "        pk_gen_call_attention<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ",
-                     attn_pairs(p), l, l, nkv, nkv, base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
+        pk_sb_printf(o, "        pk_gen_call_attention<%d, %d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, (int)(idx * %d), %d, %s, %" PRIu64 ", ",
+                     attn_pairs(p), attn_group(p), l, l, nkv, nkv, base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
         pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
@@ -398,8 +409,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         break;
     case PK_TASK_ATTENTION_PARTIAL: {
         int nkv = emit_attn_step(o, k, L, v);
-        pk_sb_printf(o, "        pk_gen_call_attention_partial<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, %s, %" PRIu64 ", ",
-                     attn_pairs(p), l, l, attn_task_expr(L, nkv, e, sizeof e), base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a),
+        pk_sb_printf(o, "        pk_gen_call_attention_partial<%d, %d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, %s, %" PRIu64 ", ",
+                     attn_pairs(p), attn_group(p), l, l, attn_task_expr(L, nkv, e, sizeof e), base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a),
                      v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));

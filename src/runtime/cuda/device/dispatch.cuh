@@ -91,10 +91,11 @@ __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_st
     pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
 }
 /* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance
- * of the attention code per head size in the kernel, not the largest one's unrolled loops.
+ * of the attention code per head size in the kernel, not the largest one's unrolled loops. GC: the
+ * layer's query heads per KV head (codegen.c attn_group; 0: decided at run time).
  * staged > 0: pk_gen_call_attention_stage staged this decode row's KV cache before the wait
  * (attention_decode.cuh); 0: the general kernel. */
-template <int NP>
+template <int NP, int GC>
 __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, const float *inv_freq, const pk_attn_step *s,
                                                   int kv0, int nkv, const pk_bf16 *qkv, int64_t qkv_stride,
                                                   pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
@@ -105,7 +106,7 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
     pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem);
+        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem);
     else
         pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                                 out_stride, smem);
@@ -117,7 +118,7 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
  * group_out [T][nheads · D]. Ordering as the runtime's event signal: the CTA's writes, a barrier,
  * thread 0's acq_rel increment; the last task's thread 0 has acquired every other task's
  * increment before its barrier, and the fold reads the tiles through L2. */
-template <int NP>
+template <int NP, int GC>
 __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params *p, const float *inv_freq,
                                                           const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                           const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
@@ -131,7 +132,7 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                              part, part_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem);
+        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem);
     else
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);
