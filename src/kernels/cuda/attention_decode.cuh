@@ -530,18 +530,18 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     PK_ATT_STAMP(1);
 
 #ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */
-    if constexpr (can_mma)
-        if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
-    if constexpr (can_scalar)
-        if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
-    __syncthreads();
-    PK_ATT_STAMP(3);
+    constexpr int passes = 2;
+#else
+    constexpr int passes = 1;
 #endif
-    if constexpr (can_mma)
-        if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
-    if constexpr (can_scalar)
-        if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
-    __syncthreads();
+    for (int pass = 0; pass < passes; pass++) {
+        if (pass == 1) PK_ATT_STAMP(3);
+        if constexpr (can_mma)
+            if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+        if constexpr (can_scalar)
+            if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
+        __syncthreads();
+    }
     PK_ATT_STAMP(2);
 
     /* out[h][d] = bf16(Σ_w f_w · acc_w / Σ_w f_w · l_w), f_w = exp(m_w - M), warps in order (a
