@@ -146,10 +146,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     int *hdr = (int *)smem, *slot_s = (int *)(smem + L.sc);
     bool bad = false;
     for (int r = i; r <= pos / ps; r += PK_CUDA_THREADS) bad = bad || pk_dev_ldcg_i32(pt + r) < 0;
-    for (int r = i; r < P; r += PK_CUDA_THREADS) {
-        const int q = pk_attd_split_pos(r, split, nsplit);
-        slot_s[r] = (int)((int64_t)pk_dev_ldcg_i32(pt + q / ps) * ps + q % ps);
-    }
+    for (int r = i; r < P; r += PK_CUDA_THREADS)
+        slot_s[r] = (int)pk_att_slot(s, req, pk_attd_split_pos(r, split, nsplit));
     float *cs_s = (float *)(smem + L.cs), *sn_s = (float *)(smem + L.sn);
     if (i < D / 2) {
         double sd, cd;
@@ -312,10 +310,10 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
 /* The tensor-core path (D 64 / 128, sm_80 and later). mma.sync m16n8k16 (bf16 in, fp32 sums):
  * rows = the G <= 8 query heads (rows G .. 15 zero), scores S [16][8 positions] = Q · K^T and
  * out [16][8 dims] += P · V, per warp over blocks of 32 positions w, w + 8, ... with the online
- * softmax of the scalar path; P enters the second product rounded to bf16. Against
- * the scalar path: ~300 instead of ~1,100 instructions per warp, block and pair of heads, and
- * all G heads in one pass (docs/PERF.md, session 6). Rows past P
- * read row P - 1 (finite: the staged rows end there) and get e = 0. Fragments (PTX ISA,
+ * softmax of the scalar path; P enters the second product rounded to bf16. Against the scalar
+ * path: ~300 instead of ~1,100 instructions per warp, block and pair of heads (counted from the
+ * code), and all G heads in one pass (docs/PERF.md, session 6). Rows past P read row P - 1
+ * (finite: the staged rows end there) and get e = 0. Fragments (PTX ISA,
  * m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1;
  * n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1), c2, c3 (row gid + 8). K_s [pos][D + 8]
  * is B = K^T as ldmatrix reads it; V_s [pos][D + 8] is B = V through ldmatrix .trans. */
