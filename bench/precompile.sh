@@ -22,10 +22,10 @@ GEN=${GEN:-128}
 # shellcheck source=scripts/gpu_env.sh
 . scripts/gpu_env.sh
 make -s # builds build/tests/gpu/test_cuda_e2e too
-mkdir -p .gpu/lib .gpu/cache
+mkdir -p .gpu/lib .gpu/cache .gpu/logs
 chmod 700 .gpu/cache
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
-[ "${FRESH:-1}" = 1 ] && rm -rf .gpu/cache/*
+[ "${FRESH:-1}" = 1 ] && rm -rf .gpu/cache/* .gpu/logs/*
 export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
 [ "${HARNESS:-1}" = 1 ] && bash tests/cuda/build.sh .dev/cuda >/dev/null &
 build/tests/gpu/test_cuda_e2e --precompile >/dev/null
@@ -40,9 +40,12 @@ for m in $MODELS; do
         seq_len=$MAX_SEQ
         [ "$MAX_SEQ" = context ] && seq_len=$((ctx + GEN))
         for v in "${variants[@]}"; do
-            for s in $SPLITS; do # compiles, then stops at "no CUDA GPU": expected
-                PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
-                    --context "$ctx" --max-seq "$seq_len" --kv-splits "$s" >/dev/null 2>&1 &
+            for s in $SPLITS; do # compiles, then stops at "no CUDA GPU": expected; anything else is not
+                log=.gpu/logs/$m-$ctx-$s-$(printf '%s' "$v" | tr -c 'A-Za-z0-9_=' '_').txt
+                { PK_NVCC_DEFINES="$v" build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" \
+                    --context "$ctx" --max-seq "$seq_len" --gen "$GEN" --kv-splits "$s" >"$log" 2>&1
+                  grep -q "no CUDA GPU found" "$log" || { echo "precompile: $m, context $ctx, split $s, '$v':" >&2
+                                                         cat "$log" >&2; }; } &
             done
         done
     done

@@ -351,9 +351,13 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
     }
 }
 
-/* At most 2 CTAs per SM: 128 registers per thread, so dynamic mode's extra CTA fits beside one
- * worker per SM. */
-extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel(const pk_dev_state *S, int dynamic) {
+/* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
+ * up to 255 registers per thread (__launch_bounds__(256, 1)): at the 128-register cap the GEMV
+ * and the decode attention spilled (ptxas: 356 bytes in the Qwen3-8B kernel's attention, 4.6 KB
+ * of stores in the task switch), and without it the H200 ran Qwen3-0.6B 1.544 -> 1.429 and
+ * Qwen3-8B 6.159 -> 5.859 ms/token (docs/PERF.md, session 7). Dynamic mode puts its scheduler
+ * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
+__device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) {
     extern __shared__ __align__(16) char pk_smem[];
 #ifdef PK_DEBUG_SMID /* which SM each CTA landed on (PK_NVCC_DEFINES=-DPK_DEBUG_SMID) */
     if (threadIdx.x == 0) {
@@ -375,6 +379,15 @@ extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel(c
         pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
     }
     pk_static_worker(S, blockIdx.x, pk_smem);
+}
+#ifndef PK_STATIC_MIN_BLOCKS
+#define PK_STATIC_MIN_BLOCKS 1 /* 2: the 128-register cap in static mode too (PK_NVCC_DEFINES, to compare) */
+#endif
+extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, PK_STATIC_MIN_BLOCKS) pk_gen_kernel(const pk_dev_state *S) {
+    pk_gen_main(S, 0);
+}
+extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel_dynamic(const pk_dev_state *S) {
+    pk_gen_main(S, 1);
 }
 
 /* ================================ host ================================ */
@@ -629,10 +642,11 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     }
     const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : static_smem;
     c->hs.wstage_bytes = a->dynamic || c->hs.ring_off ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
-    PK_CU(cudaFuncSetAttribute((const void *)pk_gen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const void *kernel = a->dynamic ? (const void *)pk_gen_kernel_dynamic : (const void *)pk_gen_kernel;
+    PK_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                smem_bytes > PK_CUDA_SMEM_BYTES ? smem_bytes : PK_CUDA_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)pk_gen_kernel, PK_CUDA_THREADS,
+    PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, PK_CUDA_THREADS,
                                                         smem_bytes));
     if ((long)per_sm * sms < (long)blocks)
         return pk_gen_fail(err, err_len,
@@ -728,9 +742,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
 
     /* launch, then stream tokens until the kernel ends */
     const pk_dev_state *arg_state = c->d_state;
-    int arg_dynamic = a->dynamic;
-    void *args[] = {(void *)&arg_state, (void *)&arg_dynamic};
-    PK_CU(cudaLaunchCooperativeKernel((const void *)pk_gen_kernel, dim3(blocks), dim3(PK_CUDA_THREADS), args,
+    void *args[] = {(void *)&arg_state};
+    PK_CU(cudaLaunchCooperativeKernel(a->dynamic ? (const void *)pk_gen_kernel_dynamic : (const void *)pk_gen_kernel,
+                                      dim3(blocks), dim3(PK_CUDA_THREADS), args,
                                       smem_bytes, c->stream));
     uint32_t delivered = 0;
     cudaError_t q;
