@@ -615,6 +615,10 @@ static void test_linear(uint64_t *seed) {
     linear_case(SILU_LIN_RES, 14336, 4, 2, 1, 7, 0, seed);
     linear_case(SILU_LIN_RES, 25600, 2, 3, 3, 20, 3, seed);
     linear_case(LIN, 25600, 1, 1, 0, 9, 0, seed);
+    /* decode tiles of 48 and 144 columns: 4-column groups leave the 8 warps a ragged last round */
+    linear_case(NORM_LIN, 4096, 1, 0, 48, 48, 0, seed);
+    linear_case(LIN_RES, 1024, 1, 1, 0, 144, 0, seed);
+    linear_case(SILU_LIN_RES, 3072, 1, 2, 6, 48, 3, seed);
 }
 
 /* ---- silu_mul -------------------------------------------------------------------------------- */
