@@ -34,6 +34,12 @@ build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 12 --kv-split
     >/dev/null 2>&1 || true # the pk-tiny split check
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
+for v in "${variants[@]}"; do # gpu_env.sh's pk_tiny_logits_check (one-row steps), per variant
+    for s in 0 3; do
+        PK_NVCC_DEFINES="$v" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
+            --kv-splits $s --logits /dev/null --backend cuda --threads "$THREADS" >/dev/null 2>&1 &
+    done
+done
 for m in $MODELS; do
     [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
     for ctx in $CONTEXTS; do

@@ -65,9 +65,13 @@ else
     echo "pk-tiny --kv-splits 3: cuda and cpu DIFFER: $(tail -n 1 "$OUT/tiny_split_cuda.err")"
 fi
 
-B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN"
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
+for v in "${variants[@]}"; do # decode steps' logits under teacher forcing, per variant
+    for s in 0 3; do PK_NVCC_DEFINES="$v" pk_tiny_logits_check build/pk "$THREADS" "$OUT" "$s" | sed "s/\$/${v:+ ($v)}/"; done
+done
+
+B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN"
 for m in $MODELS; do
     for ctx in $CONTEXTS; do
         for v in "${variants[@]}"; do

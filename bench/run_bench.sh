@@ -125,12 +125,16 @@ elif [ "$GATE" != 0 ]; then
             ok=0
             log "pk generate pk-tiny --kv-splits 3: cuda and cpu DIFFER: $(tail -n 1 "$W/gate_split_cuda.err")"
         fi
+        for s in 0 3; do # every decode step's logits (gpu_env.sh)
+            line=$(pk_tiny_logits_check "$B/pk" 132 "$W" "$s") || ok=0
+            log "$line"
+        done
     fi
     if [ "$ok" != 1 ]; then
         log "correctness gate FAILED: no timings are reported for this build (logs in $W)"
         exit 1
     fi
-    gate="passed ($GATE: ${summary}; pk-tiny cuda == cpu, also with --kv-splits 3)"
+    gate="passed ($GATE: ${summary}; pk-tiny cuda == cpu, also with --kv-splits 3; pk-tiny decode logits)"
     printf '%s\n%s\n' "$gate_key" "$gate" >"$W/gate.ok"
 fi
 

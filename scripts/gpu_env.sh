@@ -25,3 +25,24 @@ pk_private_cache() {
 # bf16 tie on the CPU (tokens 1306 and 3097 both 29.5; the GPU gives 29.375 / 29.625), with or
 # without the split, so the backends part there by rounding alone.
 pk_tiny_split_ids() { seq -s, 7 37 3700; }
+
+# pk-tiny's decode steps under teacher forcing, CUDA against the CPU: `pk generate --logits
+# --step-tokens 1` runs every prefix of the pk_tiny_split_ids prompt as one-row steps (the staged
+# decode attention on the GPU; with --kv-splits S > 1 its split), and scripts/compare_logits.py
+# compares the logits (relative L2 <= 1e-2, argmax equal wherever the CPU's top-2 gap is
+# decisive). Where the backends sum in different orders (the tensor cores) greedy tokens may part
+# at a near tie; this check says whether every step's logits still agree. Usage:
+# pk_tiny_logits_check PK THREADS OUTDIR [KV_SPLITS]; prints one line, returns its status.
+pk_tiny_logits_check() {
+    local pk=$1 threads=$2 out=$3 splits=${4:-0} be
+    for be in cpu cuda; do # the CPU's result does not depend on its thread count: 8 of them
+        timeout 300 "$pk" generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
+            --kv-splits "$splits" --logits "$out/tf_${splits}_$be.bin" --backend $be \
+            --threads "$([ $be = cpu ] && echo 8 || echo "$threads")" \
+            >/dev/null 2>"$out/tf_${splits}_$be.err" || { echo "pk-tiny decode logits (splits $splits): $be run FAILED: $(tail -n 1 "$out/tf_${splits}_$be.err")"; return 1; }
+    done
+    local line rc
+    line=$(python3 scripts/compare_logits.py "$out/tf_${splits}_cpu.bin" "$out/tf_${splits}_cuda.bin" 100); rc=$?
+    echo "pk-tiny decode logits, cuda vs cpu (100 one-row steps, splits $splits): $line"
+    return $rc
+}

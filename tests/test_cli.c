@@ -89,6 +89,41 @@ static void check_golden_cli(const char *name, const char *extra, int which) {
     cJSON_Delete(root);
 }
 
+static long file_bytes(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    long n = f ? (long)fread(buf, 1, cap, f) : -1;
+    if (f) fclose(f);
+    return n;
+}
+
+/* --logits: the prompt's teacher-forced logits, from one prefill step or (--step-tokens 1) from
+ * one one-row step per position; on the CPU the two are the same bits (its sums do not depend
+ * on the step's rows). The GPU check compares the one-row dump across backends
+ * (scripts/gpu_env.sh pk_tiny_logits_check). */
+static void check_logits_dump(void) {
+    char a[96], b[96], args[512];
+    snprintf(a, sizeof a, "/tmp/pk_cli_logits_prefill.%d", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/pk_cli_logits_steps.%d", (int)getpid());
+    static const char *prompt = "--model tests/data/golden/qwen3_untied --prompt-ids 5,17,3,99,42,8,61 --max-tokens 2";
+    static result r;
+    snprintf(args, sizeof args, "generate %s --logits %s", prompt, a);
+    run(&r, args);
+    CHECK(r.status == 0, "pk %s: %s", args, r.err);
+    snprintf(args, sizeof args, "generate %s --step-tokens 1 --kv-splits 2 --logits %s", prompt, b);
+    run(&r, args);
+    CHECK(r.status == 0, "pk %s: %s", args, r.err);
+    static char da[1 << 20], db[1 << 20];
+    long na = file_bytes(a, da, sizeof da), nb = file_bytes(b, db, sizeof db);
+    CHECK(na > 0 && na % (7 * 4) == 0 && na == nb && memcmp(da, db, (size_t)na) == 0,
+          "--logits: prefill %ld bytes, one-row steps %ld bytes, %s", na, nb,
+          na == nb && na > 0 ? "different values" : "different sizes");
+    unlink(a);
+    unlink(b);
+    snprintf(args, sizeof args, "generate %s --step-tokens 2 --logits %s", prompt, a);
+    expect_error(args, 1, "--step-tokens 1");
+    unlink(a);
+}
+
 int main(void) {
     const char *build = getenv("BUILD");
     snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
@@ -125,6 +160,7 @@ int main(void) {
     struct stat st;
     CHECK(stat(tg, &st) == 0 && st.st_size > 1000, "inspect wrote no task graph");
     unlink(tg);
+    check_logits_dump();
 
     /* Bad input: one line, non-zero exit, the problem named. */
     expect_error("generate --model /nonexistent --prompt-ids 1,2", 1, "/nonexistent");

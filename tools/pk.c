@@ -178,32 +178,43 @@ typedef struct stream {
     int count;
     double t_first, t_last;
     char buf[1 << 16]; /* > 64 bytes + the longest token: pk_decoder_push never runs short */
-    /* --logits: after the first step, the logits of the prompt's rows */
-    pk_kernel *k;
-    pk_tensor *logits;
-    int prompt_len;
-    const char *logits_path;
-    int logits_error;
 } stream;
 
-/* Writes rows [0, prompt_len) of the logits tensor as float32, after a run whose only step
- * was the prompt's prefill: teacher-forced logits of every prompt position. */
-static void dump_logits(stream *s) {
-    int64_t T = pk_tensor_dim(s->logits, 0), V = pk_tensor_dim(s->logits, 1);
+/* Appends rows [0, nrows) of the logits tensor to f as float32. 0 on success. */
+static int write_logits(pk_kernel *k, pk_tensor *logits, int nrows, FILE *f) {
+    int64_t T = pk_tensor_dim(logits, 0), V = pk_tensor_dim(logits, 1);
     uint16_t *bf = malloc((size_t)(T * V) * sizeof *bf);
     float *row = malloc((size_t)V * sizeof *row);
-    FILE *f = fopen(s->logits_path, "wb");
-    s->logits_error = !bf || !row || !f || pk_tensor_read(s->k, s->logits, bf, (size_t)(T * V) * sizeof *bf) != PK_OK;
-    for (int t = 0; !s->logits_error && t < s->prompt_len; t++) {
+    int err = !bf || !row || nrows > T || pk_tensor_read(k, logits, bf, (size_t)(T * V) * sizeof *bf) != PK_OK;
+    for (int t = 0; !err && t < nrows; t++) {
         for (int64_t v = 0; v < V; v++) {
             uint32_t u = (uint32_t)bf[t * V + v] << 16;
             memcpy(&row[v], &u, sizeof u);
         }
-        s->logits_error = fwrite(row, sizeof *row, (size_t)V, f) != (size_t)V;
+        err = fwrite(row, sizeof *row, (size_t)V, f) != (size_t)V;
     }
-    if (f && fclose(f) != 0) s->logits_error = 1;
     free(bf);
     free(row);
+    return err;
+}
+
+/* --logits: the teacher-forced logits of every prompt position, float32 [n, vocab]. With
+ * --step-tokens 1 each position is the last row of its own run over the prompt's prefix, so every
+ * row comes from a one-token step: the decode path (on the GPU the staged decode attention);
+ * otherwise from one step over the whole prompt (prefill). */
+static void dump_logits(pk_kernel *k, pk_tensor *logits, const int32_t *ids, int n, int one_row_steps,
+                        const char *path) {
+    FILE *f = fopen(path, "wb");
+    if (!f) die("cannot write the logits to '%s'", path);
+    int err = 0;
+    for (int i = one_row_steps ? 1 : n; !err && i <= n; i++) {
+        int32_t first;
+        pk_request one = {.prompt = ids, .prompt_len = i, .max_new_tokens = 1, .output = &first};
+        if (pk_run(k, &one, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+        err = write_logits(k, logits, one_row_steps ? 1 : n, f);
+    }
+    if (fclose(f) != 0) err = 1;
+    if (err) die("cannot write the logits to '%s'", path);
 }
 
 static void on_token(void *user, int request, int32_t token, int row) {
@@ -282,8 +293,9 @@ static int cmd_generate(options *o) {
         die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings %d, one "
             "position kept for a generated token)", n, info.max_position_embeddings - 1, info.max_position_embeddings);
     pk_config c = make_config(o, n, &info);
-    if (o->logits && n > c.max_tokens_per_step)
-        die("--logits needs the prompt in one step: %d tokens, at most %d", n, c.max_tokens_per_step);
+    if (o->logits && n > c.max_tokens_per_step && c.max_tokens_per_step != 1)
+        die("--logits needs the prompt in one step (%d tokens, at most %d), or --step-tokens 1", n,
+            c.max_tokens_per_step);
     pk_model *m = load_model(o->model, &c);
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
@@ -291,20 +303,13 @@ static int cmd_generate(options *o) {
     int32_t *out = malloc((size_t)o->max_tokens * sizeof *out);
     if (!out) die("out of memory");
     pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
-    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL,
-                .k = k, .logits = pk_model_logits(m), .prompt_len = n, .logits_path = o->logits};
+    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
     if (!o->print_ids && !tok) s.print_text = 0;
     if (s.print_text && o->prompt) {
         fputs(o->chat ? "" : o->prompt, stdout);
         fflush(stdout);
     }
-    if (o->logits) { /* one step (the whole prompt), then read the logits back */
-        int32_t first;
-        pk_request one = {.prompt = ids, .prompt_len = n, .max_new_tokens = 1, .output = &first};
-        if (pk_run(k, &one, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
-        dump_logits(&s);
-        if (s.logits_error) die("cannot write the logits to '%s'", o->logits);
-    }
+    if (o->logits) dump_logits(k, pk_model_logits(m), ids, n, c.max_tokens_per_step == 1, o->logits);
     double t_run = now_s();
     if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
     if (s.print_text) {
