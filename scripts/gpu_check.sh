@@ -126,11 +126,7 @@ if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     "$B/pk" generate --prompt "The persistent kernel" --max-tokens 24 --print-ids --backend cuda \
         --trace "$OUT/trace_pk_tiny.json" >"$OUT/gen_cuda.txt" 2>"$OUT/gen_cuda.err"
     tail -n 3 "$OUT/gen_cuda.err"
-    if cmp -s "$OUT/gen_cpu.txt" "$OUT/gen_cuda.txt" && [ -s "$OUT/gen_cpu.txt" ]; then
-        note "pk generate pk-tiny cuda == cpu" "same tokens"
-    else
-        note "pk generate pk-tiny cuda == cpu" "DIFFER (see gen_*.txt)"
-    fi
+    note "pk generate pk-tiny, cuda vs cpu" "$(pk_tokens_compare "$OUT/gen_cpu.txt" "$OUT/gen_cuda.txt")"
     # the attention split over the KV length end to end with real weights (pk-tiny: D 64, so decode
     # rows take the staged split path; gpu_env.sh's pk_tiny_split_ids says why 12 tokens)
     ids=$(pk_tiny_split_ids)
@@ -138,11 +134,10 @@ if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
         >"$OUT/gen_split_cpu.txt" 2>"$OUT/gen_split_cpu.err"
     "$B/pk" generate --prompt-ids "$ids" --max-tokens 12 --kv-splits 3 --print-ids --backend cuda \
         >"$OUT/gen_split_cuda.txt" 2>"$OUT/gen_split_cuda.err"
-    if cmp -s "$OUT/gen_split_cpu.txt" "$OUT/gen_split_cuda.txt" && [ -s "$OUT/gen_split_cpu.txt" ]; then
-        note "pk generate pk-tiny --kv-splits 3 cuda == cpu" "same tokens"
-    else
-        note "pk generate pk-tiny --kv-splits 3 cuda == cpu" "DIFFER (see gen_split_*.txt)"
-    fi
+    note "pk generate pk-tiny --kv-splits 3, cuda vs cpu" "$(pk_tokens_compare "$OUT/gen_split_cpu.txt" "$OUT/gen_split_cuda.txt")"
+    for s in 0 3; do
+        note "pk-tiny decode-step logits (splits $s)" "$(pk_tiny_logits_check "$B/pk" 132 "$OUT" "$s")"
+    done
 fi
 
 echo

@@ -46,3 +46,19 @@ pk_tiny_logits_check() {
     echo "pk-tiny decode logits, cuda vs cpu (100 one-row steps, splits $splits): $line"
     return $rc
 }
+
+# Greedy tokens of two backends (files of ids, one line each), for the log: "same N tokens" or
+# where they part. Not a pass / fail: the tensor-core decode attention sums in another order than
+# the CPU, and a near tie (or an exact bf16 tie: pk_tiny_split_ids) decides a greedy token by
+# rounding alone; pk_tiny_logits_check decides whether every step's logits agree.
+pk_tokens_compare() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+a, b = (open(p).read().split() for p in sys.argv[1:3])
+if a and a == b:
+    print(f"same {len(a)} tokens")
+else:
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    print(f"part at token {k + 1} ({len(a)} cpu, {len(b)} cuda; greedy tokens: near ties)")
+PY
+}

@@ -48,14 +48,18 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #ifndef PK_ATTD_MMA
 #define PK_ATTD_MMA 1 /* 0: the scalar path for every head size (PK_NVCC_DEFINES, to compare) */
 #endif
-/* The tensor-core path from this many query heads per KV head: there it replaces G / 2 passes of
- * the scalar path (Qwen3-8B, G 4: 6.414 -> 6.241 ms/token on the H200); at G 2 one scalar pass
- * costs about the same in the persistent kernel (Qwen3-0.6B: 1.560 against 1.550 / 1.557 ms in
- * two calls), and the scalar path's sums follow the CPU kernel's order: the same bits, so
- * pk-tiny's greedy tokens stay the CPU's (with the tensor cores they part at the 8th token:
- * one-ulp differences decide a near tie). docs/PERF.md, session 6. */
+/* The tensor-core path from this many query heads per KV head (D 64 / 128, sm_80+); below it and
+ * at D 256 the scalar path. On the H200: Qwen3-8B (G 4) 6.414 -> 6.241 ms/token (session 6);
+ * Qwen3-0.6B (G 2) 1.4392 -> 1.3690 with P as two bf16 parts, 1.7B 2.2003 -> 2.1414 with one
+ * (session 7, one call each). Its sums are not the CPU kernel's order, so pk-tiny's greedy tokens
+ * may leave the CPU's at a near tie (they did at the 8th); what must hold is that every decode
+ * step's logits agree (gpu_env.sh pk_tiny_logits_check: relative L2 6.1e-3, the argmax equal at
+ * all 90 decisive positions; with P in one bf16 part one of them differed). docs/PERF.md. */
 #ifndef PK_ATTD_MMA_MIN_G
-#define PK_ATTD_MMA_MIN_G 4
+#define PK_ATTD_MMA_MIN_G 2
+#endif
+#ifndef PK_ATTD_PLO
+#define PK_ATTD_PLO 1 /* P as two bf16 parts in the tensor cores' P·V (pk_attd_warp_blocks_mma) */
 #endif
 /* Whether instance NP may take the tensor-core path (D 64 / 128 on sm_80 and later) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && PK_ATTD_MMA
@@ -185,7 +189,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     return 1 + P;
 }
 
-/* The scalar path (D 256; GPUs before sm_80): per warp and pass of PK_ATTD_HP heads, blocks of
+/* The scalar path (G below PK_ATTD_MMA_MIN_G, D 256, GPUs before sm_80): per warp and pass of PK_ATTD_HP heads, blocks of
  * 32 positions w, w + 8, ... (lane = position), online softmax as attention.cuh's phase 3; then
  * (m, l, acc [D]) into red_m, red_l, red. Loops are rolled (#pragma unroll 1): a version with
  * every head's loops unrolled was larger and its task took 16.3 us in the 0.6B trace against
@@ -398,17 +402,20 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
         const float mn = fmaxf(m, bm); /* finite: position jb is < P */
         const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
         m = mn;
-        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15), rounded to bf16; l sums the
-         * rounded values, so numerator and denominator agree. A second bf16 part (e - hi, 16 bits
-         * of e) cost 0.7 % of the 8B step and did not keep pk-tiny's tokens the CPU's either
-         * (docs/PERF.md, session 6) */
-        uint32_t pa[4];
+        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15). PK_ATTD_PLO 1: in two bf16
+         * parts, e = hi + lo (16 bits of e instead of 8), l the fp32 sum of e; 0: rounded to bf16
+         * once (FlashAttention's choice), l the sum of the rounded values. With one part, pk-tiny's
+         * decode-step logits under teacher forcing (gpu_env.sh pk_tiny_logits_check, at G 2) had
+         * one argmax of 90 decisive positions differ from the CPU's; docs/PERF.md, session 7 */
+        uint32_t pa[4], pl[4];
         float ls = 0.0f;
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            const float e0 = pk_dev_round_bf16(expf(sc[t][0] - mn)), e1 = pk_dev_round_bf16(expf(sc[t][1] - mn));
-            ls += e0 + e1;
-            pa[t] = pk_attd_pack_bf16(e0, e1);
+            const float e0 = expf(sc[t][0] - mn), e1 = expf(sc[t][1] - mn);
+            const float h0 = pk_dev_round_bf16(e0), h1 = pk_dev_round_bf16(e1);
+            ls += PK_ATTD_PLO ? e0 + e1 : h0 + h1;
+            pa[t] = pk_attd_pack_bf16(h0, h1);
+            pl[t] = PK_ATTD_PLO ? pk_attd_pack_bf16(e0 - h0, e1 - h1) : 0u;
         }
         l = fmaf(l, alpha, ls);
 #pragma unroll
@@ -427,6 +434,10 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
                 pk_attd_ldsm4<true>(b, V_s + pk_attd_kidx(vr, d0 + mcol, D));
                 pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], b[0], b[1]);
                 pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], b[2], b[3]);
+                if (PK_ATTD_PLO) {
+                    pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], b[0], b[1]);
+                    pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], b[2], b[3]);
+                }
             }
         }
     }
