@@ -743,9 +743,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     /* launch, then stream tokens until the kernel ends */
     const pk_dev_state *arg_state = c->d_state;
     void *args[] = {(void *)&arg_state};
-    PK_CU(cudaLaunchCooperativeKernel(a->dynamic ? (const void *)pk_gen_kernel_dynamic : (const void *)pk_gen_kernel,
-                                      dim3(blocks), dim3(PK_CUDA_THREADS), args,
-                                      smem_bytes, c->stream));
+    PK_CU(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(PK_CUDA_THREADS), args, smem_bytes, c->stream));
     uint32_t delivered = 0;
     cudaError_t q;
     for (;;) {
