@@ -6,8 +6,8 @@ scripts/gpu_teacher_forcing.py compares pk with transformers:
   * argmax agreement at the decisive positions: where the reference's top-1 / top-2 gap exceeds
     4 bf16 steps of its top-1 logit (elsewhere either token is right: the backends sum in
     different orders, and bf16 rounding decides near ties).
-Passes (exit 0) when the relative error is <= --max-rel (1e-2: bf16 logits) and every decisive
-argmax agrees; prints one line either way. Pure Python (no numpy): the dumps of pk-tiny are small.
+Passes (exit 0) when the relative error is <= --max-rel (1e-2: bf16 logits), there is a decisive
+position and every decisive argmax agrees; prints one line either way. Pure Python (no numpy): the dumps of pk-tiny are small.
 
     python3 scripts/compare_logits.py REF TEST ROWS [--max-rel 1e-2]
 """
@@ -68,7 +68,7 @@ def main():
             decisive += 1
             agree += same
     rel = math.sqrt(num / den) if den > 0 else math.inf
-    ok = rel <= a.max_rel and agree == decisive
+    ok = rel <= a.max_rel and agree == decisive and decisive > 0  # no decisive position: nothing checked
     print(f"{'passed' if ok else 'FAILED'}: relative L2 {rel:.2e} (max {a.max_rel:.0e}), max |d| {max_abs:.4f}, "
           f"argmax equal at {agree}/{decisive} decisive positions ({all_agree}/{a.rows} all)")
     return 0 if ok else 1
