@@ -62,6 +62,6 @@ if a and a == b:
     print(f"same {len(a)} tokens")
 else:
     k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    print(f"part at token {k + 1} ({len(a)} cpu, {len(b)} cuda; greedy tokens: near ties)")
+    print(f"part at token {k + 1} ({len(a)} cpu, {len(b)} cuda)")
 PY
 }
