@@ -3,8 +3,9 @@
 #   1. the machine, the build (build/pk and tests/gpu/test_cuda_e2e, prebuilt or made here);
 #   2. the correctness gate, so that timings are only reported for a correct build:
 #      GATE=quick (default): scripts/gpu_check.sh's quick end-to-end (test_cuda_e2e --quick: CPU vs
-#        CUDA static and dynamic, tokens identical, logits within tolerance) and `pk generate
-#        --print-ids` on models/pk-tiny, CUDA == CPU;
+#        CUDA static and dynamic, tokens identical, logits within tolerance) and pk-tiny's
+#        decode-step logits under teacher forcing, CUDA against the CPU (gpu_env.sh
+#        pk_tiny_logits_check; `pk generate --print-ids` on both is logged: where tokens part);
 #      GATE=full: scripts/gpu_check.sh's normal end-to-end pass (every configuration, 100 repeats,
 #        EOS, trace) and the pk-tiny comparison;
 #      GATE=0: skipped (the table then says so). A failed gate stops here with exit 1;
