@@ -19,11 +19,13 @@ typedef struct result {
     char out[1 << 16], err[1 << 14];
 } result;
 
-static void slurp(const char *path, char *buf, size_t cap) {
+/* Reads up to cap - 1 bytes of path into buf, NUL-terminated; returns the count (0: no file). */
+static size_t slurp(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "rb");
     size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
     buf[n] = '\0';
     if (f) fclose(f);
+    return n;
 }
 
 /* Runs `pk <args>` through the shell (arguments are the test's own, quoted by the caller). */
@@ -89,13 +91,6 @@ static void check_golden_cli(const char *name, const char *extra, int which) {
     cJSON_Delete(root);
 }
 
-static long file_bytes(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    long n = f ? (long)fread(buf, 1, cap, f) : -1;
-    if (f) fclose(f);
-    return n;
-}
-
 /* --logits: the prompt's teacher-forced logits, from one prefill step or (--step-tokens 1) from
  * one one-row step per position; on the CPU the two are the same bits (its sums do not depend
  * on the step's rows). The GPU check compares the one-row dump across backends
@@ -113,9 +108,9 @@ static void check_logits_dump(void) {
     run(&r, args);
     CHECK(r.status == 0, "pk %s: %s", args, r.err);
     static char da[1 << 20], db[1 << 20];
-    long na = file_bytes(a, da, sizeof da), nb = file_bytes(b, db, sizeof db);
-    CHECK(na > 0 && na % (7 * 4) == 0 && na == nb && memcmp(da, db, (size_t)na) == 0,
-          "--logits: prefill %ld bytes, one-row steps %ld bytes, %s", na, nb,
+    size_t na = slurp(a, da, sizeof da), nb = slurp(b, db, sizeof db);
+    CHECK(na > 0 && na < sizeof da - 1 && na % (7 * 4) == 0 && na == nb && memcmp(da, db, na) == 0,
+          "--logits: prefill %zu bytes, one-row steps %zu bytes, %s", na, nb,
           na == nb && na > 0 ? "different values" : "different sizes");
     unlink(a);
     unlink(b);

@@ -245,8 +245,9 @@ static const char *float_lit(float f, char *buf, size_t len) {
 
 /* The cases fill one `w` (and one `s`, below) declared at the top of the dispatch function: nvcc
  * gave every case's own local its own stack slot (their addresses go to the __noinline__
- * call-throughs), 10.8 KB of local memory per thread for the 36 layers of Qwen3-8B, which the
- * driver reserves for every thread the GPU can hold (~2.9 GB on an H200). */
+ * call-throughs): a 10.8 KB stack frame per thread for the 36 layers of Qwen3-8B (ptxas; 144
+ * bytes now). The driver sizes local memory for every thread the GPU can hold, so that frame
+ * would hold ~2.9 GB on an H200 (inferred from the sizes, not measured). */
 static void emit_rows(pk_strbuf *o, const gview *w) {
     pk_sb_printf(o, "        w = pk_gen_rows(B[%d], %uu, %" PRIu64 "ull);\n", w->id, w->trows, w->rs);
 }
@@ -276,9 +277,9 @@ static int attn_pairs(const pk_layer_params *p) {
 
 /* Query heads per KV head as a compile-time argument of the decode attention (0: unknown, decided
  * at run time): the staged path then compiles only the code its group size takes (the tensor-core
- * or the scalar block loop, attention_decode.cuh), not both in one function, whose registers the
- * persistent kernel's cap of 128 made spill (ptxas: 604 bytes of spill stores with both, 236
- * without the tensor-core loop). */
+ * or the scalar block loop, attention_decode.cuh), not both in one function: less code, and at
+ * the 128-register cap (dynamic mode's kernel; static mode's until session 7) both loops together
+ * spilled (ptxas: 604 bytes of spill stores, 236 without the tensor-core loop). */
 static int attn_group(const pk_layer_params *p) {
     const int Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     return Hkv > 0 && Hq % Hkv == 0 && Hq / Hkv <= PK_ATTD_G_MAX ? Hq / Hkv : 0;
