@@ -22,7 +22,8 @@ error to transformers is <= 1e-2, or when it is no further from the fp32 referen
 agrees. Exit status 1 otherwise.
 Env: PK (default build/pk), OUT (default /tmp/pk-tf), DEADLINE_S (skip stages after this many
 seconds, default 420), NEW_TOKENS (128), TRACE_DIR (write pk's Perfetto traces there),
-BASELINE=0 (skip hf_baseline).
+BASELINE=0 (skip hf_baseline), STEP_TOKENS (1: pk computes every prompt position's logits in
+one-row steps, the decode path, instead of one prefill step).
 """
 import json
 import math
@@ -72,6 +73,8 @@ def run_pk(d, ids, name):
     lf = os.path.join(OUT, name + ".logits")
     cmd = [PK, "generate", "--model", d, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", str(NEW),
            "--backend", "cuda", "--print-ids", "--logits", lf]
+    if os.environ.get("STEP_TOKENS"):  # e.g. 1: every position's logits from one-row (decode) steps
+        cmd += ["--step-tokens", os.environ["STEP_TOKENS"]]
     if os.environ.get("TRACE_DIR"):
         cmd += ["--trace", os.path.join(os.environ["TRACE_DIR"], f"trace_{name}.json")]
     t = time.time()

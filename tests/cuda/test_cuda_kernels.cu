@@ -230,12 +230,13 @@ WRAP k_all_kinds(int kind, all_args g) {
     }
 }
 
-#define LAUNCH(kern, ...)                                                                     \
+#define LAUNCH_SMEM(kern, smem, ...)                                                          \
     do {                                                                                      \
-        kern<<<1, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(__VA_ARGS__);                        \
+        kern<<<1, PK_CUDA_THREADS, (smem)>>>(__VA_ARGS__);                                    \
         CU(cudaGetLastError());                                                               \
         CU(cudaDeviceSynchronize());                                                          \
     } while (0)
+#define LAUNCH(kern, ...) LAUNCH_SMEM(kern, PK_CUDA_SMEM_BYTES, __VA_ARGS__)
 
 static void setup_kernels(void) {
     const void *ks[] = {(const void *)k_embedding,       (const void *)k_rmsnorm,
@@ -250,6 +251,12 @@ static void setup_kernels(void) {
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
     CU(cudaDeviceGetAttribute(&g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    /* the linear kinds also run with all of it: the decode GEMV's async path (linear.cuh) needs
+     * more than PK_CUDA_SMEM_BYTES, as the persistent kernel's static mode gives it */
+    const void *kl[] = {(const void *)k_linear, (const void *)k_rmsnorm_linear, (const void *)k_silu_mul_linear,
+                        (const void *)k_linear_grid};
+    for (size_t i = 0; i < sizeof kl / sizeof *kl; i++)
+        CU(cudaFuncSetAttribute(kl[i], cudaFuncAttributeMaxDynamicSharedMemorySize, g_smem_optin));
     const void *kd[] = {(const void *)k_attention_decode<1>, (const void *)k_attention_decode<2>,
                         (const void *)k_attention_decode<4>, (const void *)k_attention_decode<8>};
     for (size_t i = 0; i < sizeof kd / sizeof *kd; i++)
@@ -564,23 +571,27 @@ static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncol
     }
     pk_bf16 *dx = dup(x), *dnw = dup(nw), *dres = has_res ? dup(res) : NULL;
     pk_bf16 *dout = dalloc<pk_bf16>(on);
+    /* run 0 with the kernels' PK_CUDA_SMEM_BYTES, run 1 with all the shared memory a block may
+     * have: decode tiles the async path takes (linear.cuh) run it in run 1 only, and "repro"
+     * then also says that both paths give the same bits */
     std::vector<pk_bf16> g[2];
     for (int run = 0; run < 2; run++) {
         dpoison(dout, on * 2);
         pk_bf16 *o = dout + 1;
+        const int sm = run == 0 ? PK_CUDA_SMEM_BYTES : g_smem_optin;
         switch (kind) {
         case LIN:
         case LIN_RES:
-            LAUNCH(k_linear, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
-                   out_stride);
+            LAUNCH_SMEM(k_linear, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
+                        out_stride);
             break;
         case NORM_LIN:
-            LAUNCH(k_rmsnorm_linear, dx, x_stride, dnw, 1e-6f, n_tok, K, w.d, n0, ncols, o,
-                   out_stride);
+            LAUNCH_SMEM(k_rmsnorm_linear, sm, dx, x_stride, dnw, 1e-6f, n_tok, K, w.d, n0, ncols, o,
+                        out_stride);
             break;
         default:
-            LAUNCH(k_silu_mul_linear, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
-                   out_stride);
+            LAUNCH_SMEM(k_silu_mul_linear, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride,
+                        o, out_stride);
             break;
         }
         g[run] = get(dout, on);
@@ -619,6 +630,13 @@ static void test_linear(uint64_t *seed) {
     linear_case(NORM_LIN, 4096, 1, 0, 48, 48, 0, seed);
     linear_case(LIN_RES, 1024, 1, 1, 0, 144, 0, seed);
     linear_case(SILU_LIN_RES, 3072, 1, 2, 6, 48, 3, seed);
+    /* decode tiles the async path takes in run 1 (contiguous rows, K a multiple of 256, >= 32
+     * columns): one round, ragged rounds, many rounds, the 8B down projection's K */
+    linear_case(LIN, 1024, 1, 0, 0, 32, 0, seed);
+    linear_case(LIN_RES, 2048, 1, 0, 7, 297, 0, seed);
+    linear_case(NORM_LIN, 4096, 1, 0, 3, 44, 0, seed);
+    linear_case(SILU_LIN_RES, 12288, 1, 0, 5, 36, 3, seed);
+    linear_case(SILU_LIN, 3072, 1, 0, 64, 64, 0, seed);
 }
 
 /* ---- silu_mul -------------------------------------------------------------------------------- */
@@ -1086,7 +1104,7 @@ static void bench_linear(int sms) {
         {"0.6B lm_head 1024->151936", 1024, 151936}};
     static const int ntoks[] = {1, 4, 8};
     uint64_t seed = 99;
-    printf("\n%-26s %5s %6s %6s %10s %9s\n", "bench linear", "n_tok", "grid", "tile", "us", "GB/s");
+    printf("\n%-26s %5s %6s %6s %7s %10s %9s\n", "bench linear", "n_tok", "grid", "tile", "smem KB", "us", "GB/s");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int K = shapes[si].K, N = shapes[si].N;
         const int NCOPY = 2; /* alternate two weight copies so that L2 cannot hold them */
@@ -1096,15 +1114,16 @@ static void bench_linear(int sms) {
         for (int c = 0; c < NCOPY; c++) dw[c] = dup(hw);
         pk_bf16 *dx = dup(rand_bf16((size_t)8 * K, -1.0f, 1.0f, &seed));
         pk_bf16 *dout = dalloc<pk_bf16>((size_t)8 * N);
-        for (int ni = 0; ni < 3; ni++) {
-            int n_tok = ntoks[ni];
+        /* one token also with all the shared memory (the async decode path, as in static mode) */
+        for (int ni = 0; ni < 4; ni++) {
+            int n_tok = ni < 3 ? ntoks[ni] : 1, sm = ni < 3 ? PK_CUDA_SMEM_BYTES : g_smem_optin;
             int tile = (N + sms - 1) / sms, grid = (N + tile - 1) / tile;
             const double us = time_launches_us([&](int it) {
                 pk_rows w = pk_rows_plain(dw[(it + 3) % NCOPY], (uint32_t)N, (uint64_t)K);
-                k_linear_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(dx, n_tok, K, w, N, tile, dout);
+                k_linear_grid<<<grid, PK_CUDA_THREADS, sm>>>(dx, n_tok, K, w, N, tile, dout);
             });
             const double gbs = (double)N * K * 2 / (us * 1e-6) / 1e9;
-            printf("%-26s %5d %6d %6d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, us, gbs);
+            printf("%-26s %5d %6d %6d %7d %10.1f %9.0f\n", shapes[si].name, n_tok, grid, tile, sm / 1024, us, gbs);
         }
         dfree_all();
     }

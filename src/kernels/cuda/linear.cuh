@@ -122,6 +122,69 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
     }
 }
 
+/* One row (a decode step): the row scale (RMSNORM) and xs[0 .. K) as pk_dev_rms_scales then
+ * pk_lin_stage build them, the same bits, from one read of x: each thread keeps its chunks (and
+ * the norm weights', loaded alongside) in registers across the scale's barriers instead of
+ * reading x from L2 a second time after them — one dependent L2 round trip less per task.
+ * Needs K % 8 == 0 and K <= 8 · THREADS · PK_LIN_RMS_CHUNKS (else the two passes). Ends with a
+ * barrier: xs is then visible to every thread. */
+#define PK_LIN_RMS_CHUNKS 4 /* 16-byte chunks per thread: K <= 8192 at 256 threads */
+#ifndef PK_LIN_ONE_READ
+#define PK_LIN_ONE_READ 1 /* 0: always the two passes (PK_NVCC_DEFINES, to compare) */
+#endif
+template <int XN>
+__device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float *red_s, pk_bf16 *xs) {
+    const int K = a.K;
+    if (!PK_LIN_ONE_READ || XN != PK_LIN_RMSNORM || K % 8 != 0 || K > 8 * PK_CUDA_THREADS * PK_LIN_RMS_CHUNKS) {
+        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
+        pk_lin_stage<XN>(a, 0, 1, 1, 0, K, (K + 7) / 8 * 8, scale_s, xs);
+        __syncthreads();
+        return;
+    }
+    const int nch = K / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    uint4 xv[PK_LIN_RMS_CHUNKS], nv[PK_LIN_RMS_CHUNKS];
+#pragma unroll
+    for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++) {
+        const int c = threadIdx.x + m * PK_CUDA_THREADS;
+        if (c < nch) {
+            xv[m] = pk_dev_load8_any<true>(a.x + 8 * c);
+            nv[m] = pk_dev_load8_any<false>(a.norm_w + 8 * c);
+        }
+    }
+    float ss = 0.0f; /* pk_dev_rms_scales's order: chunks in order, elements in order */
+#pragma unroll
+    for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++)
+        if (threadIdx.x + m * PK_CUDA_THREADS < nch) {
+            float f[8];
+            pk_dev_unpack8(xv[m], f);
+#pragma unroll
+            for (int i = 0; i < 8; i++) ss = fmaf(f[i], f[i], ss);
+        }
+    ss = pk_dev_warp_sum(ss);
+    if (lane == 0) red_s[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int i = 0; i < PK_DEV_WARPS; i++) t += red_s[i];
+        scale_s[0] = 1.0f / sqrtf(t / (float)K + a.eps);
+    }
+    __syncthreads();
+    const float scale = scale_s[0];
+#pragma unroll
+    for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++) {
+        const int c = threadIdx.x + m * PK_CUDA_THREADS;
+        if (c < nch) {
+            float f[8], g[8], h[8];
+            pk_dev_unpack8(xv[m], f);
+            pk_dev_unpack8(nv[m], g);
+#pragma unroll
+            for (int i = 0; i < 8; i++) h[i] = pk_dev_rmsnorm1(f[i], scale, g[i]);
+            *(uint4 *)(xs + 8 * c) = pk_dev_pack8(h);
+        }
+    }
+    __syncthreads();
+}
+
 /* acc[c][r] += Σ_e xc[r · ldx + e] · w[c][e], e < 8: one chunk, elements in order. */
 template <int NT, int CW>
 __device__ __forceinline__ void pk_lin_fma(const pk_bf16 *xc, int ldx, const uint4 *wv,
@@ -196,7 +259,8 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const bool full = (int64_t)NT * Kp * 2 <= avail;
     const int kcmax = full ? Kp : avail / (NT * 2) / 8 * 8;
 
-    if (XN == PK_LIN_RMSNORM)
+    const bool one = NT == 1 && full; /* pk_lin_stage1: one read of x */
+    if (XN == PK_LIN_RMSNORM && !one)
         pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s);
 
     const int ngroups = (a.ncols + CW - 1) / CW; /* column groups */
@@ -206,7 +270,11 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const int vl = sub * 32 + lane, nvl = 32 * S;
     const int rounds = (ngroups + G - 1) / G;
 
-    if (full) {
+    if (one) {
+        pk_lin_args r = a;
+        r.x += t0 * a.x_stride;
+        pk_lin_stage1<XN>(r, scale_s, red_s, xs);
+    } else if (full) {
         pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
         __syncthreads();
     }
@@ -225,6 +293,12 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
                             : pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j));
             vec = vec && pk_dev_aligned16(wr[i]);
         }
+        /* lane c·NT + r's residual now, not after the sums: its L2 round trip overlaps the FMAs */
+        const int jo = j0 + lane / NT, ro = lane % NT;
+        const bool writer = active && sub == 0 && lane < CW * NT && jo < a.ncols && ro < nt;
+        const float res = a.residual && writer
+                              ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + (int64_t)(t0 + ro) * a.res_stride + jo))
+                              : 0.0f;
         float acc[CW][NT];
 #pragma unroll
         for (int i = 0; i < CW; i++)
@@ -265,21 +339,220 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             if (sub == 0)
                 for (int s = 1; s < S; s++) mine += pb[(warp + s) * 32 + lane];
         }
-        if (active && sub == 0 && lane < CW * NT) {
-            int j = j0 + lane / NT, r = lane % NT;
-            if (j < a.ncols && r < nt) {
-                int64_t t = t0 + r;
-                float y = mine;
-                if (a.residual)
-                    y = pk_dev_round_bf16(y) +
-                        pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
-                a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
-            }
+        if (writer) {
+            float y = mine;
+            if (a.residual) y = pk_dev_round_bf16(y) + res;
+            a.out[(int64_t)(t0 + ro) * a.out_stride + jo] = pk_dev_f32_to_bf16(y);
         }
     }
     __syncthreads(); /* xs and scale_s are free for the next block */
 }
 
+
+/* ---- decode rows from global memory with their loads kept in flight (PK_LIN_ASYNC) ------------
+ * pk_lin_rows<XN, 1, CW, U> issues a batch of U·CW 16-byte loads per lane, waits for all of them,
+ * does its FMAs and only then issues the next batch: the bytes in flight fall to zero once per
+ * batch and once per column round (the Qwen3-8B GEMVs stream 18-26 GB/s per SM in the persistent
+ * kernel where the copy bandwidth is 32; docs/PERF.md). This path gives each lane a ring of NS
+ * stages in shared memory: a stage is one 16-byte chunk of each of the lane's CW weight rows,
+ * copied by cp.async; once stage s has landed and the lane has read it, it issues stage s + NS - 1
+ * (which may belong to the next column round), so up to NS - 1 stages stay in flight from the
+ * first chunk to the last.
+ * A lane reads back only the bytes it copied itself, which cp.async.wait_group makes visible to
+ * it: no barrier. The sums are pk_lin_rows's (lane vl sums chunks vl, vl + nvl, ... in order, the
+ * same butterfly and partial order), so the two paths give the same bits; which one runs depends
+ * on the shapes and on the shared memory the launch gave, never on the mode's results.
+ * Shared memory: linear's header, xs [K] bf16, then the rings at pk_lin_async_off(K):
+ * [WARPS][NS][CW][32 lanes] 16-byte entries. The first NS - 1 stages are issued before the row
+ * scales and xs are built (the weights do not depend on x). */
+#ifndef PK_LIN_ASYNC
+#define PK_LIN_ASYNC 1 /* 0: decode rows always take pk_lin_rows (PK_NVCC_DEFINES, to compare) */
+#endif
+#ifndef PK_LIN_ASYNC_STAGES
+#define PK_LIN_ASYNC_STAGES 8 /* stages per lane; 4-row groups: 16 KB per warp, 128 KB per CTA */
+#endif
+
+/* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 0: a plain cp.async.cg; 1: with the weight
+ * loads' evict-first L2 policy (pk_dev_cp_async_w16); 2: that and the 256-byte L2 prefetch. */
+#ifndef PK_LIN_ASYNC_HINT
+#define PK_LIN_ASYNC_HINT 0
+#endif
+__device__ __forceinline__ void pk_lin_cp_async(uint32_t dst, const void *src) {
+#if PK_LIN_ASYNC_HINT == 2
+    pk_dev_cp_async_stream16(dst, src);
+#elif PK_LIN_ASYNC_HINT == 1
+    pk_dev_cp_async_w16(dst, src);
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+#endif
+}
+
+__device__ __forceinline__ int pk_lin_async_off(int K) { return (PK_LIN_HDR + 2 * K + 127) / 128 * 128; }
+
+/* The dynamic shared memory of this launch (bytes): static mode gives the persistent kernel more
+ * than the kernels' PK_CUDA_SMEM_BYTES; the area beyond is free while an unstaged linear task runs. */
+__device__ __forceinline__ uint32_t pk_dev_dynamic_smem(void) {
+    uint32_t n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+template <int CW>
+__device__ __forceinline__ int pk_lin_async_bytes(int ns) { return PK_DEV_WARPS * ns * CW * 32 * 16; }
+
+/* wst_rows codes besides staged row counts (> 0) and 0 (nothing): the tile's pages are in the
+ * weight ring (a.wst is its state); the async path's first stages were issued before the task's
+ * dependency wait (pk_lin_async_pre, static mode). */
+#define PK_WST_RING (-1)
+#define PK_WST_ASYNC (-2)
+
+/* Whether one token's tile of ncols rows [K], contiguous from base, takes the async path with NS
+ * stages of CW-row groups: at least one group per warp (ncols >= CW · WARPS: one warp per group,
+ * no split-K, as pk_lin_rows takes such tiles), every lane the same number of chunks per row
+ * (K / 8 a multiple of 32), 16-byte aligned rows, and the rings fit this launch. */
+template <int CW, int NS>
+__device__ __forceinline__ bool pk_lin_async_fits(const pk_bf16 *base, int K, int ncols, int n_tok) {
+    return PK_LIN_ASYNC && n_tok == 1 && ncols >= CW * PK_DEV_WARPS && K % 256 == 0 && pk_dev_aligned16(base) &&
+           (uint32_t)(pk_lin_async_off(K) + pk_lin_async_bytes<CW>(NS)) <= pk_dev_dynamic_smem();
+}
+
+/* The tile pk_lin_async_pre issued stages for (thread 0 writes them; the wait's barrier publishes) */
+__shared__ const pk_bf16 *pk_lin_pre_base;
+__shared__ int pk_lin_pre_K, pk_lin_pre_ncols;
+
+/* A lane's issue side of the async path: step `is` copies elements 8 · lane + 256 · ij of its
+ * group's CW rows in column round ir, into stage is % NS. */
+template <int CW, int NS>
+struct pk_lin_async_issuer {
+    const pk_bf16 *base; /* row 0 of the tile, plus this lane's 8 elements */
+    int K, ncols, ngroups, nj, nsteps, warp;
+    uint32_t ring_sh; /* this lane's entry of stage 0, row 0 (shared address) */
+    int is, ir, ij;
+
+    __device__ __forceinline__ void init(const pk_bf16 *b, int k, int n, char *smem) {
+        const int lane = threadIdx.x % 32;
+        warp = threadIdx.x / 32;
+        base = b + 8 * lane;
+        K = k;
+        ncols = n;
+        ngroups = (ncols + CW - 1) / CW;
+        nj = K / 256;
+        nsteps = (ngroups + PK_DEV_WARPS - 1) / PK_DEV_WARPS * nj;
+        ring_sh = (uint32_t)__cvta_generic_to_shared(smem + pk_lin_async_off(K) + warp * NS * CW * 512 + lane * 16);
+        is = ir = ij = 0;
+    }
+    /* Issues the next step's copies (COPY) or only moves past it (they were issued before). */
+    template <bool COPY>
+    __device__ __forceinline__ void next() {
+        if (COPY) {
+            const int cg = ir * PK_DEV_WARPS + warp;
+            if (is < nsteps && cg < ngroups) {
+#pragma unroll
+                for (int i = 0; i < CW; i++) {
+                    const int j = cg * CW + i < ncols ? cg * CW + i : ncols - 1; /* a spare column repeats the last */
+                    pk_lin_cp_async(ring_sh + (uint32_t)(((is % NS) * CW + i) * 512),
+                                             base + (int64_t)j * K + 256 * ij);
+                }
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory"); /* empty past the end: the count stays */
+        }
+        is++;
+        if (++ij == nj) {
+            ij = 0;
+            ir++;
+        }
+    }
+};
+
+/* Static mode, before a linear task's dependency wait (runtime.cuh): when the task's tile (ncols
+ * rows [K] from base) will take the async path, issues its first NS - 1 stages, as
+ * pk_lin_rows_async would after the wait, and returns PK_WST_ASYNC (else 0). Every thread. */
+template <int CW = 4, int NS = PK_LIN_ASYNC_STAGES>
+__device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
+    if (!pk_lin_async_fits<CW, NS>(base, K, ncols, n_tok)) return 0;
+    pk_lin_async_issuer<CW, NS> q;
+    q.init(base, K, ncols, smem);
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) q.template next<true>();
+    if (threadIdx.x == 0) {
+        pk_lin_pre_base = base;
+        pk_lin_pre_K = K;
+        pk_lin_pre_ncols = ncols;
+    }
+    return PK_WST_ASYNC;
+}
+
+/* Whether a decode block takes the async path: pk_lin_async_fits, rows contiguous (one segment,
+ * stride K), not staged in shared memory. With PK_WST_ASYNC the stages issued before the wait
+ * must be this tile's (else pk_lin_tile drains them and starts over). */
+template <int CW, int NS>
+__device__ inline bool pk_lin_async_ok(const pk_lin_args &a) {
+    if ((a.wst_rows != 0 && a.wst_rows != PK_WST_ASYNC) || a.w->nseg != 1 || a.w->row_stride != (uint64_t)a.K)
+        return false;
+    const pk_bf16 *base = pk_dev_rows_get(a.w, (uint32_t)a.n0);
+    if (a.wst_rows == PK_WST_ASYNC && (base != pk_lin_pre_base || a.K != pk_lin_pre_K || a.ncols != pk_lin_pre_ncols))
+        return false;
+    return pk_lin_async_fits<CW, NS>(base, a.K, a.ncols, a.n_tok);
+}
+
+/* One token's row through the lane rings (header above): warp w takes column groups w, w + 8, ...
+ * as pk_lin_rows does with 8 groups per round. PRE: the first NS - 1 stages were issued before
+ * the wait (pk_lin_async_pre). Whole CTA. */
+template <int XN, int CW, int NS, bool PRE>
+__device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
+    static_assert(NS >= 2, "the async path waits for NS - 2 pending stages");
+    float *scale_s = (float *)smem;
+    float *red_s = scale_s + PK_LIN_MAXROWS;
+    pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR); /* [K] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int K = a.K, ncols = a.ncols, ngroups = (ncols + CW - 1) / CW;
+    const int rounds = (ngroups + PK_DEV_WARPS - 1) / PK_DEV_WARPS, nj = K / 256;
+    /* this lane's entry of stage s, row i: ring + (s · CW + i) · 512 */
+    const char *ring = smem + pk_lin_async_off(K) + warp * NS * CW * 512 + lane * 16;
+    pk_lin_async_issuer<CW, NS> q;
+    q.init(pk_dev_rows_get(a.w, (uint32_t)a.n0), K, ncols, smem);
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) q.template next<!PRE>();
+
+    pk_lin_stage1<XN>(a, scale_s, red_s, xs);
+
+    int s = 0;
+    for (int round = 0; round < rounds; round++) {
+        const int cg = round * PK_DEV_WARPS + warp;
+        if (cg >= ngroups) break; /* the warp's last round: only empty groups are left to issue */
+        const int jc = cg * CW + lane; /* lane c < CW: column c of the group */
+        /* the residual now, not after the sums: its L2 round trip overlaps the FMAs */
+        const float res = a.residual && lane < CW && jc < ncols ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + jc)) : 0.0f;
+        float acc[CW][1];
+#pragma unroll
+        for (int i = 0; i < CW; i++) acc[i][0] = 0.0f;
+        for (int j = 0; j < nj; j++, s++) {
+            /* stage s landed (stages s + 1 .. s + NS - 2 may be in flight), then stage s + NS - 1
+             * into the slot stage s - 1 left: at most NS - 1 groups pending, as CUTLASS's
+             * multistage loops keep them (docs/PERF.md session 8: issuing before this wait, NS
+             * groups pending, trapped on the H200) */
+            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+            uint4 wv[CW];
+#pragma unroll
+            for (int i = 0; i < CW; i++) wv[i] = *(const uint4 *)(ring + ((s % NS) * CW + i) * 512);
+            q.template next<true>();
+            pk_lin_fma<1, CW>(xs + 8 * (lane + 32 * j), K, wv, acc);
+        }
+        float mine = 0.0f; /* lane c: the warp's sum of acc[c] */
+#pragma unroll
+        for (int i = 0; i < CW; i++) {
+            float v = pk_dev_warp_sum(acc[i][0]);
+            if (lane == i) mine = v;
+        }
+        if (lane < CW && jc < ncols) {
+            float y = mine;
+            if (a.residual) y = pk_dev_round_bf16(y) + res;
+            a.out[jc] = pk_dev_f32_to_bf16(y);
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* xs, scale_s and the rings are free for the next task */
+}
 
 /* ---- decode rows (n_tok == 1) in pages: the weight ring's order --------------------------------
  * A step of one token reads the tile in the pages of weight_ring.cuh (pk_wring_page): from the
@@ -350,9 +623,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
     const int rpp = (int)g.rows_per_page, ppr = (int)g.pieces_per_row; /* rpp 0: rows in pieces */
     const uint32_t npages = pk_wring_npages((uint32_t)a.ncols * (uint32_t)rb, (uint32_t)rb);
 
-    if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
-    pk_lin_stage<XN>(a, 0, 1, 1, 0, K, K, scale_s, xs);
-    __syncthreads();
+    pk_lin_stage1<XN>(a, scale_s, red_s, xs);
 
     const uint32_t p0 = RING ? rg->pos : 0u;
     for (uint32_t q = (warp + PK_DEV_WARPS - p0 % PK_DEV_WARPS) % PK_DEV_WARPS; q < npages; q += PK_DEV_WARPS) {
@@ -388,11 +659,17 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
 }
 
 template <int XN>
-__device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
+__device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
+    if (a.wst_rows == PK_WST_ASYNC && (a.ncols <= 0 || !pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a))) {
+        /* stages issued before the wait that this task will not read: let them land first */
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads();
+        a.wst_rows = 0;
+    }
     if (a.ncols <= 0) return;
     if (pk_lin_paged_ok(a)) {
         const char *tile = (const char *)pk_dev_rows_get(a.w, (uint32_t)a.n0);
-        pk_wring *rg = a.wst && a.wst_rows < 0 ? (pk_wring *)a.wst : nullptr;
+        pk_wring *rg = a.wst && a.wst_rows == PK_WST_RING ? (pk_wring *)a.wst : nullptr;
         if (rg) { /* the ring's segment must be this tile (else the runtime drains its pages) */
             const pk_wring_ent e = rg->segs[rg->seg];
             if (pk_wring_ent_src(e) != tile || pk_wring_ent_row_bytes(e) != 2u * (uint32_t)a.K ||
@@ -410,9 +687,15 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a, char *smem) {
     }
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-        if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS)
-            pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
-        else if (nt == 1)
+        if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
+            if (pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a)) {
+                if (a.wst_rows == PK_WST_ASYNC)
+                    pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, true>(a, smem);
+                else
+                    pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, false>(a, smem);
+            } else
+                pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
+        } else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
         else if (nt == 2)
             pk_lin_rows<XN, 2, 2, 8>(a, t0, nt, smem);

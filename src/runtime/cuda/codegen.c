@@ -533,6 +533,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_NUM_GROUP_COUNTERS %du /* after the events in S->counters */\n",
                  pk_graph_group_counter0(k, k->nlayers));
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
+    pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
     pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
     if (fallback)

@@ -164,6 +164,33 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #endif
 }
 
+/* The async decode GEMV's first stages (kernels/cuda/linear.cuh, pk_lin_async_pre), issued
+ * before a linear task's dependency wait when its tile was not staged whole: the task starts with
+ * PK_LIN_ASYNC_STAGES - 1 stages (112 KB per CTA at 8) landed or in flight instead of issuing them
+ * after the event fires. Returns what pk_gen_run_task takes as wst_rows (PK_WST_ASYNC, or 0).
+ * Every thread calls it. 0: off (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_LIN_ASYNC_PRE
+#define PK_LIN_ASYNC_PRE 1
+#endif
+__device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem) {
+#if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
+    (void)S, (void)t, (void)smem;
+    return 0;
+#else
+    const pk_gen_task task = pk_gen_tasks[t];
+    if (task.layer >= PK_GEN_NUM_LAYERS) return 0;
+    const int kind = pk_gen_layers[task.layer].kind;
+    if (kind != PK_TASK_LINEAR && kind != PK_TASK_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR &&
+        kind != PK_TASK_SILU_MUL_LINEAR_RESIDUAL)
+        return 0;
+    pk_gen_prefetch p;
+    const char *base = pk_task_tile(S, t, &p);
+    if (!base || p.row_bytes == 0) return 0;
+    const int n_tok = __ldcg((const int *)S->buf[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+    return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
+#endif
+}
+
 /* The weight ring (kernels/cuda/weight_ring.cuh; static mode on sm_90+ when the launch gave it
  * shared memory: S->ring_off != 0). A worker's segments are the weight tiles of its linear tasks
  * in schedule order, written into the ring's table at every launch. */
@@ -209,6 +236,12 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
     return sh_nseg ? ring : nullptr;
 }
 
+/* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
+ * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_SIGNAL_RED
+#define PK_SIGNAL_RED 1
+#endif
+
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop;
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
@@ -246,6 +279,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 }
             } else if (!ring) {
                 staged = pk_stage_weights(S, t, smem);
+                if (!staged) staged = pk_lin_pre_task(S, t, smem);
             }
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
@@ -268,10 +302,14 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             }
             if (threadIdx.x == 0) {
                 if (tracing) pk_trace(S, w, t, step, t0);
-                pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
-                if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
-                    if (!pk_prepare_next_step(S)) *(volatile int *)S->terminate = 1;
-                    pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
+                    pk_red_add_release(&S->counters[task.trig_event], 1);
+                } else {
+                    pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
+                    if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
+                        if (!pk_prepare_next_step(S)) *(volatile int *)S->terminate = 1;
+                        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                    }
                 }
             }
         }

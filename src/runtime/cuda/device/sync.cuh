@@ -72,6 +72,14 @@ __device__ __forceinline__ pk_u64 pk_atom_add_acq_rel(pk_u64 *p, pk_u64 v) {
     return old;
 }
 
+/* The signal when nobody needs the old value (static mode, every event but END_OF_GRAPH): a
+ * reduction, so the signalling thread does not wait for the atomic's round trip to L2 before it
+ * moves on to its next task (whose copies it then issues that much earlier). The release orders
+ * the CTA's writes (published to thread 0 by the barrier before) before the add. */
+__device__ __forceinline__ void pk_red_add_release(pk_u64 *p, pk_u64 v) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 __device__ __forceinline__ pk_u64 pk_globaltimer(void) {
     pk_u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
