@@ -259,8 +259,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const bool full = (int64_t)NT * Kp * 2 <= avail;
     const int kcmax = full ? Kp : avail / (NT * 2) / 8 * 8;
 
-    const bool one = NT == 1 && full; /* pk_lin_stage1: one read of x */
-    if (XN == PK_LIN_RMSNORM && !one)
+    if (XN == PK_LIN_RMSNORM)
         pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s);
 
     const int ngroups = (a.ncols + CW - 1) / CW; /* column groups */
@@ -270,11 +269,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const int vl = sub * 32 + lane, nvl = 32 * S;
     const int rounds = (ngroups + G - 1) / G;
 
-    if (one) {
-        pk_lin_args r = a;
-        r.x += t0 * a.x_stride;
-        pk_lin_stage1<XN>(r, scale_s, red_s, xs);
-    } else if (full) {
+    if (full) {
         pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
         __syncthreads();
     }
@@ -293,12 +288,6 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
                             : pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j));
             vec = vec && pk_dev_aligned16(wr[i]);
         }
-        /* lane c·NT + r's residual now, not after the sums: its L2 round trip overlaps the FMAs */
-        const int jo = j0 + lane / NT, ro = lane % NT;
-        const bool writer = active && sub == 0 && lane < CW * NT && jo < a.ncols && ro < nt;
-        const float res = a.residual && writer
-                              ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + (int64_t)(t0 + ro) * a.res_stride + jo))
-                              : 0.0f;
         float acc[CW][NT];
 #pragma unroll
         for (int i = 0; i < CW; i++)
@@ -339,10 +328,16 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             if (sub == 0)
                 for (int s = 1; s < S; s++) mine += pb[(warp + s) * 32 + lane];
         }
-        if (writer) {
-            float y = mine;
-            if (a.residual) y = pk_dev_round_bf16(y) + res;
-            a.out[(int64_t)(t0 + ro) * a.out_stride + jo] = pk_dev_f32_to_bf16(y);
+        if (active && sub == 0 && lane < CW * NT) {
+            int j = j0 + lane / NT, r = lane % NT;
+            if (j < a.ncols && r < nt) {
+                int64_t t = t0 + r;
+                float y = mine;
+                if (a.residual)
+                    y = pk_dev_round_bf16(y) +
+                        pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
+                a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
+            }
         }
     }
     __syncthreads(); /* xs and scale_s are free for the next block */
