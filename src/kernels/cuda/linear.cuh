@@ -368,14 +368,14 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #endif
 
 /* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 0: a plain cp.async.cg; 1: with the weight
- * loads' evict-first L2 policy (pk_dev_cp_async_w16); 2: that and the 256-byte L2 prefetch. */
+ * loads' evict-first L2 policy operand (pk_dev_cp_async_w16), which raised "illegal instruction"
+ * in these rings on the H200 (docs/PERF.md, session 8; so did the policy with the 256-byte L2
+ * prefetch hint added). */
 #ifndef PK_LIN_ASYNC_HINT
 #define PK_LIN_ASYNC_HINT 0
 #endif
 __device__ __forceinline__ void pk_lin_cp_async(uint32_t dst, const void *src) {
-#if PK_LIN_ASYNC_HINT == 2
-    pk_dev_cp_async_stream16(dst, src);
-#elif PK_LIN_ASYNC_HINT == 1
+#if PK_LIN_ASYNC_HINT
     pk_dev_cp_async_w16(dst, src);
 #else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");

@@ -158,17 +158,6 @@ __device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *sr
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 #endif
 }
-/* The same for a stream of weight rows (linear.cuh's async GEMV): the L2 asked to fetch 256-byte
- * blocks, as pk_dev_ldw16 does. */
-__device__ __forceinline__ void pk_dev_cp_async_stream16(uint32_t dst, const void *src) {
-#if PK_WEIGHT_EVICT_FIRST
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-                 "l"(pk_dev_weight_policy())
-                 : "memory");
-#else
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
 __device__ __forceinline__ uint32_t pk_dev_ldw4(const void *p) {
     return __ldg((const unsigned int *)p);
 }
