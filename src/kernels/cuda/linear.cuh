@@ -355,8 +355,9 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
  * first chunk to the last.
  * A lane reads back only the bytes it copied itself, which cp.async.wait_group makes visible to
  * it: no barrier. The sums are pk_lin_rows's (lane vl sums chunks vl, vl + nvl, ... in order, the
- * same butterfly and partial order), so the two paths give the same bits; which one runs depends
- * on the shapes and on the shared memory the launch gave, never on the mode's results.
+ * same butterfly and partial order), so the two paths give the same bits: which one runs depends
+ * on the shapes and on the shared memory the launch gave (static mode 192 KB, dynamic 96 KB), and
+ * both modes still agree bit for bit.
  * Shared memory: linear's header, xs [K] bf16, then the rings at pk_lin_async_off(K):
  * [WARPS][NS][CW][32 lanes] 16-byte entries. The first NS - 1 stages are issued before the row
  * scales and xs are built (the weights do not depend on x). */
