@@ -463,8 +463,8 @@ struct pk_lin_async_issuer {
 /* Static mode, before a linear task's dependency wait (runtime.cuh): when the task's tile (ncols
  * rows [K] from base) will take the async path, issues its first NS - 1 stages, as
  * pk_lin_rows_async would after the wait, and returns PK_WST_ASYNC (else 0). Every thread. */
-template <int CW = 4, int NS = PK_LIN_ASYNC_STAGES>
-__device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
+template <int CW, int NS>
+__device__ inline int pk_lin_async_pre_cw(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
     if (!pk_lin_async_fits<CW, NS>(base, K, ncols, n_tok)) return 0;
     pk_lin_async_issuer<CW, NS> q;
     q.init(base, K, ncols, smem);
@@ -478,6 +478,29 @@ __device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, in
     return PK_WST_ASYNC;
 }
 
+/* 6-row groups (PK_LIN_ASYNC_CW6=1, off: not yet measured, docs/PERF.md next step B) where they
+ * give each warp fewer rows to stream than 4-row groups: a 48-row tile (Qwen3-8B's qkv) in one
+ * round of 8 groups instead of 12 groups in two rounds, the second with half the warps. Each
+ * row's sum is the same either way (the same bits). 6 stages per lane: 144 KB per CTA. */
+#ifndef PK_LIN_ASYNC_CW6
+#define PK_LIN_ASYNC_CW6 0
+#endif
+#define PK_LIN_ASYNC_STAGES6 6
+__device__ __forceinline__ bool pk_lin_async_six(int ncols) {
+    const int r4 = ((ncols + 3) / 4 + PK_DEV_WARPS - 1) / PK_DEV_WARPS;
+    const int r6 = ((ncols + 5) / 6 + PK_DEV_WARPS - 1) / PK_DEV_WARPS;
+    return PK_LIN_ASYNC_CW6 && 6 * r6 < 4 * r4;
+}
+
+/* Static mode, before a linear task's dependency wait (runtime.cuh): pk_lin_async_pre_cw with
+ * the group width pk_lin_tile will take. */
+__device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
+#if PK_LIN_ASYNC_CW6
+    if (pk_lin_async_six(ncols)) return pk_lin_async_pre_cw<6, PK_LIN_ASYNC_STAGES6>(base, K, ncols, n_tok, smem);
+#endif
+    return pk_lin_async_pre_cw<4, PK_LIN_ASYNC_STAGES>(base, K, ncols, n_tok, smem);
+}
+
 /* Whether a decode block takes the async path: pk_lin_async_fits, rows contiguous (one segment,
  * stride K), not staged in shared memory. With PK_WST_ASYNC the stages issued before the wait
  * must be this tile's (else pk_lin_tile drains them and starts over). */
@@ -489,6 +512,14 @@ __device__ inline bool pk_lin_async_ok(const pk_lin_args &a) {
     if (a.wst_rows == PK_WST_ASYNC && (base != pk_lin_pre_base || a.K != pk_lin_pre_K || a.ncols != pk_lin_pre_ncols))
         return false;
     return pk_lin_async_fits<CW, NS>(base, a.K, a.ncols, a.n_tok);
+}
+
+/* pk_lin_async_ok with the group width pk_lin_async_pre takes. */
+__device__ inline bool pk_lin_async_take(const pk_lin_args &a) {
+#if PK_LIN_ASYNC_CW6
+    if (pk_lin_async_six(a.ncols)) return pk_lin_async_ok<6, PK_LIN_ASYNC_STAGES6>(a);
+#endif
+    return pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a);
 }
 
 /* One token's row through the lane rings (header above): warp w takes column groups w, w + 8, ...
@@ -656,7 +687,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
 
 template <int XN>
 __device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
-    if (a.wst_rows == PK_WST_ASYNC && (a.ncols <= 0 || !pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a))) {
+    if (a.wst_rows == PK_WST_ASYNC && (a.ncols <= 0 || !pk_lin_async_take(a))) {
         /* stages issued before the wait that this task will not read: let them land first */
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncthreads();
@@ -684,7 +715,16 @@ __device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
         if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
-            if (pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a)) {
+            if (pk_lin_async_take(a)) {
+#if PK_LIN_ASYNC_CW6
+                if (pk_lin_async_six(a.ncols)) {
+                    if (a.wst_rows == PK_WST_ASYNC)
+                        pk_lin_rows_async<XN, 6, PK_LIN_ASYNC_STAGES6, true>(a, smem);
+                    else
+                        pk_lin_rows_async<XN, 6, PK_LIN_ASYNC_STAGES6, false>(a, smem);
+                    continue;
+                }
+#endif
                 if (a.wst_rows == PK_WST_ASYNC)
                     pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, true>(a, smem);
                 else

@@ -172,6 +172,11 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #ifndef PK_LIN_ASYNC_PRE
 #define PK_LIN_ASYNC_PRE 1
 #endif
+/* 0: not for the tasks that read an attention layer's output (o_proj), whose pre-wait copies
+ * share DRAM with the attention tasks' K / V reads (docs/PERF.md next step C; not yet measured). */
+#ifndef PK_LIN_ASYNC_PRE_AFTER_ATT
+#define PK_LIN_ASYNC_PRE_AFTER_ATT 1
+#endif
 __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem) {
 #if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
     (void)S, (void)t, (void)smem;
@@ -185,7 +190,7 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
         return 0;
     pk_gen_prefetch p;
     const char *base = pk_task_tile(S, t, &p);
-    if (!base || p.row_bytes == 0) return 0;
+    if (!base || p.row_bytes == 0 || (!PK_LIN_ASYNC_PRE_AFTER_ATT && p.after_attention)) return 0;
     const int n_tok = __ldcg((const int *)S->buf[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
     return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
 #endif
