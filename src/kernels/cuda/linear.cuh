@@ -556,8 +556,8 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
         for (int j = 0; j < nj; j++, s++) {
             /* stage s landed (stages s + 1 .. s + NS - 2 may be in flight), then stage s + NS - 1
              * into the slot stage s - 1 left: at most NS - 1 groups pending, as CUTLASS's
-             * multistage loops keep them (docs/PERF.md session 8: issuing before this wait, NS
-             * groups pending, trapped on the H200) */
+             * multistage loops keep them (a choice, not a fix: the H200 fault of session 8 was
+             * the copies' L2 policy operand, pk_lin_cp_async) */
             asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
             uint4 wv[CW];
 #pragma unroll
