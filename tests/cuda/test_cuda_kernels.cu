@@ -67,28 +67,38 @@ __device__ const pk_bf16 *stage_tile(const pk_rows &w, int n0, int ncols, int K,
     __syncthreads();
     return wst;
 }
+/* ctr != NULL: claim mode (linear.cuh), launched on several CTAs that all take the layer's row
+ * groups [n0, n0 + ncols) from *ctr (zeroed by the caller); CTA i passes the tile that starts i
+ * rows in, with out and the residual shifted as the generated code shifts them, so claim mode's
+ * own shift back is checked too. ctr NULL: one CTA, the tile [n0, n0 + ncols). */
+#define CLAIM_TILE(ctr) const int ci_ = ctr ? (int)blockIdx.x : 0
+#define CLAIM_OF(ctr) pk_lin_claim{ctr, n0, ctr ? ncols : 0}
 WRAP k_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, pk_rows w, int n0, int ncols,
-              const pk_bf16 *res, int64_t res_stride, pk_bf16 *out, int64_t out_stride, int stage) {
+              const pk_bf16 *res, int64_t res_stride, pk_bf16 *out, int64_t out_stride, int stage,
+              unsigned long long *ctr) {
     SMEM;
+    CLAIM_TILE(ctr);
     const pk_bf16 *wst = stage_tile(w, n0, ncols, K, stage, smem_);
-    pk_dev_linear(x, x_stride, n_tok, K, &w, n0, ncols, res, res_stride, out, out_stride, smem_, wst,
-                  wst ? ncols : 0);
+    pk_dev_linear(x, x_stride, n_tok, K, &w, n0 + ci_, ncols - ci_, res ? res + ci_ : res, res_stride, out + ci_,
+                  out_stride, smem_, wst, wst ? ncols : 0, CLAIM_OF(ctr));
 }
 WRAP k_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w, float eps,
                       int n_tok, int K, pk_rows w, int n0, int ncols, pk_bf16 *out,
-                      int64_t out_stride, int stage) {
+                      int64_t out_stride, int stage, unsigned long long *ctr) {
     SMEM;
+    CLAIM_TILE(ctr);
     const pk_bf16 *wst = stage_tile(w, n0, ncols, K, stage, smem_);
-    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, &w, n0, ncols, out, out_stride,
-                          smem_, wst, wst ? ncols : 0);
+    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, &w, n0 + ci_, ncols - ci_, out + ci_, out_stride,
+                          smem_, wst, wst ? ncols : 0, CLAIM_OF(ctr));
 }
 WRAP k_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, pk_rows w, int n0,
                        int ncols, const pk_bf16 *res, int64_t res_stride, pk_bf16 *out,
-                       int64_t out_stride, int stage) {
+                       int64_t out_stride, int stage, unsigned long long *ctr) {
     SMEM;
+    CLAIM_TILE(ctr);
     const pk_bf16 *wst = stage_tile(w, n0, ncols, K, stage, smem_);
-    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, &w, n0, ncols, res, res_stride, out, out_stride,
-                           smem_, wst, wst ? ncols : 0);
+    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, &w, n0 + ci_, ncols - ci_, res ? res + ci_ : res, res_stride,
+                           out + ci_, out_stride, smem_, wst, wst ? ncols : 0, CLAIM_OF(ctr));
 }
 WRAP k_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
                 pk_bf16 *out, int64_t out_stride) {
@@ -246,9 +256,10 @@ WRAP k_all_kinds(int kind, all_args g) {
     }
 }
 
-#define LAUNCH_SMEM(kern, smem, ...)                                                          \
+#define LAUNCH_SMEM(kern, smem, ...) LAUNCH_GRID(kern, 1, smem, __VA_ARGS__)
+#define LAUNCH_GRID(kern, grid, smem, ...)                                                    \
     do {                                                                                      \
-        kern<<<1, PK_CUDA_THREADS, (smem)>>>(__VA_ARGS__);                                    \
+        kern<<<(grid), PK_CUDA_THREADS, (smem)>>>(__VA_ARGS__);                               \
         CU(cudaGetLastError());                                                               \
         CU(cudaDeviceSynchronize());                                                          \
     } while (0)
@@ -267,6 +278,7 @@ static void setup_kernels(void) {
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
     CU(cudaDeviceGetAttribute(&g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    g_smem_optin -= 1024; /* linear.cuh's static __shared__ state, as the runtime leaves 1 KB for it */
     /* the linear kinds also run with all of it: the decode GEMV's async path (linear.cuh) needs
      * more than PK_CUDA_SMEM_BYTES, as the persistent kernel's static mode gives it */
     const void *kl[] = {(const void *)k_linear, (const void *)k_rmsnorm_linear, (const void *)k_silu_mul_linear,
@@ -555,6 +567,8 @@ enum { LIN = 0, LIN_RES = 1, NORM_LIN = 2, SILU_LIN_RES = 3, SILU_LIN = 4 };
 static const char *lin_names[] = {"linear", "linear_residual", "rmsnorm_linear",
                                   "silu_mul_linear_res", "silu_mul_linear"};
 
+#define CLAIM_CTAS 5 /* claim mode's CTAs in linear_case's run 3 */
+
 static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncols, int x_pad,
                         uint64_t *seed) {
     const int T = n_tok + 2;
@@ -590,31 +604,40 @@ static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncol
     /* run 0 with the kernels' PK_CUDA_SMEM_BYTES, run 1 with all the shared memory a block may
      * have: decode tiles the async path takes (linear.cuh) run it in run 1 only; run 2, where the
      * tile can be staged as static mode stages it (contiguous 16-byte rows, whole tile beside the
-     * kernels' area), reads the weights from shared memory. "repro" says that every run gave the
-     * same bits. */
+     * kernels' area), reads the weights from shared memory; run 3, for one-token cases claim mode
+     * may take (contiguous rows, K a multiple of 256), runs claim mode on CLAIM_CTAS CTAs.
+     * "repro" says that every run gave the same bits. */
     const int64_t tile_bytes = (int64_t)ncols * K * 2;
-    const int runs = layout == 0 && K % 8 == 0 && tile_bytes <= g_smem_optin - PK_CUDA_SMEM_BYTES ? 3 : 2;
-    std::vector<pk_bf16> g[3];
-    for (int run = 0; run < runs; run++) {
+    const bool stage_run = layout == 0 && K % 8 == 0 && tile_bytes <= g_smem_optin - PK_CUDA_SMEM_BYTES;
+    const bool claim_run = layout == 0 && n_tok == 1 && K % 256 == 0 && ncols >= CLAIM_CTAS;
+    unsigned long long *dctr = claim_run ? dalloc<unsigned long long>(1) : NULL;
+    std::vector<pk_bf16> g[4];
+    for (int run = 0; run < 4; run++) {
+        if ((run == 2 && !stage_run) || (run == 3 && !claim_run)) {
+            g[run] = g[0];
+            continue;
+        }
         dpoison(dout, on * 2);
         pk_bf16 *o = dout + 1;
         const int sm = run == 0 ? PK_CUDA_SMEM_BYTES
-                       : run == 1 ? g_smem_optin
-                                  : PK_CUDA_SMEM_BYTES + (int)tile_bytes;
-        const int st = run == 2;
+                       : run == 2 ? PK_CUDA_SMEM_BYTES + (int)tile_bytes
+                                  : g_smem_optin;
+        const int st = run == 2, grid = run == 3 ? CLAIM_CTAS : 1;
+        unsigned long long *ctr = run == 3 ? dctr : NULL;
+        if (ctr) CU(cudaMemset(ctr, 0, sizeof *ctr));
         switch (kind) {
         case LIN:
         case LIN_RES:
-            LAUNCH_SMEM(k_linear, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
-                        out_stride, st);
+            LAUNCH_GRID(k_linear, grid, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride, o,
+                        out_stride, st, ctr);
             break;
         case NORM_LIN:
-            LAUNCH_SMEM(k_rmsnorm_linear, sm, dx, x_stride, dnw, 1e-6f, n_tok, K, w.d, n0, ncols, o,
-                        out_stride, st);
+            LAUNCH_GRID(k_rmsnorm_linear, grid, sm, dx, x_stride, dnw, 1e-6f, n_tok, K, w.d, n0, ncols, o,
+                        out_stride, st, ctr);
             break;
         default:
-            LAUNCH_SMEM(k_silu_mul_linear, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride,
-                        o, out_stride, st);
+            LAUNCH_GRID(k_silu_mul_linear, grid, sm, dx, x_stride, n_tok, K, w.d, n0, ncols, dres, res_stride,
+                        o, out_stride, st, ctr);
             break;
         }
         g[run] = get(dout, on);
@@ -624,7 +647,7 @@ static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncol
              n_tok, n0, ncols, w.rows, layout, x_pad);
     result r;
     res_init(&r, lin_names[kind], shape);
-    r.repro = g[0] == g[1] && (runs < 3 || g[0] == g[2]);
+    r.repro = g[0] == g[1] && g[0] == g[2] && g[0] == g[3];
     res_bf16(&r, g[0], cpu, T, out_stride, n_tok, 1, ncols, 0);
     res_end(&r);
 }
@@ -660,6 +683,9 @@ static void test_linear(uint64_t *seed) {
     linear_case(NORM_LIN, 4096, 1, 0, 3, 44, 0, seed);
     linear_case(SILU_LIN_RES, 12288, 1, 0, 5, 36, 3, seed);
     linear_case(SILU_LIN, 3072, 1, 0, 64, 64, 0, seed);
+    /* claim mode (run 3) over many groups, and a last group with spare rows (130 = 32 · 4 + 2) */
+    linear_case(SILU_LIN_RES, 3072, 1, 0, 0, 1000, 0, seed);
+    linear_case(NORM_LIN, 4096, 1, 0, 2, 130, 0, seed);
 }
 
 /* ---- silu_mul -------------------------------------------------------------------------------- */

@@ -478,26 +478,9 @@ __device__ inline int pk_lin_async_pre_cw(const pk_bf16 *base, int K, int ncols,
     return PK_WST_ASYNC;
 }
 
-/* 6-row groups (PK_LIN_ASYNC_CW6=1, off: not yet measured, docs/PERF.md next step B) where they
- * give each warp fewer rows to stream than 4-row groups: a 48-row tile (Qwen3-8B's qkv) in one
- * round of 8 groups instead of 12 groups in two rounds, the second with half the warps. Each
- * row's sum is the same either way (the same bits). 6 stages per lane: 144 KB per CTA. */
-#ifndef PK_LIN_ASYNC_CW6
-#define PK_LIN_ASYNC_CW6 0
-#endif
-#define PK_LIN_ASYNC_STAGES6 6
-__device__ __forceinline__ bool pk_lin_async_six(int ncols) {
-    const int r4 = ((ncols + 3) / 4 + PK_DEV_WARPS - 1) / PK_DEV_WARPS;
-    const int r6 = ((ncols + 5) / 6 + PK_DEV_WARPS - 1) / PK_DEV_WARPS;
-    return PK_LIN_ASYNC_CW6 && 6 * r6 < 4 * r4;
-}
-
 /* Static mode, before a linear task's dependency wait (runtime.cuh): pk_lin_async_pre_cw with
  * the group width pk_lin_tile will take. */
 __device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
-#if PK_LIN_ASYNC_CW6
-    if (pk_lin_async_six(ncols)) return pk_lin_async_pre_cw<6, PK_LIN_ASYNC_STAGES6>(base, K, ncols, n_tok, smem);
-#endif
     return pk_lin_async_pre_cw<4, PK_LIN_ASYNC_STAGES>(base, K, ncols, n_tok, smem);
 }
 
@@ -516,9 +499,6 @@ __device__ inline bool pk_lin_async_ok(const pk_lin_args &a) {
 
 /* pk_lin_async_ok with the group width pk_lin_async_pre takes. */
 __device__ inline bool pk_lin_async_take(const pk_lin_args &a) {
-#if PK_LIN_ASYNC_CW6
-    if (pk_lin_async_six(a.ncols)) return pk_lin_async_ok<6, PK_LIN_ASYNC_STAGES6>(a);
-#endif
     return pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a);
 }
 
@@ -685,8 +665,211 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
     __syncthreads(); /* xs, part and scale_s are free for the next task */
 }
 
+/* ---- claimed row groups: one token's GEMV balanced over the SMs at run time -------------------
+ * A static tile per task gives every SM the same bytes, but SMs do not get the same share of
+ * DRAM: in a Qwen3-8B gate_up layer the mean task took 48.6 us and the slowest 53.9 (session 9's
+ * trace), and the layer waits for the slowest. In claim mode the warps of every task of a layer
+ * take the layer's 4-row groups from one counter (pk_lin_claim.ctr, atomicAdd by lane 0) until
+ * none is left: a warp on a fast SM takes more groups. Each group's rows are summed exactly as
+ * pk_lin_rows_async sums them (the same lane rings, the same order: the same bits whichever warp
+ * takes it), so outputs are as in tile mode. Every task of the layer still signals its event
+ * once; a consumer waiting for the whole layer (the code generator's condition: every task of
+ * the layer triggers the same event) sees every group written. The issue side claims the next
+ * group when it starts a group (one claim in flight per warp, its latency hidden behind the
+ * group's stages), and the group ordinals a warp has claimed but not yet summed wait in
+ * pk_lin_cl_groups (the issue side runs at most NS - 1 steps, so at most NS groups, ahead).
+ * Counters are zeroed before every step (runtime.cuh); a group index >= the layer's groups ends
+ * a warp (exactly one such claim per warp and step). */
+/* Off by default: slower where measured (H200, session 9, same call: Qwen3-8B 5.28 -> 6.04
+ * ms/token, 0.6B 1.35 -> 1.73; o_proj and down, one group per warp, 12.2 -> 17.8 and 35.7 -> 45.2
+ * us per layer, gate_up 55 -> 58; the LM head, in tile mode, 292 -> 347: the claim path's code
+ * beside it changed its register allocation). Right where checked (cuda_e2e, pk-tiny's decode
+ * logits, Qwen3-8B teacher forcing with one-row steps); docs/PERF.md "Session 9" says what to try. */
+#ifndef PK_LIN_CLAIM
+#define PK_LIN_CLAIM 0 /* 1: claim mode where the code generator allows it (PK_NVCC_DEFINES) */
+#endif
+#define PK_WST_CLAIM (-3) /* wst_rows: claim mode's first stages were issued before the wait */
+#define PK_LIN_CL_RING 8  /* >= PK_LIN_ASYNC_STAGES: claimed groups a warp holds */
+static_assert(PK_LIN_ASYNC_STAGES <= PK_LIN_CL_RING, "a warp holds up to NS claimed groups");
+
+/* A layer's claim: its counter, its first weight row and its rows (n_total 0: tile mode). */
+struct pk_lin_claim {
+    unsigned long long *ctr;
+    int n_first, n_total;
+};
+
+__shared__ int pk_lin_cl_groups[PK_DEV_WARPS][PK_LIN_CL_RING]; /* a warp's claimed groups by ordinal; -1: none left */
+__shared__ unsigned long long pk_lin_cl_saved[PK_DEV_WARPS][5]; /* the issue side's state across the wait */
+
+/* The issue side of claim mode: step `is` copies chunk 256 · ij + 8 · lane of the 4 rows of the
+ * group the warp claimed as its io-th (cur; -1 once none is left) into stage is % NS. */
+template <int NS>
+struct pk_lin_claim_issuer {
+    const pk_bf16 *base; /* the layer's row 0, plus this lane's 8 elements */
+    unsigned long long *ctr;
+    int K, nrows, ngroups, nj, warp, lane;
+    uint32_t ring_sh;
+    int is, ij, io, cur;
+    unsigned long long pend; /* lane 0: the claim of the next group, in flight */
+
+    __device__ __forceinline__ void setup(const pk_bf16 *b, int k, int n, unsigned long long *c, char *smem) {
+        lane = threadIdx.x % 32;
+        warp = threadIdx.x / 32;
+        base = b + 8 * lane;
+        ctr = c;
+        K = k;
+        nrows = n;
+        ngroups = (n + 3) / 4;
+        nj = K / 256;
+        ring_sh = (uint32_t)__cvta_generic_to_shared(smem + pk_lin_async_off(K) + warp * NS * 4 * 512 + lane * 16);
+    }
+    /* Takes the group claimed last as the io-th; claims the one after it. */
+    __device__ __forceinline__ void take() {
+        const unsigned long long v = __shfl_sync(0xffffffffu, pend, 0);
+        cur = v < (unsigned long long)ngroups ? (int)v : -1;
+        if (cur >= 0 && lane == 0) pend = atomicAdd(ctr, 1ull);
+        if (lane == 0) pk_lin_cl_groups[warp][io % PK_LIN_CL_RING] = cur;
+    }
+    __device__ __forceinline__ void start() {
+        is = ij = io = 0;
+        pend = lane == 0 ? atomicAdd(ctr, 1ull) : 0ull;
+        take();
+    }
+    __device__ __forceinline__ void next() {
+        if (cur >= 0) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int j = 4 * cur + i < nrows ? 4 * cur + i : nrows - 1; /* a spare row repeats the last */
+                pk_lin_cp_async(ring_sh + (uint32_t)(((is % NS) * 4 + i) * 512), base + (int64_t)j * K + 256 * ij);
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory"); /* empty past the end: the count stays */
+        is++;
+        if (cur >= 0 && ++ij == nj) {
+            ij = 0;
+            io++;
+            take();
+        }
+    }
+    __device__ __forceinline__ void save() {
+        if (lane == 0) {
+            unsigned long long *st = pk_lin_cl_saved[warp];
+            st[0] = (unsigned)is, st[1] = (unsigned)ij, st[2] = (unsigned)io, st[3] = (unsigned long long)(long long)cur;
+            st[4] = pend;
+        }
+    }
+    __device__ __forceinline__ void restore() {
+        __syncwarp();
+        const unsigned long long *st = pk_lin_cl_saved[warp];
+        is = (int)st[0], ij = (int)st[1], io = (int)st[2], cur = (int)(long long)st[3];
+        pend = lane == 0 ? st[4] : 0ull;
+    }
+};
+
+/* Whether one token's layer of n_total rows [K] from base takes claim mode (the async path's
+ * shape conditions for the whole layer). */
+__device__ __forceinline__ bool pk_lin_claim_fits(const pk_bf16 *base, int K, int n_total, int n_tok) {
+    return PK_LIN_CLAIM && n_total > 0 && pk_lin_async_fits<4, PK_LIN_ASYNC_STAGES>(base, K, n_total, n_tok);
+}
+
+/* Static mode, before a claim-mode task's dependency wait (runtime.cuh): claims the warps' first
+ * groups and issues their first NS - 1 stages; returns PK_WST_CLAIM, or 0 when the layer does not
+ * take claim mode. Every thread. */
+__device__ inline int pk_lin_claim_pre(const pk_bf16 *base, int K, int n_total, unsigned long long *ctr,
+                                       int n_tok, char *smem) {
+    if (!pk_lin_claim_fits(base, K, n_total, n_tok)) return 0;
+    pk_lin_claim_issuer<PK_LIN_ASYNC_STAGES> q;
+    q.setup(base, K, n_total, ctr, smem);
+    q.start();
+#pragma unroll
+    for (int s = 0; s < PK_LIN_ASYNC_STAGES - 1; s++) q.next();
+    q.save();
+    return PK_WST_CLAIM;
+}
+
+/* Whether task a (a tile of the layer `c` describes) takes claim mode. */
+__device__ inline bool pk_lin_claim_take(const pk_lin_args &a, const pk_lin_claim &c) {
+    if (!PK_LIN_CLAIM || c.n_total <= 0 || (a.wst_rows != 0 && a.wst_rows != PK_WST_CLAIM) || a.w->nseg != 1 ||
+        a.w->row_stride != (uint64_t)a.K)
+        return false;
+    return pk_lin_claim_fits(pk_dev_rows_get(a.w, (uint32_t)c.n_first), a.K, c.n_total, a.n_tok);
+}
+
+/* One token's GEMV in claim mode (header above): the warps sum the groups they claim until none
+ * is left. PRE: the first stages were issued before the wait (pk_lin_claim_pre). Whole CTA.
+ * Not inlined: inside pk_lin_tile its issue state made ptxas spill ~1 KB in pk_lin_tile's other
+ * paths (the Qwen3-8B kernel, whose LM head in tile mode went 268 -> 294 us per task). */
+template <int XN, int NS, bool PRE>
+__device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_lin_claim &c, char *smem) {
+    float *scale_s = (float *)smem;
+    float *red_s = scale_s + PK_LIN_MAXROWS;
+    pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR); /* [K] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, K = a.K, n = c.n_total;
+    const int64_t delta = (int64_t)a.n0 - c.n_first; /* the task's out / residual point at its tile */
+    pk_bf16 *out = a.out - delta;
+    const pk_bf16 *residual = a.residual ? a.residual - delta : nullptr;
+    const char *ring = smem + pk_lin_async_off(K) + warp * NS * 4 * 512 + lane * 16;
+    pk_lin_claim_issuer<NS> q;
+    q.setup(pk_dev_rows_get(a.w, (uint32_t)c.n_first), K, n, c.ctr, smem);
+    if (PRE) {
+        q.restore();
+    } else {
+        q.start();
+#pragma unroll
+        for (int s = 0; s < NS - 1; s++) q.next();
+    }
+
+    pk_lin_stage1<XN>(a, scale_s, red_s, xs);
+
+    int s = 0;
+    for (int co = 0;; co++) {
+        __syncwarp(); /* lane 0's entries of pk_lin_cl_groups */
+        const int g = pk_lin_cl_groups[warp][co % PK_LIN_CL_RING];
+        if (g < 0) break;
+        const int jc = 4 * g + lane; /* lane c < 4: row c of the group */
+        const float res = residual && lane < 4 && jc < n ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(residual + jc)) : 0.0f;
+        float acc[4][1];
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i][0] = 0.0f;
+        for (int j = 0; j < q.nj; j++, s++) {
+            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory"); /* as pk_lin_rows_async */
+            uint4 wv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) wv[i] = *(const uint4 *)(ring + ((s % NS) * 4 + i) * 512);
+            q.next();
+            pk_lin_fma<1, 4>(xs + 8 * (lane + 32 * j), K, wv, acc);
+        }
+        float mine = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float v = pk_dev_warp_sum(acc[i][0]);
+            if (lane == i) mine = v;
+        }
+        if (lane < 4 && jc < n) {
+            float y = mine;
+            if (residual) y = pk_dev_round_bf16(y) + res;
+            out[jc] = pk_dev_f32_to_bf16(y);
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* xs, scale_s and the rings are free for the next task */
+}
+
+/* a_in by reference, not by value: builds where ptxas kept pk_lin_tile a separate function with
+ * the struct passed by value gave wrong GEMV results in the persistent kernel (every pk-tiny
+ * decode step in session 8's failing combination; cuda_e2e's W4 runs in session 9), while the
+ * kernel harness, which inlines it, passed; not understood, docs/PERF.md "Session 9". */
 template <int XN>
-__device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
+__device__ inline void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
+    pk_lin_args a = a_in;
+    if (pk_lin_claim_take(a, claim)) {
+        if (a.wst_rows == PK_WST_CLAIM)
+            pk_lin_rows_claim<XN, PK_LIN_ASYNC_STAGES, true>(a, claim, smem);
+        else
+            pk_lin_rows_claim<XN, PK_LIN_ASYNC_STAGES, false>(a, claim, smem);
+        return;
+    }
+    if (a.wst_rows == PK_WST_CLAIM) __trap(); /* groups claimed before the wait would be lost: a bug */
     if (a.wst_rows == PK_WST_ASYNC && (a.ncols <= 0 || !pk_lin_async_take(a))) {
         /* stages issued before the wait that this task will not read: let them land first */
         asm volatile("cp.async.wait_all;" ::: "memory");
@@ -716,15 +899,6 @@ __device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
         if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
             if (pk_lin_async_take(a)) {
-#if PK_LIN_ASYNC_CW6
-                if (pk_lin_async_six(a.ncols)) {
-                    if (a.wst_rows == PK_WST_ASYNC)
-                        pk_lin_rows_async<XN, 6, PK_LIN_ASYNC_STAGES6, true>(a, smem);
-                    else
-                        pk_lin_rows_async<XN, 6, PK_LIN_ASYNC_STAGES6, false>(a, smem);
-                    continue;
-                }
-#endif
                 if (a.wst_rows == PK_WST_ASYNC)
                     pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, true>(a, smem);
                 else
@@ -745,30 +919,33 @@ __device__ inline void pk_lin_tile(pk_lin_args a, char *smem) {
 __device__ inline void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                      const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                     char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+                                     char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0,
+                                     const pk_lin_claim &claim = pk_lin_claim{nullptr, 0, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
                      residual, res_stride, out, out_stride, wst, wst_rows};
-    pk_lin_tile<PK_LIN_PLAIN>(a, smem);
+    pk_lin_tile<PK_LIN_PLAIN>(a, smem, claim);
 }
 
 __device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
                                              const pk_bf16 *norm_w, float eps, int n_tok, int K,
                                              const pk_rows *w, int n0, int ncols, pk_bf16 *out,
                                              int64_t out_stride, char *smem,
-                                             const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+                                             const pk_bf16 *wst = nullptr, int wst_rows = 0,
+                                             const pk_lin_claim &claim = pk_lin_claim{nullptr, 0, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols,
                      NULL, 0, out, out_stride, wst, wst_rows};
-    pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
+    pk_lin_tile<PK_LIN_RMSNORM>(a, smem, claim);
 }
 
 __device__ inline void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                               const pk_rows *w, int n0, int ncols,
                                               const pk_bf16 *residual, int64_t res_stride,
                                               pk_bf16 *out, int64_t out_stride, char *smem,
-                                              const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+                                              const pk_bf16 *wst = nullptr, int wst_rows = 0,
+                                              const pk_lin_claim &claim = pk_lin_claim{nullptr, 0, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
                      residual, res_stride, out, out_stride, wst, wst_rows};
-    pk_lin_tile<PK_LIN_SILU_MUL>(a, smem);
+    pk_lin_tile<PK_LIN_SILU_MUL>(a, smem, claim);
 }
 
 #endif /* PK_CUDA_LINEAR_CUH */

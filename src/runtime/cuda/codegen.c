@@ -327,12 +327,14 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
                  base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
 }
 
+static const char *claim_arg(const pk_kernel *k, int l, char *buf, size_t len);
+
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160], c[160], d[160], e[96];
+    char a[160], b[160], c[160], d[160], e[96], f[96];
     emit_layer_comment(o, k, L);
     switch (L->kind) {
     case PK_TASK_EMBEDDING:
@@ -357,23 +359,23 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
-        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
-                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs);
+        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
+                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(k, l, f, sizeof f));
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows);\n",
+        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
                      base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
                      index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
-                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs);
+                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(k, l, f, sizeof f));
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
         pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", base_expr(&v[PK_V_LR_X], 1, a, sizeof a),
                      v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
                      v[PK_V_LR_W].rows);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
-                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
+                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(k, l, f, sizeof f));
         break;
     case PK_TASK_SILU_MUL:
         pk_sb_printf(o, "        pk_gen_call_silu_mul(%s, %" PRIu64 ", n_tok, %u, %s, %u, %s, %" PRIu64 ", smem);\n",
@@ -386,8 +388,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_silu_mul_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ",
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
-                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
+                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(k, l, f, sizeof f));
         break;
     case PK_TASK_ATTENTION: {
         int nkv = emit_attn_step(o, k, L, v);
@@ -467,6 +469,73 @@ static int reads_attention(const pk_kernel *k, const pk_layer *L) {
     return 0;
 }
 
+/* Claim mode of a layer (kernels/cuda/linear.cuh: the warps of the tasks that signal one event
+ * take that event's 4-row groups from one counter, so a fast SM sums more rows): the tasks that
+ * trigger one event form a chunk of `tpc` consecutive tasks, whose weight rows follow each other
+ * (`rows` of them); chunk c counts with counter ctr0 + c. rows 0: tile mode. Needs the weight read
+ * as whole rows in tiles that follow each other (tile i: rows row0 + i · tile rows), and out and
+ * residual tiles whose columns move with the weight rows (out[j] of a decode row is weight row
+ * j's sum). A consumer waits for whole chunks (its event), so it sees every row it reads. */
+typedef struct claim_info {
+    uint32_t rows, tpc, ctr0, nctr;
+    int64_t row0; /* the layer's first weight row */
+} claim_info;
+
+static claim_info claim_of_layer(const pk_kernel *k, const pk_layer *L) {
+    claim_info c = {0, 0, 0, 0, 0};
+    int ov, rv = -1;
+    switch (L->kind) {
+    case PK_TASK_RMSNORM_LINEAR: ov = PK_V_NL_OUT; break;
+    case PK_TASK_LINEAR: ov = PK_V_LIN_OUT; break;
+    case PK_TASK_LINEAR_RESIDUAL: ov = PK_V_LR_OUT, rv = PK_V_LR_RES; break;
+    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: ov = PK_V_SML_OUT, rv = PK_V_SML_RES; break;
+    default: return c;
+    }
+    const gview w = layer_view(k, L, weight_view(L->kind)), out = layer_view(k, L, ov);
+    if (w.id < 0 || out.id < 0 || w.col0 != 0 || w.cols != w.rs || out.cols != w.rows) return c;
+    const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
+    if ((w.rs * es) % 16 != 0 || ((uint64_t)w.row0 * w.rs * es) % 16 != 0) return c;
+    if (L->grid > 1 && (w.drow0 != (int64_t)w.rows || out.drow0 != 0 || out.dcol0 != w.drow0)) return c;
+    if (rv >= 0) {
+        const gview r = layer_view(k, L, rv);
+        if (r.id >= 0 && (r.cols != w.rows || (L->grid > 1 && (r.drow0 != 0 || r.dcol0 != w.drow0)))) return c;
+    }
+    const pk_task *t = &k->graph.tasks[L->first_task];
+    int tpc = 1;
+    while (tpc < L->grid && t[tpc].trig_event == t[0].trig_event) tpc++;
+    if (L->grid % tpc != 0) return c;
+    for (int i = 0; i < L->grid; i++)
+        if (t[i].trig_event != t[i / tpc * tpc].trig_event || (i % tpc == 0 && i > 0 && t[i].trig_event == t[i - 1].trig_event))
+            return c;
+    const uint64_t n = (uint64_t)tpc * w.rows;
+    if (n > 0x7fffffffu) return c;
+    c.rows = (uint32_t)n, c.tpc = (uint32_t)tpc, c.nctr = (uint32_t)(L->grid / tpc), c.row0 = w.row0;
+    return c;
+}
+
+/* claim_of_layer with its counters placed after those of the layers before it. */
+static claim_info claim_of(const pk_kernel *k, int l) {
+    uint32_t ctr0 = 0;
+    for (int i = 0; i < l; i++) ctr0 += claim_of_layer(k, &k->layers[i]).nctr;
+    claim_info c = claim_of_layer(k, &k->layers[l]);
+    c.ctr0 = ctr0;
+    return c;
+}
+
+/* The claim argument of a linear-kind call: "pk_lin_claim{pk_gen_claim_ctr + c0 + idx / tpc,
+ * (int)(row0 + idx / tpc * rows), rows}", or tile mode's {nullptr, 0, 0}. */
+static const char *claim_arg(const pk_kernel *k, int l, char *buf, size_t len) {
+    const claim_info c = claim_of(k, l);
+    if (!c.rows)
+        snprintf(buf, len, "pk_lin_claim{nullptr, 0, 0}");
+    else if (c.nctr == 1)
+        snprintf(buf, len, "pk_lin_claim{pk_gen_claim_ctr + %u, %" PRId64 ", %u}", c.ctr0, c.row0, c.rows);
+    else
+        snprintf(buf, len, "pk_lin_claim{pk_gen_claim_ctr + %u + idx / %u, (int)(%" PRId64 " + idx / %u * %u), %u}",
+                 c.ctr0, c.tpc, c.row0, c.tpc, c.rows, c.rows);
+    return buf;
+}
+
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     const int after_attention = reads_attention(k, L);
@@ -479,12 +548,13 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
         if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && (w.rs * es) % 16 == 0 && off % 16 == 0 &&
             step % 16 == 0 && bytes <= 0xffffffffu) {
             uint64_t row_bytes = (uint64_t)w.rs * es;
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d}, /* %s */\n", w.id,
-                         bytes, row_bytes, off, step, after_attention, L->name);
+            const claim_info c = claim_of(k, l);
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u}, /* %s */\n", w.id,
+                         bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0, L->name);
             return;
         }
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d}, /* %s */\n", after_attention, L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0}, /* %s */\n", after_attention, L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -599,7 +669,14 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     }
     pk_sb_printf(o, "\n");
     pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
-                    " * offset step per task index, reads an attention output}. */\n");
+                    " * offset step per task index, reads an attention output, claim mode's rows per chunk (0: tile mode), tasks per chunk,\n"
+                    " * first counter}. */\n");
+    uint32_t nctr = 0;
+    for (int l = 0; l < g->nlayers; l++) nctr += claim_of_layer(k, &k->layers[l]).nctr;
+    pk_sb_printf(o, "/* Claim mode's counters (linear.cuh), one per chunk of a layer's tasks that signal one event,\n"
+                    " * zeroed before every step. */\n"
+                    "#define PK_GEN_NUM_CLAIM_CTRS %u\n"
+                    "__device__ unsigned long long pk_gen_claim_ctr[%u];\n\n", nctr, nctr ? nctr : 1);
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
     pk_sb_printf(o, "};\n\n");

@@ -30,6 +30,9 @@ typedef struct pk_gen_prefetch {
     uint32_t row_bytes; /* one row (a multiple of 16 when bytes != 0) */
     uint64_t off0, step;
     uint32_t after_attention; /* 1: the layer reads an attention layer's output (a long wait) */
+    uint32_t claim_rows;      /* claim mode (linear.cuh): rows per chunk of tasks signalling one event; 0: tile mode */
+    uint32_t claim_tpc;       /* tasks per chunk (consecutive indices) */
+    uint32_t claim_ctr0;      /* the layer's first counter in pk_gen_claim_ctr (one per chunk) */
 } pk_gen_prefetch;
 
 /* A plain weight of `rows` rows of `stride` elements at base. */
@@ -60,30 +63,36 @@ __device__ __noinline__ void pk_gen_call_rmsnorm(const pk_bf16 *x, int64_t x_str
     pk_dev_rmsnorm(x, x_stride, w, n_tok, hidden, eps, out, out_stride, smem);
 }
 /* The linear kinds take the rows of their tile staged in shared memory (wst, wst_rows; 0: none). */
+/* claim: the layer's claim mode (kernels/cuda/linear.cuh; n_total 0: tile mode). */
 #if PK_GEN_FALLBACK_KERNELS
 #define PK_GEN_WST
+struct pk_lin_claim { /* linear.cuh's, unused by the placeholder kernels */
+    unsigned long long *ctr;
+    int n_first, n_total;
+};
 #else
-#define PK_GEN_WST , wst, wst_rows
+#define PK_GEN_WST , wst, wst_rows, claim
 #endif
 __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
                                                pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
-                                               int wst_rows) {
-    (void)wst, (void)wst_rows;
+                                               int wst_rows, const pk_lin_claim claim) {
+    (void)wst, (void)wst_rows, (void)claim;
     pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
                                                        float eps, int n_tok, int K, const pk_rows *w, int n0,
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
-                                                       const pk_bf16 *wst, int wst_rows) {
-    (void)wst, (void)wst_rows;
+                                                       const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim) {
+    (void)wst, (void)wst_rows, (void)claim;
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                                        char *smem, const pk_bf16 *wst, int wst_rows) {
-    (void)wst, (void)wst_rows;
+                                                        char *smem, const pk_bf16 *wst, int wst_rows,
+                                                        const pk_lin_claim claim) {
+    (void)wst, (void)wst_rows, (void)claim;
     pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0,

@@ -35,6 +35,9 @@
 #include "kernels/cuda/weight_ring.cuh"
 #include "kernels/weight_ring_layout.h"
 
+#ifndef PK_LIN_CLAIM
+#define PK_LIN_CLAIM 0 /* the placeholder kernels (no linear.cuh) */
+#endif
 #ifndef PK_DEBUG_STALL_TASK
 #define PK_DEBUG_STALL_TASK 0xffffffffu /* tests of the debug build: this task waits forever */
 #endif
@@ -43,8 +46,16 @@
 
 /* prepare_next_step: returns 1 if another step was planned. One thread. Its start is the end
  * of the step that ran (one %globaltimer store when step times are on). */
+/* Claim mode's counters start every step at 0 (kernels/cuda/linear.cuh). One thread, before the
+ * step's BEGIN is signalled (the signal's release publishes the stores). */
+__device__ __forceinline__ void pk_claims_reset(void) {
+    if (!PK_LIN_CLAIM) return; /* off: nothing counts (and ~400 stores stay off the step's path) */
+    for (int c = 0; c < PK_GEN_NUM_CLAIM_CTRS; c++) pk_gen_claim_ctr[c] = 0;
+}
+
 __device__ int pk_prepare_next_step(const pk_dev_state *S) {
     pk_step_state *s = S->step;
+    pk_claims_reset();
     pk_step_mark_end(s, pk_globaltimer());
     pk_step_finish(s);
     __threadfence_system(); /* the emitted tokens (mapped memory) before their count */
@@ -55,6 +66,7 @@ __device__ int pk_prepare_next_step(const pk_dev_state *S) {
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
     pk_step_mark_start(S->step, pk_globaltimer());
+    pk_claims_reset();
     pk_step_reset(S->step);
     return pk_step_plan(S->step);
 }
@@ -177,6 +189,11 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #ifndef PK_LIN_ASYNC_PRE_AFTER_ATT
 #define PK_LIN_ASYNC_PRE_AFTER_ATT 1
 #endif
+/* 1: a layer that may take claim mode (linear.cuh) still has its tiles staged whole when they fit
+ * (the Qwen3-0.6B shape's); 0 (default): it streams them in claim mode. */
+#ifndef PK_LIN_CLAIM_STAGED
+#define PK_LIN_CLAIM_STAGED 0
+#endif
 __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem) {
 #if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
     (void)S, (void)t, (void)smem;
@@ -192,6 +209,13 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
     const char *base = pk_task_tile(S, t, &p);
     if (!base || p.row_bytes == 0 || (!PK_LIN_ASYNC_PRE_AFTER_ATT && p.after_attention)) return 0;
     const int n_tok = __ldcg((const int *)S->buf[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+    if (p.claim_rows) { /* claim mode (linear.cuh) when the layer takes it, from its chunk's first row */
+        const uint32_t chunk = task.index / p.claim_tpc;
+        const char *first = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)chunk * p.claim_tpc * p.step;
+        const int r = pk_lin_claim_pre((const pk_bf16 *)first, (int)(p.row_bytes / 2), (int)p.claim_rows,
+                                       pk_gen_claim_ctr + p.claim_ctr0 + chunk, n_tok, smem);
+        if (r) return r;
+    }
     return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
 #endif
 }
@@ -283,7 +307,10 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     ring->seg = ring_seg;
                 }
             } else if (!ring) {
-                staged = pk_stage_weights(S, t, smem);
+                if (PK_LIN_CLAIM && !PK_LIN_CLAIM_STAGED && task.layer < PK_GEN_NUM_LAYERS &&
+                    pk_gen_prefetches[task.layer].claim_rows)
+                    staged = pk_lin_pre_task(S, t, smem); /* claim mode before whole-tile staging */
+                if (!staged) staged = pk_stage_weights(S, t, smem);
                 if (!staged) staged = pk_lin_pre_task(S, t, smem);
             }
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
