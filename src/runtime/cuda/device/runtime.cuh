@@ -44,8 +44,6 @@
 
 /* ================================ device ================================ */
 
-/* prepare_next_step: returns 1 if another step was planned. One thread. Its start is the end
- * of the step that ran (one %globaltimer store when step times are on). */
 /* Claim mode's counters start every step at 0 (kernels/cuda/linear.cuh). One thread, before the
  * step's BEGIN is signalled (the signal's release publishes the stores). */
 __device__ __forceinline__ void pk_claims_reset(void) {
@@ -53,6 +51,8 @@ __device__ __forceinline__ void pk_claims_reset(void) {
     for (int c = 0; c < PK_GEN_NUM_CLAIM_CTRS; c++) pk_gen_claim_ctr[c] = 0;
 }
 
+/* prepare_next_step: returns 1 if another step was planned. One thread. Its start is the end
+ * of the step that ran (one %globaltimer store when step times are on). */
 __device__ int pk_prepare_next_step(const pk_dev_state *S) {
     pk_step_state *s = S->step;
     pk_claims_reset();
