@@ -682,8 +682,8 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
  * a warp (exactly one such claim per warp and step). */
 /* Off by default: slower where measured (H200, session 9, same call: Qwen3-8B 5.28 -> 6.04
  * ms/token, 0.6B 1.35 -> 1.73; o_proj and down, one group per warp, 12.2 -> 17.8 and 35.7 -> 45.2
- * us per layer, gate_up 55 -> 58; the LM head, in tile mode, 292 -> 347: the claim path's code
- * beside it changed its register allocation). Right where checked (cuda_e2e, pk-tiny's decode
+ * us per layer, gate_up 55 -> 58; the LM head, which stays in tile mode, 292 -> 347, also with
+ * claim mode in call-throughs of its own: not understood). Right where checked (cuda_e2e, pk-tiny's decode
  * logits, Qwen3-8B teacher forcing with one-row steps); docs/PERF.md "Session 9" says what to try. */
 #ifndef PK_LIN_CLAIM
 #define PK_LIN_CLAIM 0 /* 1: claim mode where the code generator allows it (PK_NVCC_DEFINES) */
@@ -797,8 +797,8 @@ __device__ inline bool pk_lin_claim_take(const pk_lin_args &a, const pk_lin_clai
 
 /* One token's GEMV in claim mode (header above): the warps sum the groups they claim until none
  * is left. PRE: the first stages were issued before the wait (pk_lin_claim_pre). Whole CTA.
- * Not inlined: inside pk_lin_tile its issue state made ptxas spill ~1 KB in pk_lin_tile's other
- * paths (the Qwen3-8B kernel, whose LM head in tile mode went 268 -> 294 us per task). */
+ * Not inlined: its issue state stays out of pk_lin_tile's register allocation (inlined, the
+ * Qwen3-8B kernel's rmsnorm_linear call-through spilled 748 bytes against 648 without it). */
 template <int XN, int NS, bool PRE>
 __device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_lin_claim &c, char *smem) {
     float *scale_s = (float *)smem;
