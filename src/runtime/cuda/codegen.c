@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attention_decode_layout.h" /* PK_ATTD_G_MAX */
@@ -327,9 +328,14 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
                  base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
 }
 
-static const char *claim_arg(const pk_kernel *k, int l, char *buf, size_t len);
+/* A layer's claim mode (claim_of_layer, below). */
+typedef struct claim_info {
+    uint32_t rows, tpc, ctr0, nctr;
+    int64_t row0; /* the layer's first weight row */
+} claim_info;
+static const char *claim_arg(const claim_info c, char *buf, size_t len);
 
-static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
+static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
@@ -360,14 +366,14 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
-                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(k, l, f, sizeof f));
+                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
         pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
                      base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
                      index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
-                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(k, l, f, sizeof f));
+                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
@@ -375,7 +381,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
                      v[PK_V_LR_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
-                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(k, l, f, sizeof f));
+                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_SILU_MUL:
         pk_sb_printf(o, "        pk_gen_call_silu_mul(%s, %" PRIu64 ", n_tok, %u, %s, %u, %s, %" PRIu64 ", smem);\n",
@@ -389,7 +395,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
-                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(k, l, f, sizeof f));
+                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_ATTENTION: {
         int nkv = emit_attn_step(o, k, L, v);
@@ -476,10 +482,6 @@ static int reads_attention(const pk_kernel *k, const pk_layer *L) {
  * as whole rows in tiles that follow each other (tile i: rows row0 + i · tile rows), and out and
  * residual tiles whose columns move with the weight rows (out[j] of a decode row is weight row
  * j's sum). A consumer waits for whole chunks (its event), so it sees every row it reads. */
-typedef struct claim_info {
-    uint32_t rows, tpc, ctr0, nctr;
-    int64_t row0; /* the layer's first weight row */
-} claim_info;
 
 static claim_info claim_of_layer(const pk_kernel *k, const pk_layer *L) {
     claim_info c = {0, 0, 0, 0, 0};
@@ -513,19 +515,24 @@ static claim_info claim_of_layer(const pk_kernel *k, const pk_layer *L) {
     return c;
 }
 
-/* claim_of_layer with its counters placed after those of the layers before it. */
-static claim_info claim_of(const pk_kernel *k, int l) {
+/* Every layer's claim_info, its counters placed after those of the layers before it; NULL when
+ * out of memory. The caller frees it. */
+static claim_info *claims_of(const pk_kernel *k) {
+    claim_info *c = calloc((size_t)k->nlayers + 1, sizeof *c);
+    if (!c) return NULL;
     uint32_t ctr0 = 0;
-    for (int i = 0; i < l; i++) ctr0 += claim_of_layer(k, &k->layers[i]).nctr;
-    claim_info c = claim_of_layer(k, &k->layers[l]);
-    c.ctr0 = ctr0;
+    for (int l = 0; l < k->nlayers; l++) {
+        c[l] = claim_of_layer(k, &k->layers[l]);
+        c[l].ctr0 = ctr0;
+        ctr0 += c[l].nctr;
+    }
+    c[k->nlayers].ctr0 = ctr0; /* the total */
     return c;
 }
 
 /* The claim argument of a linear-kind call: "pk_lin_claim{pk_gen_claim_ctr + c0 + idx / tpc,
  * (int)(row0 + idx / tpc * rows), rows}", or tile mode's {nullptr, 0, 0}. */
-static const char *claim_arg(const pk_kernel *k, int l, char *buf, size_t len) {
-    const claim_info c = claim_of(k, l);
+static const char *claim_arg(const claim_info c, char *buf, size_t len) {
     if (!c.rows)
         snprintf(buf, len, "pk_lin_claim{nullptr, 0, 0}");
     else if (c.nctr == 1)
@@ -536,7 +543,7 @@ static const char *claim_arg(const pk_kernel *k, int l, char *buf, size_t len) {
     return buf;
 }
 
-static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
+static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const int after_attention = reads_attention(k, L);
     int v = weight_view(L->kind);
@@ -548,7 +555,7 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
         if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && (w.rs * es) % 16 == 0 && off % 16 == 0 &&
             step % 16 == 0 && bytes <= 0xffffffffu) {
             uint64_t row_bytes = (uint64_t)w.rs * es;
-            const claim_info c = claim_of(k, l);
+            const claim_info c = claims[l];
             pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u}, /* %s */\n", w.id,
                          bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0, L->name);
             return;
@@ -571,6 +578,11 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_cuda_buffers bufs;
     pk_status st = pk_cuda_plan_buffers(k, &bufs);
     if (st != PK_OK) return st;
+    claim_info *claims = claims_of(k);
+    if (!claims) {
+        pk_cuda_buffers_free(&bufs);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");
+    }
     char e[64];
 
     pk_sb_printf(o,
@@ -671,14 +683,13 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
                     " * offset step per task index, reads an attention output, claim mode's rows per chunk (0: tile mode), tasks per chunk,\n"
                     " * first counter}. */\n");
-    uint32_t nctr = 0;
-    for (int l = 0; l < g->nlayers; l++) nctr += claim_of_layer(k, &k->layers[l]).nctr;
+    const uint32_t nctr = claims[k->nlayers].ctr0;
     pk_sb_printf(o, "/* Claim mode's counters (linear.cuh), one per chunk of a layer's tasks that signal one event,\n"
                     " * zeroed before every step. */\n"
                     "#define PK_GEN_NUM_CLAIM_CTRS %u\n"
                     "__device__ unsigned long long pk_gen_claim_ctr[%u];\n\n", nctr, nctr ? nctr : 1);
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
-    for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
+    for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l, claims);
     pk_sb_printf(o, "};\n\n");
     (void)e;
 
@@ -699,7 +710,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  "    (void)idx, (void)w, (void)s;\n"
                  "    switch (task.layer) {\n",
                  k->t_step_info);
-    for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i]);
+    for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i], claims);
     pk_sb_printf(o, "    default:\n        break;\n    }\n}\n\n");
     pk_sb_printf(o,
                  "/* Static mode, before task t's dependency wait: starts copying what the task will read and\n"
@@ -719,6 +730,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);
+    free(claims);
     if (o->oom) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");
     return PK_OK;
 }
