@@ -74,51 +74,73 @@ typedef struct pk_lin_args {
 } pk_lin_args;
 
 /* Stages xn[t0 + r, k0 + c] for r < nt, c < kc into xs[r · ldx + c] (bf16); zeros for c in
- * [kc, ldx) and for rows nt .. nrows - 1. ldx is a multiple of 8. Whole CTA; no barrier. */
+ * [kc, ldx) and for rows nt .. nrows - 1. ldx is a multiple of 8. Whole CTA; no barrier.
+ * A thread takes its chunks PK_LIN_STAGE_BATCH at a time and issues the batch's loads before it
+ * converts and stores any of them, so that the loads of a later chunk need not wait behind the
+ * shared-memory store of an earlier one (a down_proj task's 12 KB of gate / up, K 3072, are 1.5
+ * chunks per thread). 1 (one chunk at a time, as before) is the default: 2 measured slower on the
+ * H200 (session 10, same call: Qwen3-0.6B 1.1488 -> 1.1814 ms/token, 8B 5.0279 -> 5.1001). */
+#ifndef PK_LIN_STAGE_BATCH
+#define PK_LIN_STAGE_BATCH 1 /* 2: two chunks' loads at once (PK_NVCC_DEFINES, to compare) */
+#endif
 template <int XN>
 __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nrows, int k0, int kc,
                                     int ldx, const float *scale_s, pk_bf16 *xs) {
-    const int nch = ldx / 8;
-    for (int e = threadIdx.x; e < nrows * nch; e += PK_CUDA_THREADS) {
-        int r = e / nch, c = 8 * (e - r * nch), k = k0 + c;
-        int n = kc - c < 8 ? kc - c : 8; /* valid elements of this chunk */
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r < nt && n > 0) {
-            const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride; /* [K] or [2K] */
-            if (XN == PK_LIN_PLAIN && n == 8) {
-                v = pk_dev_load8_any<true>(xr + k);
-            } else {
-                float f[8], g[8], h[8];
-                if (n == 8) {
-                    pk_dev_unpack8(pk_dev_load8_any<true>(xr + k), f);
-                    if (XN == PK_LIN_RMSNORM)
-                        pk_dev_unpack8(pk_dev_load8_any<false>(a.norm_w + k), g);
-                    if (XN == PK_LIN_SILU_MUL)
-                        pk_dev_unpack8(pk_dev_load8_any<true>(xr + a.K + k), g);
-                } else {
+    const int nch = ldx / 8, total = nrows * nch;
+    for (int e0 = threadIdx.x; e0 < total; e0 += PK_LIN_STAGE_BATCH * PK_CUDA_THREADS) {
+        uint4 fv[PK_LIN_STAGE_BATCH], gv[PK_LIN_STAGE_BATCH]; /* whole chunks' raw loads */
 #pragma unroll
-                    for (int i = 0; i < 8; i++) {
-                        f[i] = g[i] = 0.0f;
-                        if (i < n) {
-                            f[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + k + i));
-                            if (XN == PK_LIN_RMSNORM)
-                                g[i] = pk_dev_bf16_to_f32(pk_dev_ldw_bf16(a.norm_w + k + i));
-                            if (XN == PK_LIN_SILU_MUL)
-                                g[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + a.K + k + i));
-                        }
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    if (XN == PK_LIN_PLAIN) h[i] = f[i];
-                    if (XN == PK_LIN_RMSNORM) h[i] = pk_dev_rmsnorm1(f[i], scale_s[r], g[i]);
-                    if (XN == PK_LIN_SILU_MUL) h[i] = pk_dev_silu_mul1(f[i], g[i]);
-                    if (i >= n) h[i] = 0.0f;
-                }
-                v = pk_dev_pack8(h);
+        for (int b = 0; b < PK_LIN_STAGE_BATCH; b++) {
+            const int e = e0 + b * PK_CUDA_THREADS, r = e / nch, c = 8 * (e - r * nch), k = k0 + c;
+            fv[b] = gv[b] = make_uint4(0, 0, 0, 0);
+            if (e < total && r < nt && kc - c >= 8) {
+                const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride; /* [K] or [2K] */
+                fv[b] = pk_dev_load8_any<true>(xr + k);
+                if (XN == PK_LIN_RMSNORM) gv[b] = pk_dev_load8_any<false>(a.norm_w + k);
+                if (XN == PK_LIN_SILU_MUL) gv[b] = pk_dev_load8_any<true>(xr + a.K + k);
             }
         }
-        *(uint4 *)(xs + r * ldx + c) = v;
+#pragma unroll
+        for (int b = 0; b < PK_LIN_STAGE_BATCH; b++) {
+            const int e = e0 + b * PK_CUDA_THREADS;
+            if (e >= total) break;
+            const int r = e / nch, c = 8 * (e - r * nch), k = k0 + c;
+            const int n = kc - c < 8 ? kc - c : 8; /* valid elements of this chunk */
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < nt && n > 0) {
+                const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride;
+                if (XN == PK_LIN_PLAIN && n == 8) {
+                    v = fv[b];
+                } else {
+                    float f[8], g[8], h[8];
+                    if (n == 8) {
+                        pk_dev_unpack8(fv[b], f);
+                        if (XN != PK_LIN_PLAIN) pk_dev_unpack8(gv[b], g);
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < 8; i++) {
+                            f[i] = g[i] = 0.0f;
+                            if (i < n) {
+                                f[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + k + i));
+                                if (XN == PK_LIN_RMSNORM)
+                                    g[i] = pk_dev_bf16_to_f32(pk_dev_ldw_bf16(a.norm_w + k + i));
+                                if (XN == PK_LIN_SILU_MUL)
+                                    g[i] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(xr + a.K + k + i));
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        if (XN == PK_LIN_PLAIN) h[i] = f[i];
+                        if (XN == PK_LIN_RMSNORM) h[i] = pk_dev_rmsnorm1(f[i], scale_s[r], g[i]);
+                        if (XN == PK_LIN_SILU_MUL) h[i] = pk_dev_silu_mul1(f[i], g[i]);
+                        if (i >= n) h[i] = 0.0f;
+                    }
+                    v = pk_dev_pack8(h);
+                }
+            }
+            *(uint4 *)(xs + r * ldx + c) = v;
+        }
     }
 }
 
@@ -245,9 +267,45 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
     }
 }
 
+/* Diagnostics (PK_NVCC_DEFINES=-DPK_LIN_PROFILE): thread 0 of every CTA running pk_lin_rows for
+ * one token adds its phase times (%globaltimer, ns) to pk_lin_prof[XN]: [0] calls, [1] the
+ * runtime's dependency seen -> run (copy wait; pk_lin_prof_tw), [2] -> pk_lin_rows entry
+ * (dispatch; pk_lin_prof_t0), [3] row scale, [4] x staged, [5] the rounds, [6] the last barrier;
+ * the call that makes the count PK_LIN_PROFILE_N prints the means (staged tiles: wst). */
+#ifdef PK_LIN_PROFILE
+#define PK_LIN_PROFILE_N 20000ull
+__device__ unsigned long long pk_lin_prof[3][8];
+__shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0;
+__device__ __forceinline__ unsigned long long pk_lin_now(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_lin_now() : 0ull
+template <int XN>
+__device__ void pk_lin_prof_add(bool wst, unsigned long long t0, unsigned long long t1, unsigned long long t2,
+                                unsigned long long t3, unsigned long long t4) {
+    if (threadIdx.x != 0) return;
+    unsigned long long *p = pk_lin_prof[XN];
+    const unsigned long long d[6] = {pk_lin_prof_t0 - pk_lin_prof_tw, t0 - pk_lin_prof_t0, t1 - t0, t2 - t1, t3 - t2,
+                                     t4 - t3};
+    for (int i = 0; i < 6; i++) atomicAdd(p + 1 + i, d[i]);
+    if (atomicAdd(p, 1ull) + 1 == PK_LIN_PROFILE_N) {
+        const double n = (double)PK_LIN_PROFILE_N;
+        printf("pk linear profile XN %d (%s, us, mean of %llu): copy wait %.2f dispatch %.2f scale %.2f stage %.2f "
+               "rounds %.2f barrier %.2f\n",
+               XN, wst ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3, p[2] / n / 1e3, p[3] / n / 1e3,
+               p[4] / n / 1e3, p[5] / n / 1e3, p[6] / n / 1e3);
+    }
+}
+#else
+#define PK_LIN_STAMP(i) do { } while (0)
+#endif
+
 /* One block of nt <= NT rows starting at row t0: steps 1-4 of the header. Whole CTA. */
 template <int XN, int NT, int CW, int U>
 __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *smem) {
+    PK_LIN_STAMP(0);
     static_assert(CW * NT <= 32, "one partial per lane");
     float *scale_s = (float *)smem;                         /* [8] */
     float *red_s = scale_s + PK_LIN_MAXROWS;                /* [8][WARPS] */
@@ -261,6 +319,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 
     if (XN == PK_LIN_RMSNORM)
         pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s);
+    PK_LIN_STAMP(1);
 
     const int ngroups = (a.ncols + CW - 1) / CW; /* column groups */
     int G = PK_DEV_WARPS;
@@ -273,6 +332,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
         __syncthreads();
     }
+    PK_LIN_STAMP(2);
     for (int round = 0; round < rounds; round++) {
         const int cg = round * G + grp, j0 = cg * CW;
         const bool active = cg < ngroups;
@@ -340,7 +400,12 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             }
         }
     }
+    PK_LIN_STAMP(3);
     __syncthreads(); /* xs and scale_s are free for the next block */
+#ifdef PK_LIN_PROFILE
+    PK_LIN_STAMP(4);
+    if (NT == 1 && nt == 1) pk_lin_prof_add<XN>(a.wst && a.wst_rows >= a.ncols, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
+#endif
 }
 
 
@@ -855,12 +920,14 @@ __device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_li
     __syncthreads(); /* xs, scale_s and the rings are free for the next task */
 }
 
-/* a_in by reference, not by value: builds where ptxas kept pk_lin_tile a separate function with
- * the struct passed by value gave wrong GEMV results in the persistent kernel (every pk-tiny
- * decode step in session 8's failing combination; cuda_e2e's W4 runs in session 9), while the
- * kernel harness, which inlines it, passed; not understood, docs/PERF.md "Session 9". */
+/* Always inlined (into each kind's call-through): builds where ptxas kept pk_lin_tile a separate
+ * function gave wrong GEMV results in the persistent kernel — every pk-tiny decode step (relative
+ * L2 1.21) in session 8's failing combination and in session 10's first build of this version,
+ * cuda_e2e's W4 runs in session 9 — with a_in passed by value and (session 10) by reference,
+ * while the kernel harness, which inlines it, passed. Not understood: docs/PERF.md "Session 9"
+ * and "Session 10". */
 template <int XN>
-__device__ inline void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
+__device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
     pk_lin_args a = a_in;
     if (pk_lin_claim_take(a, claim)) {
         if (a.wst_rows == PK_WST_CLAIM)
@@ -916,7 +983,7 @@ __device__ inline void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk
     }
 }
 
-__device__ inline void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+__device__ __forceinline__ void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                      const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride,
                                      char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0,
@@ -926,7 +993,7 @@ __device__ inline void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_t
     pk_lin_tile<PK_LIN_PLAIN>(a, smem, claim);
 }
 
-__device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
+__device__ __forceinline__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
                                              const pk_bf16 *norm_w, float eps, int n_tok, int K,
                                              const pk_rows *w, int n0, int ncols, pk_bf16 *out,
                                              int64_t out_stride, char *smem,
@@ -937,7 +1004,7 @@ __device__ inline void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride,
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem, claim);
 }
 
-__device__ inline void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+__device__ __forceinline__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                               const pk_rows *w, int n0, int ncols,
                                               const pk_bf16 *residual, int64_t res_stride,
                                               pk_bf16 *out, int64_t out_stride, char *smem,

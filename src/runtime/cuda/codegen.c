@@ -696,20 +696,19 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     /* dispatch */
     pk_sb_printf(o,
                  "/* Runs task t on the calling CTA (every thread calls it). Shapes are literals; a task's tile is its\n"
-                 " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step. */\n"
-                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, char *smem, int wst_rows) {\n"
-                 "    void *const *B = S->buf;\n"
-                 "    /* staged weight rows, or (wst_rows < 0) the weight ring's state */\n"
-                 "    const pk_bf16 *wst = (const pk_bf16 *)(smem + (wst_rows < 0 ? S->ring_off : PK_CUDA_SMEM_BYTES));\n"
+                 " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step (the\n"
+                 " * step's; the caller reads it once per step). task: pk_gen_tasks[t]. */\n"
+                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, const pk_gen_task task,\n"
+                 "                                         char *smem, int wst_rows, uint32_t wst_off, int n_tok) {\n"
+                 "    void *const *B = PK_GEN_BUFS(S);\n"
+                 "    /* staged weight rows at smem + wst_off, or (wst_rows < 0) the weight ring's state */\n"
+                 "    const pk_bf16 *wst = (const pk_bf16 *)(smem + (wst_rows < 0 ? S->ring_off : wst_off));\n"
                  "    (void)wst;\n"
-                 "    const pk_gen_task task = pk_gen_tasks[t];\n"
                  "    const int64_t idx = task.index;\n"
-                 "    const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n"
                  "    pk_rows w;        /* the case's weight rows (one object for all cases: emit_rows) */\n"
                  "    pk_attn_step s;   /* an attention case's step tensors */\n"
-                 "    (void)idx, (void)w, (void)s;\n"
-                 "    switch (task.layer) {\n",
-                 k->t_step_info);
+                 "    (void)t, (void)idx, (void)w, (void)s;\n"
+                 "    switch (task.layer) {\n");
     for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i], claims);
     pk_sb_printf(o, "    default:\n        break;\n    }\n}\n\n");
     pk_sb_printf(o,
@@ -717,7 +716,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  " * does not depend on the wait (a decode row's KV cache) into shared memory; returns what\n"
                  " * pk_gen_run_task takes as wst_rows (0: nothing). Every thread calls it. */\n"
                  "__device__ __noinline__ int pk_gen_stage_task(const pk_dev_state *S, uint32_t t, char *smem, int smem_bytes) {\n"
-                 "    void *const *B = S->buf;\n"
+                 "    void *const *B = PK_GEN_BUFS(S);\n"
                  "    const pk_gen_task task = pk_gen_tasks[t];\n"
                  "    const int64_t idx = task.index;\n"
                  "    pk_attn_step s;\n"

@@ -13,6 +13,24 @@
 
 #include <stdint.h>
 
+/* The buffer table (tensor id -> device base, pk_dev_state's buf) in constant memory, written
+ * before every launch (runtime.cuh): the generated dispatch reads B[id] with literal ids, which
+ * become constant-bank operands instead of a load of S->buf and a dependent load of its entry on
+ * every task's path after the dependency wait (~1.6 us of "dispatch" per staged Qwen3-0.6B task,
+ * docs/PERF.md "Session 10"). Larger tables (> 32 KB) stay in global memory, as with
+ * PK_CBUF=0 (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_CBUF
+#define PK_CBUF 1
+#endif
+#if PK_CBUF && PK_GEN_NUM_BUFFERS <= 4096
+#define PK_GEN_CBUF 1
+__constant__ void *pk_gen_cbuf[PK_GEN_NUM_BUFFERS];
+#define PK_GEN_BUFS(S) ((void *const *)pk_gen_cbuf)
+#else
+#define PK_GEN_CBUF 0
+#define PK_GEN_BUFS(S) ((S)->buf)
+#endif
+
 /* A task as the device sees it: kind and shapes come from its layer's case in the dispatch. */
 typedef struct pk_gen_task {
     uint32_t layer;      /* index into pk_gen_layers; 0xffffffff for the BEGIN task */

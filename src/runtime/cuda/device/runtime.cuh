@@ -97,7 +97,7 @@ __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint3
     if (task.layer >= PK_GEN_NUM_LAYERS) return nullptr;
     *p = pk_gen_prefetches[task.layer];
     if (p->bytes == 0) return nullptr;
-    return (const char *)S->buf[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
+    return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
 }
 
 /* Starts fetching bytes [base, base + n) into L2 and returns at once (bulk prefetches of up to
@@ -154,6 +154,15 @@ __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const u
 #ifndef PK_WSTAGE_BYTES
 #define PK_WSTAGE_BYTES (96u * 1024u)
 #endif
+/* Copies a whole tile of `bytes` (a multiple of 16) from src into shared memory at smem + off
+ * with 16-byte cp.async copies, one commit group. Every thread calls it. */
+__device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, char *smem, uint32_t off) {
+    const uint32_t n16 = bytes / 16, dst = (uint32_t)__cvta_generic_to_shared(smem + off);
+    for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
+        pk_dev_cp_async_w16(dst + 16 * e, src + 16 * (pk_u64)e);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
 __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)S, (void)t, (void)smem;
@@ -167,12 +176,49 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
      * S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
      * less shared memory per block than the H100 / H200's 227 KB) */
     if (p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes) return 0;
-    const uint32_t rows = p.bytes / p.row_bytes, n16 = p.bytes / 16;
-    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem + PK_CUDA_SMEM_BYTES);
-    for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
-        pk_dev_cp_async_w16(dst + 16 * e, src + 16 * (pk_u64)e);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    return (int)rows;
+    pk_stage_copy(src, p.bytes, smem, PK_CUDA_SMEM_BYTES);
+    return (int)(p.bytes / p.row_bytes);
+#endif
+}
+
+/* The next task's tile staged early (static mode, one-token steps). pk_stage_weights issues a
+ * task's copies when the task before it has ended, so a short layer waits for them after its
+ * event (Qwen3-0.6B shape: the gate_up tasks' 96 KB after o_proj, ~10 us of span per layer where
+ * o_proj, whose tile loads during attention, takes ~4). Here a worker whose task t has a staged
+ * tile also starts copying the whole tile of its next task `next` before t's wait, beside t's
+ * own: at the bottom of the staging area [PK_STAGE_LO, top) when it ends below t's tile, else at
+ * its top when it starts above. The staged one-token GEMV (linear.cuh's pk_lin_rows, tile in
+ * shared memory) uses only linear's header and xs [K] of the kernels' area, so the area from
+ * PK_STAGE_LO up is free while t runs when PK_LIN_HDR + 2K fits below it. Off with the weight
+ * ring compiled in (its paged GEMV keeps partials after xs). Returns the next tile's rows (0:
+ * not staged) and its offset in *off. Every thread calls it.
+ * Off by default: slower on the H200 in both of session 10's calls that measured it (Qwen3-0.6B
+ * 1.3524 -> 1.3652 ms/token, later 1.1814 -> 1.1934: gate_up's span shrinks ~1 us per layer, but
+ * attention and down grow, the copies issued during attention slowing its loads; docs/PERF.md
+ * "Session 10"). 1: on (PK_NVCC_DEFINES). */
+#ifndef PK_STAGE_NEXT
+#define PK_STAGE_NEXT 0
+#endif
+#define PK_STAGE_LO (16u << 10)
+__device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
+                                             char *smem, uint32_t *off) {
+#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_STAGE_NEXT
+    (void)S, (void)t, (void)t_off, (void)next, (void)smem, (void)off;
+    return 0;
+#else
+    pk_gen_prefetch p, q;
+    if (!pk_task_tile(S, t, &p) || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
+    const char *src = pk_task_tile(S, next, &q);
+    if (!src || q.row_bytes == 0 || q.bytes > PK_WSTAGE_BYTES || (PK_LIN_CLAIM && q.claim_rows)) return 0;
+    const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, t_end = t_off + p.bytes;
+    if (PK_STAGE_LO + q.bytes <= t_off)
+        *off = PK_STAGE_LO;
+    else if (top >= q.bytes && ((top - q.bytes) & ~127u) >= t_end)
+        *off = (top - q.bytes) & ~127u;
+    else
+        return 0;
+    pk_stage_copy(src, q.bytes, smem, *off);
+    return (int)(q.bytes / q.row_bytes);
 #endif
 }
 
@@ -194,9 +240,9 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #ifndef PK_LIN_CLAIM_STAGED
 #define PK_LIN_CLAIM_STAGED 0
 #endif
-__device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem) {
+__device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem, int n_tok) {
 #if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
-    (void)S, (void)t, (void)smem;
+    (void)S, (void)t, (void)smem, (void)n_tok;
     return 0;
 #else
     const pk_gen_task task = pk_gen_tasks[t];
@@ -208,10 +254,9 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
     pk_gen_prefetch p;
     const char *base = pk_task_tile(S, t, &p);
     if (!base || p.row_bytes == 0 || (!PK_LIN_ASYNC_PRE_AFTER_ATT && p.after_attention)) return 0;
-    const int n_tok = __ldcg((const int *)S->buf[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
     if (p.claim_rows) { /* claim mode (linear.cuh) when the layer takes it, from its chunk's first row */
         const uint32_t chunk = task.index / p.claim_tpc;
-        const char *first = (const char *)S->buf[p.buffer] + p.off0 + (pk_u64)chunk * p.claim_tpc * p.step;
+        const char *first = (const char *)PK_GEN_BUFS(S)[p.buffer] + p.off0 + (pk_u64)chunk * p.claim_tpc * p.step;
         const int r = pk_lin_claim_pre((const pk_bf16 *)first, (int)(p.row_bytes / 2), (int)p.claim_rows,
                                        pk_gen_claim_ctr + p.claim_ctr0 + chunk, n_tok, smem);
         if (r) return r;
@@ -281,6 +326,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
      * worker without a ring: the model builder planned the split for that budget) */
     const int stage_limit = S->ring_off ? (int)S->ring_off : (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
+    /* task i's tile when the iteration before staged it (pk_stage_next): rows (0: not) and offset */
+    int next_rows = 0;
+    uint32_t next_off = 0;
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
@@ -290,6 +338,12 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (ring && threadIdx.x == 0) pk_wring_quiesce(ring, ring_pos);
             break;
         }
+        /* the step's rows (prepare_next_step wrote them before BEGIN): read once per step, not
+         * after every task's wait */
+        const int n_tok = __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+        /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
+        const bool stage_next = !ring && n_tok == 1;
+        next_rows = 0;
         for (uint32_t i = lo; i < hi; i++) {
             const uint32_t t = pk_gen_sched_tasks[i];
             const pk_gen_task task = pk_gen_tasks[t];
@@ -300,7 +354,12 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             pk_wring_seg rs;
             const bool in_ring = ring && pk_wring_seg_of(S, t, &rs);
             int staged = 0;
-            if (in_ring) { /* its weights come from the ring: wst_rows -1 */
+            uint32_t wst_off = PK_CUDA_SMEM_BYTES; /* where a staged tile is */
+            bool tile_staged = false;              /* staged: rows of t's weight tile */
+            if (next_rows) { /* copied during the task before */
+                staged = next_rows, wst_off = next_off, tile_staged = true;
+                next_rows = 0;
+            } else if (in_ring) { /* its weights come from the ring: wst_rows -1 */
                 staged = -1;
                 if (threadIdx.x == 0) {
                     ring->pos = ring_pos;
@@ -309,21 +368,32 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             } else if (!ring) {
                 if (PK_LIN_CLAIM && !PK_LIN_CLAIM_STAGED && task.layer < PK_GEN_NUM_LAYERS &&
                     pk_gen_prefetches[task.layer].claim_rows)
-                    staged = pk_lin_pre_task(S, t, smem); /* claim mode before whole-tile staging */
-                if (!staged) staged = pk_stage_weights(S, t, smem);
-                if (!staged) staged = pk_lin_pre_task(S, t, smem);
+                    staged = pk_lin_pre_task(S, t, smem, n_tok); /* claim mode before whole-tile staging */
+                if (!staged) tile_staged = (staged = pk_stage_weights(S, t, smem)) > 0;
+                if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
+            if (tile_staged && stage_next && i + 1 < hi)
+                next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
             if (!staged) staged = pk_gen_stage_task(S, t, smem, stage_limit);
             pk_wait_event(S, task.dep_event, need, t);
+#ifdef PK_LIN_PROFILE
+            if (threadIdx.x == 0) pk_lin_prof_tw = pk_lin_now();
+#endif
             if (staged > 0) {
-                asm volatile("cp.async.wait_all;" ::: "memory");
+                if (next_rows) /* the newest group is the next task's tile */
+                    asm volatile("cp.async.wait_group 1;" ::: "memory");
+                else
+                    asm volatile("cp.async.wait_all;" ::: "memory");
                 __syncthreads(); /* every thread's copies are in shared memory */
             }
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
-            pk_gen_run_task(S, t, smem, staged);
+#ifdef PK_LIN_PROFILE
+            if (threadIdx.x == 0) pk_lin_prof_t0 = pk_lin_now();
+#endif
+            pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
             __syncthreads(); /* the task's writes are issued by every thread */
             if (in_ring) { /* the task read its pages (consumed = the position after them), or drain */
                 if (ring->consumed != ring_pos + rs.npages) {
@@ -361,7 +431,8 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         const uint32_t t = sh_task;
         if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
         pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
-        pk_gen_run_task(S, t, smem, 0);
+        const int n_tok = __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+        pk_gen_run_task(S, t, pk_gen_tasks[t], smem, 0, PK_CUDA_SMEM_BYTES, n_tok);
         __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
         if (threadIdx.x == 0) {
             if (tracing) pk_trace(S, w, t, sh_step, t0);
@@ -808,6 +879,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
         h->trace_n = m->d_trace_n;
     }
     PK_CU(cudaMemcpy(c->d_state, h, sizeof *h, cudaMemcpyHostToDevice));
+#if PK_GEN_CBUF /* this context's buffers in the module's constant table (dispatch.cuh) */
+    PK_CU(cudaMemcpyToSymbol(pk_gen_cbuf, c->buf, PK_GEN_NUM_BUFFERS * sizeof(void *)));
+#endif
     PK_CU(cudaDeviceSynchronize());
 
     /* launch, then stream tokens until the kernel ends */
@@ -861,14 +935,24 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     return 0;
 }
 
+/* Set while a run of this kernel.so is on the GPU: its module-wide state (the constant buffer
+ * table, claim counters) belongs to that run, so a run of a second context of the same kernel.so
+ * in this process at the same time is refused with an error instead of overwriting them. */
+static int pk_gen_module_busy;
+
 extern "C" int pk_gen_run(void *vctx, pk_gen_run_args *a, char *err, size_t err_len) {
     pk_gen_ctx *c = (pk_gen_ctx *)vctx;
     if (c->broken) return pk_gen_fail(err, err_len, "the CUDA context failed in an earlier run");
     if (a->dynamic && c->cfg.num_schedulers < 1) return pk_gen_fail(err, err_len, "dynamic mode needs a scheduler");
+    if (__atomic_exchange_n(&pk_gen_module_busy, 1, __ATOMIC_ACQ_REL))
+        return pk_gen_fail(err, err_len,
+                           "this kernel is already running for another model instance in this process (one run of a "
+                           "compiled kernel at a time)");
     pk_gen_run_mem m;
     memset(&m, 0, sizeof m);
     int rc = pk_gen_run_inner(c, a, &m, err, err_len);
     if (!c->broken) pk_gen_run_free(&m);
+    __atomic_store_n(&pk_gen_module_busy, 0, __ATOMIC_RELEASE);
     return rc;
 }
 
