@@ -1,6 +1,7 @@
 /* test_cuda_compile.c — the CUDA backend without a GPU: a small graph that uses every task kind
  * is generated and compiled with nvcc for sm_90a (PK_CUDA_ARCH, so no GPU is probed); kernel.cu
- * names pk's version and the graph hash; the second compile of the same graph is a cache hit (no
+ * names pk's version and the graph hash; ptxas keeps no task function out of line but the
+ * generated pk_gen_* ones; the second compile of the same graph is a cache hit (no
  * nvcc run); a cache directory others can write is refused; a missing nvcc, a bad arch and a
  * failing nvcc give PK_ERR_BACKEND (or PK_ERR_INVALID_ARGUMENT) with a clear message.
  * Without nvcc the test prints "skipped: nvcc not found" and counts nothing.
@@ -98,19 +99,60 @@ static char *read_text(const char *path) {
     return s;
 }
 
-static int have_nvcc(void) {
+/* nvcc as pk finds it (PK_NVCC, PATH, /usr/local/cuda/bin) into out; 0 when there is none. */
+static int find_nvcc(char *out, size_t len) {
     const char *env = getenv("PK_NVCC");
-    if (env && env[0]) return access(env, X_OK) == 0;
+    if (env && env[0]) {
+        snprintf(out, len, "%s", env);
+        return access(env, X_OK) == 0;
+    }
     const char *path = getenv("PATH");
-    char buf[4096];
     while (path && *path) {
         const char *end = strchr(path, ':');
         int n = end ? (int)(end - path) : (int)strlen(path);
-        snprintf(buf, sizeof buf, "%.*s/nvcc", n, path);
-        if (n > 0 && access(buf, X_OK) == 0) return 1;
+        snprintf(out, len, "%.*s/nvcc", n, path);
+        if (n > 0 && access(out, X_OK) == 0) return 1;
         path = end ? end + 1 : NULL;
     }
-    return access("/usr/local/cuda/bin/nvcc", X_OK) == 0;
+    snprintf(out, len, "/usr/local/cuda/bin/nvcc");
+    return access(out, X_OK) == 0;
+}
+
+static int have_nvcc(void) {
+    char buf[4096];
+    return find_nvcc(buf, sizeof buf);
+}
+
+/* The generated kernel (kernel.cu in dir, its sources beside it) compiled again with ptxas's
+ * report: the only functions it may keep out of line are the generated dispatch and
+ * call-throughs (pk_gen_*) and libdevice's helpers (__internal_*). A GEMV left out of line
+ * (pk_lin_tile, pk_lin_rows, pk_dev_*linear) gave wrong results on the GPU in sessions 8-10
+ * (docs/PERF.md "Session 10"), so linear.cuh forces it inline; this keeps it so. */
+static void check_out_of_line(const char *dir, const char *tmp) {
+    char nvcc[4096], cmd[9000], line[1024];
+    if (!find_nvcc(nvcc, sizeof nvcc)) return;
+    snprintf(cmd, sizeof cmd,
+             "'%s' -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I'%s' -Xptxas -v -c '%s/kernel.cu' "
+             "-o '%s/ptxas_check.o' 2>&1",
+             nvcc, dir, dir, tmp);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "run nvcc -Xptxas -v");
+    if (!p) return;
+    int functions = 0, stray = 0;
+    const char *tag = "Function properties for ";
+    while (fgets(line, sizeof line, p)) {
+        const char *f = strstr(line, tag);
+        if (!f) continue;
+        f += strlen(tag);
+        functions++;
+        if (!strstr(f, "pk_gen_") && strncmp(f, "__internal", 10) != 0) {
+            stray++;
+            printf("  out of line: %s", f);
+        }
+    }
+    int rc = pclose(p);
+    CHECK(rc == 0 && functions > 0, "nvcc -Xptxas -v on %s/kernel.cu: exit %d, %d functions reported", dir, rc, functions);
+    CHECK(stray == 0, "%d task function(s) kept out of line besides the pk_gen_* call-throughs (each printed as \"out of line: NAME\")", stray);
 }
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
@@ -182,6 +224,13 @@ int main(void) {
     CHECK(cached_so(cache, so, sizeof so) == 1, "one kernel.so in the cache %s", cache);
     CHECK(stat(so, &st1) == 0, "cached %s", so);
     pk_kernel_free(k);
+
+    /* 1b. what ptxas keeps out of line (before step 2: the cache keeps kernel.cu beside kernel.so) */
+    char so_dir[1024];
+    snprintf(so_dir, sizeof so_dir, "%s", so);
+    char *slash = strrchr(so_dir, '/');
+    if (slash) *slash = '\0';
+    check_out_of_line(so_dir, tmp);
 
     /* 2. the same graph again: a cache hit, no nvcc run (the object is not rewritten) */
     k = build(cache);
