@@ -152,7 +152,9 @@ static void check_out_of_line(const char *dir, const char *tmp) {
     }
     int rc = pclose(p);
     CHECK(rc == 0 && functions > 0, "nvcc -Xptxas -v on %s/kernel.cu: exit %d, %d functions reported", dir, rc, functions);
-    CHECK(stray == 0, "%d task function(s) kept out of line besides the pk_gen_* call-throughs (each printed as \"out of line: NAME\")", stray);
+    CHECK(stray == 0,
+          "%d task function(s) kept out of line besides the pk_gen_* call-throughs (each printed as \"out of line: NAME\")",
+          stray);
 }
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
