@@ -764,6 +764,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     const uint32_t W = cfg->num_workers, blocks = W + (a->dynamic ? 1u : 0u);
     /* residency: every CTA must be on an SM at once, or spin waits never end */
     int dev = cfg->device, sms = 0, per_sm = 0, optin = 0;
+    /* this thread's current device may have changed since pk_gen_create (the constant buffer
+     * table below and the launch are the device's) */
+    PK_CU(cudaSetDevice(dev));
     /* static mode: as much of PK_STATIC_SMEM_BYTES as the GPU gives one block (1 KB is left for
      * the kernel's own __shared__ variables); what is beyond the kernels' area stages weights */
     PK_CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
