@@ -71,6 +71,11 @@ __device__ int pk_first_step(const pk_dev_state *S) {
     return pk_step_plan(S->step);
 }
 
+/* The rows holding a token in this step (step info, written by prepare_next_step before BEGIN). */
+__device__ __forceinline__ int pk_step_rows(const pk_dev_state *S) {
+    return __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+}
+
 __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint32_t t, pk_u64 step, pk_u64 t0) {
     pk_u64 n = S->trace_n[w]; /* only this worker's thread 0 writes it */
     if (n < S->trace_cap) {
@@ -340,7 +345,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
         }
         /* the step's rows (prepare_next_step wrote them before BEGIN): read once per step, not
          * after every task's wait */
-        const int n_tok = __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+        const int n_tok = pk_step_rows(S);
         /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
         const bool stage_next = !ring && n_tok == 1;
         next_rows = 0;
@@ -431,7 +436,7 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         const uint32_t t = sh_task;
         if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
         pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
-        const int n_tok = __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
+        const int n_tok = pk_step_rows(S);
         pk_gen_run_task(S, t, pk_gen_tasks[t], smem, 0, PK_CUDA_SMEM_BYTES, n_tok);
         __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
         if (threadIdx.x == 0) {
