@@ -698,7 +698,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  "/* Runs task t on the calling CTA (every thread calls it). Shapes are literals; a task's tile is its\n"
                  " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step (the\n"
                  " * step's; the caller reads it once per step). task: pk_gen_tasks[t]. */\n"
-                 "__device__ __noinline__ void pk_gen_run_task(const pk_dev_state *S, uint32_t t, const pk_gen_task task,\n"
+                 "__device__ PK_GEN_RUN_TASK_ATTR void pk_gen_run_task(const pk_dev_state *S, uint32_t t, const pk_gen_task task,\n"
                  "                                         char *smem, int wst_rows, uint32_t wst_off, int n_tok) {\n"
                  "    void *const *B = PK_GEN_BUFS(S);\n"
                  "    /* staged weight rows at smem + wst_off, or (wst_rows < 0) the weight ring's state */\n"

@@ -31,6 +31,18 @@ __constant__ void *pk_gen_cbuf[PK_GEN_NUM_BUFFERS];
 #define PK_GEN_BUFS(S) ((S)->buf)
 #endif
 
+/* The generated pk_gen_run_task (the switch over layers) is a call of its own by default;
+ * PK_GEN_RUN_TASK_INLINE=1 inlines it into the workers (the call-throughs it calls stay
+ * __noinline__): one call level less after every dependency wait (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_GEN_RUN_TASK_INLINE
+#define PK_GEN_RUN_TASK_INLINE 0
+#endif
+#if PK_GEN_RUN_TASK_INLINE
+#define PK_GEN_RUN_TASK_ATTR __forceinline__
+#else
+#define PK_GEN_RUN_TASK_ATTR __noinline__
+#endif
+
 /* A task as the device sees it: kind and shapes come from its layer's case in the dispatch. */
 typedef struct pk_gen_task {
     uint32_t layer;      /* index into pk_gen_layers; 0xffffffff for the BEGIN task */
