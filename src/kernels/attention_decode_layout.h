@@ -15,8 +15,9 @@
 #define PK_ATTD_G_MAX 8 /* query heads per KV head the staged path takes (Llama-3-70B: 8) */
 #define PK_ATTD_WARPS 8 /* warps of a CTA (PK_CUDA_THREADS / 32) */
 /* The static-mode block's shared memory on the H100 / H200 that the staged path may use: all
- * but the weight ring at its top (weight_ring_layout.h), or, without the ring, the kernels' 96 KB
- * plus the 96 KB weight-staging area (runtime.cuh PK_STATIC_SMEM_BYTES); GPUs that give a block
+ * but the weight ring at its top (weight_ring_layout.h), or, without the ring, 192 KB: less than
+ * the 226 KB static launch takes on them since session 11 (runtime.cuh PK_STATIC_SMEM_BYTES), so
+ * the model builder's split plan stays what it was and the device has room to spare; GPUs that give a block
  * less hold fewer positions (the device path then takes the general kernel: slower, the same
  * result). */
 #include "kernels/weight_ring_layout.h"

@@ -268,13 +268,15 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
 }
 
 /* Diagnostics (PK_NVCC_DEFINES=-DPK_LIN_PROFILE): thread 0 of every CTA running pk_lin_rows for
- * one token adds its phase times (%globaltimer, ns) to pk_lin_prof[XN]: [0] calls, [1] the
+ * one token adds its phase times (%globaltimer, ns) to pk_lin_prof[path][XN]: [0] calls, [1] the
  * runtime's dependency seen -> run (copy wait; pk_lin_prof_tw), [2] -> pk_lin_rows entry
  * (dispatch; pk_lin_prof_t0), [3] row scale, [4] x staged, [5] the rounds, [6] the last barrier;
- * the call that makes the count PK_LIN_PROFILE_N prints the means (staged tiles: wst). */
+ * the call that makes the count PK_LIN_PROFILE_N prints the means. path: 0 pk_lin_rows from
+ * global memory, 1 pk_lin_rows from a staged tile, 2 pk_lin_rows_async (scale and x staged
+ * together under "stage": pk_lin_stage1). */
 #ifdef PK_LIN_PROFILE
 #define PK_LIN_PROFILE_N 20000ull
-__device__ unsigned long long pk_lin_prof[3][8];
+__device__ unsigned long long pk_lin_prof[3][3][8];
 __shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0;
 __device__ __forceinline__ unsigned long long pk_lin_now(void) {
     unsigned long long t;
@@ -283,10 +285,10 @@ __device__ __forceinline__ unsigned long long pk_lin_now(void) {
 }
 #define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_lin_now() : 0ull
 template <int XN>
-__device__ void pk_lin_prof_add(bool wst, unsigned long long t0, unsigned long long t1, unsigned long long t2,
+__device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long long t1, unsigned long long t2,
                                 unsigned long long t3, unsigned long long t4) {
     if (threadIdx.x != 0) return;
-    unsigned long long *p = pk_lin_prof[XN];
+    unsigned long long *p = pk_lin_prof[path][XN];
     const unsigned long long d[6] = {pk_lin_prof_t0 - pk_lin_prof_tw, t0 - pk_lin_prof_t0, t1 - t0, t2 - t1, t3 - t2,
                                      t4 - t3};
     for (int i = 0; i < 6; i++) atomicAdd(p + 1 + i, d[i]);
@@ -294,8 +296,8 @@ __device__ void pk_lin_prof_add(bool wst, unsigned long long t0, unsigned long l
         const double n = (double)PK_LIN_PROFILE_N;
         printf("pk linear profile XN %d (%s, us, mean of %llu): copy wait %.2f dispatch %.2f scale %.2f stage %.2f "
                "rounds %.2f barrier %.2f\n",
-               XN, wst ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3, p[2] / n / 1e3, p[3] / n / 1e3,
-               p[4] / n / 1e3, p[5] / n / 1e3, p[6] / n / 1e3);
+               XN, path == 2 ? "async" : path == 1 ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3,
+               p[2] / n / 1e3, p[3] / n / 1e3, p[4] / n / 1e3, p[5] / n / 1e3, p[6] / n / 1e3);
     }
 }
 #else
@@ -404,7 +406,8 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     __syncthreads(); /* xs and scale_s are free for the next block */
 #ifdef PK_LIN_PROFILE
     PK_LIN_STAMP(4);
-    if (NT == 1 && nt == 1) pk_lin_prof_add<XN>(a.wst && a.wst_rows >= a.ncols, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
+    if (NT == 1 && nt == 1)
+        pk_lin_prof_add<XN>(a.wst && a.wst_rows >= a.ncols ? 1 : 0, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
 #endif
 }
 
@@ -421,7 +424,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
  * A lane reads back only the bytes it copied itself, which cp.async.wait_group makes visible to
  * it: no barrier. The sums are pk_lin_rows's (lane vl sums chunks vl, vl + nvl, ... in order, the
  * same butterfly and partial order), so the two paths give the same bits: which one runs depends
- * on the shapes and on the shared memory the launch gave (static mode 192 KB, dynamic 96 KB), and
+ * on the shapes and on the shared memory the launch gave (static mode 226 KB, dynamic 96 KB), and
  * both modes still agree bit for bit.
  * Shared memory: linear's header, xs [K] bf16, then the rings at pk_lin_async_off(K):
  * [WARPS][NS][CW][32 lanes] 16-byte entries. The first NS - 1 stages are issued before the row
@@ -429,8 +432,12 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #ifndef PK_LIN_ASYNC
 #define PK_LIN_ASYNC 1 /* 0: decode rows always take pk_lin_rows (PK_NVCC_DEFINES, to compare) */
 #endif
+/* Stages per lane; 4-row groups: 2 KB per warp and stage, 192 KB per CTA at 12 (with xs [K]
+ * bf16 it fits the static launch's 226 KB up to K 14336, Llama-3-8B's down_proj; a tile whose
+ * rings do not fit takes pk_lin_rows). 12 against 8: Qwen3-8B 5.0389 -> 4.9959 ms/token with the
+ * launch's shared memory raised to fit them (session 11; 10 at 192 KB: 5.0464). */
 #ifndef PK_LIN_ASYNC_STAGES
-#define PK_LIN_ASYNC_STAGES 8 /* stages per lane; 4-row groups: 16 KB per warp, 128 KB per CTA */
+#define PK_LIN_ASYNC_STAGES 12
 #endif
 
 /* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 0: a plain cp.async.cg; 1: with the weight
@@ -573,6 +580,7 @@ __device__ inline bool pk_lin_async_take(const pk_lin_args &a) {
 template <int XN, int CW, int NS, bool PRE>
 __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
     static_assert(NS >= 2, "the async path waits for NS - 2 pending stages");
+    PK_LIN_STAMP(0);
     float *scale_s = (float *)smem;
     float *red_s = scale_s + PK_LIN_MAXROWS;
     pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR); /* [K] */
@@ -586,7 +594,9 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
 #pragma unroll
     for (int s = 0; s < NS - 1; s++) q.template next<!PRE>();
 
+    PK_LIN_STAMP(1);
     pk_lin_stage1<XN>(a, scale_s, red_s, xs);
+    PK_LIN_STAMP(2);
 
     int s = 0;
     for (int round = 0; round < rounds; round++) {
@@ -622,8 +632,13 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
             a.out[jc] = pk_dev_f32_to_bf16(y);
         }
     }
+    PK_LIN_STAMP(3);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads(); /* xs, scale_s and the rings are free for the next task */
+#ifdef PK_LIN_PROFILE
+    PK_LIN_STAMP(4);
+    pk_lin_prof_add<XN>(2, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
+#endif
 }
 
 /* ---- decode rows (n_tok == 1) in pages: the weight ring's order --------------------------------
@@ -754,7 +769,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
 #define PK_LIN_CLAIM 0 /* 1: claim mode where the code generator allows it (PK_NVCC_DEFINES) */
 #endif
 #define PK_WST_CLAIM (-3) /* wst_rows: claim mode's first stages were issued before the wait */
-#define PK_LIN_CL_RING 8  /* >= PK_LIN_ASYNC_STAGES: claimed groups a warp holds */
+#define PK_LIN_CL_RING (PK_LIN_ASYNC_STAGES > 8 ? PK_LIN_ASYNC_STAGES : 8) /* claimed groups a warp holds */
 static_assert(PK_LIN_ASYNC_STAGES <= PK_LIN_CL_RING, "a warp holds up to NS claimed groups");
 
 /* A layer's claim: its counter, its first weight row and its rows (n_total 0: tile mode). */

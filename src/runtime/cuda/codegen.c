@@ -310,6 +310,12 @@ static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, c
     return L->params.num_kv_heads / (L->grid / attn_splits(L));
 }
 
+/* An attention case's shared memory: where its stage put the layout (wst_off: at smem, or above
+ * the task before's bytes when that task's iteration staged it, runtime.cuh pk_att_early), or
+ * smem for the general kernel (wst_rows 0). */
+#define ATT_OFF "(wst_rows > 0 ? wst_off : 0u)"
+#define ATT_SMEM "smem + " ATT_OFF
+
 /* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache. */
 static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
@@ -326,6 +332,34 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
                  base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
     pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                  base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
+}
+
+/* Whether schedule entry i's next entry on its worker is an attention task that waits on the
+ * layer of entry i's task (the qkv tile before it: runtime.cuh pk_att_early stages that
+ * attention's KV cache during the tile). A table beside pk_gen_sched_tasks, read with it, so the
+ * worker loop adds no dependent load (a load of the next task's entry and its layer's kind cost
+ * ~0.6 us per GEMV layer on the Qwen3-0.6B shape: the worker whose task ends a layer runs that
+ * code on the critical path). */
+static void emit_att_next(pk_strbuf *o, const pk_kernel *k) {
+    const pk_taskgraph *g = &k->graph;
+    const int n = g->ntasks > 1 ? g->ntasks - 1 : 1;
+    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_att_next[%d] = {", n);
+    for (int i = 0; i < n; i++) {
+        int flag = 0;
+        for (int w = 0; w < g->nworkers && g->ntasks > 1; w++) {
+            if ((uint32_t)i < g->sched_offset[w] || (uint32_t)i + 1 >= g->sched_offset[w + 1]) continue;
+            const pk_task *t = &g->tasks[g->sched_tasks[i]], *next = &g->tasks[g->sched_tasks[i + 1]];
+            const int kind = k->layers[next->layer].kind;
+            if ((kind == PK_TASK_ATTENTION || kind == PK_TASK_ATTENTION_PARTIAL) &&
+                t->trig_event < (uint32_t)g->nevents) {
+                const pk_event *e = &g->events[t->trig_event];
+                flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
+            }
+            break;
+        }
+        pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
+    }
+    pk_sb_printf(o, "\n};\n\n");
 }
 
 /* A layer's claim mode (claim_of_layer, below). */
@@ -403,9 +437,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      attn_pairs(p), attn_group(p), l, l, nkv, nkv, base_expr(&v[PK_V_ATT_QKV], 1, a, sizeof a), v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", %s, wst_rows);\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                      base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), base_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
-                     v[PK_V_ATT_OUT].rs);
+                     v[PK_V_ATT_OUT].rs, ATT_SMEM);
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:
@@ -427,9 +461,10 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      v[PK_V_ATT_QKV].rs);
         pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                      base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst_rows, ", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+        /* the staged layout at smem + the offset; the fold (pk_dev_attention_combine) from smem */
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, %s, wst_rows, ", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                      base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b), tile_expr(&v[PK_V_ATT_OUT], 0, c, sizeof c),
-                     v[PK_V_ATT_OUT].rs);
+                     v[PK_V_ATT_OUT].rs, ATT_OFF);
         /* the group's partial tiles, its columns of out, its completion counter (after the events) */
         const int S = p->kv_splits, nheads = p->num_q_heads / (L->grid / S), D = p->head_dim;
         pk_sb_printf(o, "\n            %s + (idx / %d) * %" PRId64 ", ", base_expr(&v[PK_V_ATT_OUT], 1, a, sizeof a), S,
@@ -648,7 +683,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     for (int i = 0; i < g->ntasks - 1; i++)
         pk_sb_printf(o, "%s%s%u", i ? "," : "", i % 16 == 0 ? "\n    " : " ", g->sched_tasks[i]);
     if (g->ntasks <= 1) pk_sb_printf(o, "0");
-    pk_sb_printf(o, "\n};\n\n");
+    pk_sb_printf(o, "\n};\n");
+    emit_att_next(o, k);
     pk_sb_printf(o, "/* Layer parameters: {kind, grid, eps, Hq, Hkv, D, rope_theta, rope_scaling, rope_factor, low_freq,\n"
                     " * high_freq, original_max_position, qk_norm_eps, has_qk_norm}. */\n");
     pk_sb_printf(o, "__device__ const pk_layer_params pk_gen_layers[%d] = {\n", g->nlayers);

@@ -162,16 +162,17 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                           const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
                                                           pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
-                                                          float *part, int64_t part_stride, char *smem, int staged,
+                                                          float *part, int64_t part_stride, char *smem,
+                                                          uint32_t att_off, int staged,
                                                           const float *group_part, pk_bf16 *group_out,
                                                           int64_t out_stride, int nheads, pk_u64 *counter) {
 #if PK_GEN_FALLBACK_KERNELS
-    (void)staged;
+    (void)staged, (void)att_off;
     pk_dev_attention_partial(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
                              part, part_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem);
+        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off);
     else
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);

@@ -168,9 +168,13 @@ __device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, c
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-__device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem) {
+/* Offset low (off = PK_STAGE_LO, not the default PK_CUDA_SMEM_BYTES) when the next task's
+ * attention is to stage above the tile (pk_att_early): only when the tile's GEMV leaves
+ * [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free (pk_stage_lo_ok) and the tile ends below the area's top. */
+#define PK_STAGE_LO (16u << 10)
+__device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem, uint32_t off) {
 #if PK_GEN_FALLBACK_KERNELS
-    (void)S, (void)t, (void)smem;
+    (void)S, (void)t, (void)smem, (void)off;
     return 0;
 #else
     pk_gen_prefetch p;
@@ -180,8 +184,10 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
      * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway).
      * S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
      * less shared memory per block than the H100 / H200's 227 KB) */
-    if (p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes) return 0;
-    pk_stage_copy(src, p.bytes, smem, PK_CUDA_SMEM_BYTES);
+    if (p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes ||
+        off + p.bytes > PK_CUDA_SMEM_BYTES + S->wstage_bytes)
+        return 0;
+    pk_stage_copy(src, p.bytes, smem, off);
     return (int)(p.bytes / p.row_bytes);
 #endif
 }
@@ -204,7 +210,6 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
 #ifndef PK_STAGE_NEXT
 #define PK_STAGE_NEXT 0
 #endif
-#define PK_STAGE_LO (16u << 10)
 __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
                                              char *smem, uint32_t *off) {
 #if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_STAGE_NEXT
@@ -224,6 +229,66 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
         return 0;
     pk_stage_copy(src, q.bytes, smem, *off);
     return (int)(q.bytes / q.row_bytes);
+#endif
+}
+
+/* The next task's attention staged during this one (static mode, one-token steps). A decode
+ * attention task stages its row's KV cache before its dependency wait (attention_decode.cuh), but
+ * on a worker that runs a qkv tile just before it, that wait is the qkv tile's own end: the
+ * copies start after the qkv layer, and the layer's attention span carries their latency (the
+ * "skew": Qwen3-0.6B 3.9 us of its 9.5 us attention span per layer, docs/PERF.md next step F).
+ * Here such a worker issues the attention's stage before the qkv task's wait, into the shared
+ * memory above what the qkv task uses (its staged tile, moved low to PK_STAGE_LO, or its async
+ * rings), when the attention's layout fits there; the attention then runs from smem + *off
+ * (pk_gen_run_task's wst_off). Returns the stage's result (0: not staged early; the attention
+ * stages as before). fp_end: the end of the bytes task t uses. Every thread calls it.
+ * Which tasks: codegen.c's pk_gen_sched_att_next (the attention waits on the layer of the task
+ * before it). Not a worker that runs, say, a down_proj tile before its attention task: there
+ * the stage's dependent loads only delay that tile (which the next layer waits for), and the
+ * attention stages early enough in its own iteration, its wait being the qkv layer's (measured
+ * with both: Qwen3-0.6B down_proj span 6.3 -> 10.2 us per layer).
+ * 0: off (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_ATT_EARLY
+#define PK_ATT_EARLY 1
+#endif
+/* Whether task t's staged one-token GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free: it uses
+ * linear's header and xs [K] bf16 of the kernels' area (pk_lin_rows<XN, 1, ...>). */
+__device__ __forceinline__ bool pk_stage_lo_ok(const pk_dev_state *S, uint32_t t) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)S, (void)t;
+    return false;
+#else
+    pk_gen_prefetch p;
+    return pk_task_tile(S, t, &p) && p.row_bytes && PK_LIN_HDR + p.row_bytes <= PK_STAGE_LO;
+#endif
+}
+/* The end of the bytes task t uses while it runs: its tile staged whole at wst_off, or the async
+ * GEMV's header, xs and rings (PK_WST_ASYNC); 0 for anything else. */
+__device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint32_t t, bool tile_staged,
+                                                     uint32_t wst_off, int staged) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)S, (void)t, (void)tile_staged, (void)wst_off, (void)staged;
+    return 0;
+#else
+    pk_gen_prefetch p;
+    if (!pk_task_tile(S, t, &p)) return 0;
+    if (tile_staged) return wst_off + p.bytes;
+    if (staged == PK_WST_ASYNC)
+        return (uint32_t)(pk_lin_async_off((int)(p.row_bytes / 2)) + pk_lin_async_bytes<4>(PK_LIN_ASYNC_STAGES));
+    return 0;
+#endif
+}
+__device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_end, uint32_t next, char *smem,
+                                            uint32_t *off) {
+#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_ATT_EARLY
+    (void)S, (void)fp_end, (void)next, (void)smem, (void)off;
+    return 0;
+#else
+    const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, base = (fp_end + 127u) & ~127u;
+    if (base + 4096u > top) return 0;
+    const int r = pk_gen_stage_task(S, next, smem + base, (int)(top - base));
+    *off = base;
+    return r;
 #endif
 }
 
@@ -334,6 +399,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     /* task i's tile when the iteration before staged it (pk_stage_next): rows (0: not) and offset */
     int next_rows = 0;
     uint32_t next_off = 0;
+    /* task i's attention stage when the iteration before issued it (pk_att_early), and its offset */
+    int early_rows = 0;
+    uint32_t early_off = 0;
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
@@ -348,7 +416,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
         const int n_tok = pk_step_rows(S);
         /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
         const bool stage_next = !ring && n_tok == 1;
-        next_rows = 0;
+        next_rows = early_rows = 0;
         for (uint32_t i = lo; i < hi; i++) {
             const uint32_t t = pk_gen_sched_tasks[i];
             const pk_gen_task task = pk_gen_tasks[t];
@@ -361,7 +429,12 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             int staged = 0;
             uint32_t wst_off = PK_CUDA_SMEM_BYTES; /* where a staged tile is */
             bool tile_staged = false;              /* staged: rows of t's weight tile */
-            if (next_rows) { /* copied during the task before */
+            /* the next task is an attention whose stage may go in above this task's bytes */
+            const bool att_next = PK_ATT_EARLY && !ring && n_tok == 1 && pk_gen_sched_att_next[i];
+            if (early_rows) { /* this attention's stage was issued during the task before */
+                staged = early_rows, wst_off = early_off;
+                early_rows = 0;
+            } else if (next_rows) { /* copied during the task before */
                 staged = next_rows, wst_off = next_off, tile_staged = true;
                 next_rows = 0;
             } else if (in_ring) { /* its weights come from the ring: wst_rows -1 */
@@ -374,21 +447,28 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (PK_LIN_CLAIM && !PK_LIN_CLAIM_STAGED && task.layer < PK_GEN_NUM_LAYERS &&
                     pk_gen_prefetches[task.layer].claim_rows)
                     staged = pk_lin_pre_task(S, t, smem, n_tok); /* claim mode before whole-tile staging */
-                if (!staged) tile_staged = (staged = pk_stage_weights(S, t, smem)) > 0;
+                if (!staged) {
+                    if (att_next && pk_stage_lo_ok(S, t)) wst_off = PK_STAGE_LO;
+                    tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
+                }
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
-            if (tile_staged && stage_next && i + 1 < hi)
+            const uint32_t t_end = att_next ? pk_task_smem_end(S, t, tile_staged, wst_off, staged) : 0u;
+            if (t_end) /* the attention's stage above t's bytes */
+                early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off);
+            else if (tile_staged && stage_next && i + 1 < hi)
                 next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
-            if (!staged) staged = pk_gen_stage_task(S, t, smem, stage_limit);
+            if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit)) > 0)
+                wst_off = 0; /* the attention's layout from smem */
             pk_wait_event(S, task.dep_event, need, t);
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_tw = pk_lin_now();
 #endif
             if (staged > 0) {
-                if (next_rows) /* the newest group is the next task's tile */
+                if (next_rows || early_rows) /* the newest group is the next task's tile or KV cache */
                     asm volatile("cp.async.wait_group 1;" ::: "memory");
                 else
                     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -758,9 +838,16 @@ static void pk_gen_sleep_us(long us) {
  * fit; on the H200 the 132 workers did land on 132 SMs at 96 KB too, yet 116 KB measured faster,
  * 2.81 -> 2.68 ms/token for the 0.6B shape, for reasons not established), and what lies beyond
  * the kernels' PK_CUDA_SMEM_BYTES holds staged weights. Dynamic mode keeps 96 KB so that the
- * scheduler CTA fits beside a worker. The task kernels use the first PK_CUDA_SMEM_BYTES. */
+ * scheduler CTA fits beside a worker. The task kernels use the first PK_CUDA_SMEM_BYTES.
+ * Static mode takes all the GPU gives a block (227 KB on the H100 / H200, less 1 KB below):
+ * the attention staged during a qkv tile (pk_att_early) needs its layout above the tile
+ * (Qwen3-0.6B at position 223: 16 KB + 64 KB + 132 KB), and the async GEMV's 12 stages of rings
+ * need 192 KB beside xs. Measured on the H200 (session 11, same call, gate passed): Qwen3-0.6B
+ * 1.1550 -> 1.0820 ms/token, Qwen3-8B 5.0389 -> 4.9959 against 192 KB and 8 stages (the larger
+ * launch alone, at 8 stages, was 1.6 % slower for the 8B shape in another call: the L1 cache
+ * shrinks with it; docs/PERF.md "Session 11"). */
 #ifndef PK_STATIC_SMEM_BYTES
-#define PK_STATIC_SMEM_BYTES (PK_CUDA_SMEM_BYTES + (PK_WSTAGE_BYTES > 20 * 1024 ? PK_WSTAGE_BYTES : 20 * 1024))
+#define PK_STATIC_SMEM_BYTES (227 * 1024)
 #endif
 static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared memory");
 
