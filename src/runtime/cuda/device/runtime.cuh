@@ -294,7 +294,7 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
 
 /* The async decode GEMV's first stages (kernels/cuda/linear.cuh, pk_lin_async_pre), issued
  * before a linear task's dependency wait when its tile was not staged whole: the task starts with
- * PK_LIN_ASYNC_STAGES - 1 stages (112 KB per CTA at 8) landed or in flight instead of issuing them
+ * PK_LIN_ASYNC_STAGES - 1 stages (176 KB per CTA at 12) landed or in flight instead of issuing them
  * after the event fires. Returns what pk_gen_run_task takes as wst_rows (PK_WST_ASYNC, or 0).
  * Every thread calls it. 0: off (PK_NVCC_DEFINES, to compare). */
 #ifndef PK_LIN_ASYNC_PRE
