@@ -34,6 +34,10 @@ build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 12 --kv-split
     >/dev/null 2>&1 || true # the pk-tiny split check
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
+for s in 0 3; do # the same at 8 workers (quick_gpu.sh, run_bench.sh's gate: the early attention stage)
+    build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 --kv-splits $s \
+        --logits /dev/null --backend cuda --threads 8 >/dev/null 2>&1 &
+done
 for v in "${variants[@]}"; do # gpu_env.sh's pk_tiny_logits_check (one-row steps), per variant
     for s in 0 3; do
         PK_NVCC_DEFINES="$v" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \

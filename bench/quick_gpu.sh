@@ -62,6 +62,9 @@ IFS='|' read -r -a variants <<<"$VARIANTS"
 for v in "${variants[@]}"; do # decode steps' logits under teacher forcing, per variant
     for s in 0 3; do PK_NVCC_DEFINES="$v" pk_tiny_logits_check build/pk "$THREADS" "$OUT" "$s" | sed "s/\$/${v:+ ($v)}/"; done
 done
+# at 8 workers the qkv tiles' workers run attention tasks, which then stage during the tile
+# (runtime.cuh pk_att_early); at 132 pk-tiny's attention tasks all land on workers without one
+for s in 0 3; do pk_tiny_logits_check build/pk 8 "$OUT" "$s" | sed 's/$/ (8 workers)/'; done
 
 B="build/pk bench --backend cuda --threads $THREADS --max-seq $MAX_SEQ --gen $GEN"
 for m in $MODELS; do

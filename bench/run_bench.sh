@@ -122,12 +122,16 @@ elif [ "$GATE" != 0 ]; then
             line=$(pk_tiny_logits_check "$B/pk" "" "$W" "$s") || ok=0
             log "$line"
         done
+        for s in 0 3; do # and at 8 workers, where qkv tiles' workers run attention tasks (pk_att_early)
+            line=$(pk_tiny_logits_check "$B/pk" 8 "$W" "$s") || ok=0
+            log "$line (8 workers)"
+        done
     fi
     if [ "$ok" != 1 ]; then
         log "correctness gate FAILED: no timings are reported for this build (logs in $W)"
         exit 1
     fi
-    gate="passed ($GATE: ${summary}; pk-tiny decode-step logits cuda vs cpu, also with --kv-splits 3)"
+    gate="passed ($GATE: ${summary}; pk-tiny decode-step logits cuda vs cpu, also with --kv-splits 3 and at 8 workers)"
     printf '%s\n%s\n' "$gate_key" "$gate" >"$W/gate.ok"
 fi
 

@@ -137,6 +137,8 @@ if [ "${GEN:-1}" != 0 ] && [ -d models/pk-tiny ] && [ -x "$B/pk" ]; then
     note "pk generate pk-tiny --kv-splits 3, cuda vs cpu" "$(pk_tokens_compare "$OUT/gen_split_cpu.txt" "$OUT/gen_split_cuda.txt")"
     for s in 0 3; do
         note "pk-tiny decode-step logits (splits $s)" "$(pk_tiny_logits_check "$B/pk" "" "$OUT" "$s")"
+        # at 8 workers qkv tiles' workers run attention tasks (runtime.cuh pk_att_early)
+        note "pk-tiny decode-step logits (splits $s, 8 workers)" "$(pk_tiny_logits_check "$B/pk" 8 "$OUT" "$s")"
     done
 fi
 
