@@ -843,9 +843,9 @@ static void pk_gen_sleep_us(long us) {
  * the attention staged during a qkv tile (pk_att_early) needs its layout above the tile
  * (Qwen3-0.6B at position 223: 16 KB + 64 KB + 132 KB), and the async GEMV's 12 stages of rings
  * need 192 KB beside xs. Measured on the H200 (session 11, same call, gate passed): Qwen3-0.6B
- * 1.1550 -> 1.0820 ms/token, Qwen3-8B 5.0389 -> 4.9959 against 192 KB and 8 stages (the larger
- * launch alone, at 8 stages, was 1.6 % slower for the 8B shape in another call: the L1 cache
- * shrinks with it; docs/PERF.md "Session 11"). */
+ * 1.1550 -> 1.0820 ms/token, Qwen3-8B 5.0389 -> 4.9959 against 192 KB and 8 stages; the larger
+ * launch alone (8 stages) measured the same as 192 KB at context 4096 (8B 5.6149 / 5.6144,
+ * 0.6B 1.5200 / 1.5179: the smaller L1 that comes with it costs nothing visible; PERF.md). */
 #ifndef PK_STATIC_SMEM_BYTES
 #define PK_STATIC_SMEM_BYTES (227 * 1024)
 #endif
