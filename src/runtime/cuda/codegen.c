@@ -342,23 +342,23 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
  * code on the critical path). */
 static void emit_att_next(pk_strbuf *o, const pk_kernel *k) {
     const pk_taskgraph *g = &k->graph;
-    const int n = g->ntasks > 1 ? g->ntasks - 1 : 1;
-    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_att_next[%d] = {", n);
-    for (int i = 0; i < n; i++) {
-        int flag = 0;
-        for (int w = 0; w < g->nworkers && g->ntasks > 1; w++) {
-            if ((uint32_t)i < g->sched_offset[w] || (uint32_t)i + 1 >= g->sched_offset[w + 1]) continue;
-            const pk_task *t = &g->tasks[g->sched_tasks[i]], *next = &g->tasks[g->sched_tasks[i + 1]];
-            const int kind = k->layers[next->layer].kind;
-            if ((kind == PK_TASK_ATTENTION || kind == PK_TASK_ATTENTION_PARTIAL) &&
-                t->trig_event < (uint32_t)g->nevents) {
-                const pk_event *e = &g->events[t->trig_event];
-                flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
+    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_att_next[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
+    if (g->ntasks <= 1) pk_sb_printf(o, "0");
+    /* the workers' ranges are consecutive and in order: entries come out in index order */
+    for (int w = 0; w < g->nworkers && g->ntasks > 1; w++)
+        for (uint32_t i = g->sched_offset[w]; i < g->sched_offset[w + 1]; i++) {
+            int flag = 0;
+            if (i + 1 < g->sched_offset[w + 1]) {
+                const pk_task *t = &g->tasks[g->sched_tasks[i]], *next = &g->tasks[g->sched_tasks[i + 1]];
+                const int kind = k->layers[next->layer].kind;
+                if ((kind == PK_TASK_ATTENTION || kind == PK_TASK_ATTENTION_PARTIAL) &&
+                    t->trig_event < (uint32_t)g->nevents) {
+                    const pk_event *e = &g->events[t->trig_event];
+                    flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
+                }
             }
-            break;
+            pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
         }
-        pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
-    }
     pk_sb_printf(o, "\n};\n\n");
 }
 
