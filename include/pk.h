@@ -171,6 +171,16 @@ pk_status pk_rmsnorm_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *
 pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
                                   pk_tensor *out, float eps, int grid);
 
+/* The first half of a SwiGLU MLP in one layer: gu = (rmsnorm(x) · norm_w) · Wᵀ, then
+ * out[t, i] = silu(gate_i) · up_i (gu rounded to bf16, silu as pk_silu_mul_layer). x [T, K],
+ * norm_w [K], out [T, I]. W [2I, K] holds gate and up rows in blocks of `block` rows: block b of
+ * gate rows (gate_proj rows [b·block, (b+1)·block)), then the same rows of up_proj; that is
+ * pk_fuse_tensors of {gate_proj, up_proj} with num_groups = I / block. grid splits I; each task's
+ * I / grid features must be whole blocks. Each task reads only its own gate / up rows, so the
+ * activation is computed once per feature, not by every task of the layer that reads it. */
+pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w, int block,
+                                         pk_tensor *out, float eps, int grid);
+
 /* out = x · Wᵀ.  x [T, K], W [N, K], out [T, N]; grid splits N. */
 pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, int grid);
 

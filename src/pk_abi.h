@@ -13,8 +13,9 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 3 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
-                           * 3: the combine folded into the partial layer (its last task per group) */
+#define PK_ABI_VERSION 4 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+                           * 3: the combine folded into the partial layer (its last task per group);
+                           * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -41,7 +42,9 @@ typedef enum pk_task_kind {
     PK_TASK_ATTENTION_PARTIAL = 12, /* attention over one split of the KV length (kv_splits > 1); the
                                      * last task of each KV-head group to finish folds the group's
                                      * splits into out */
-    PK_TASK_KIND_COUNT = 13,
+    PK_TASK_RMSNORM_LINEAR_SWIGLU = 13, /* rmsnorm_linear into gate / up rows, then silu(gate) · up of
+                                         * the task's own rows (the MLP's first half in one task) */
+    PK_TASK_KIND_COUNT = 14,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -97,12 +100,13 @@ typedef struct pk_layer_params {
     float qk_norm_eps;
     int32_t has_qk_norm;
     int32_t kv_splits; /* attention split over the KV length: splits per KV-head group (partial, combine) */
+    int32_t swiglu_block; /* RMSNORM_LINEAR_SWIGLU: rows per gate (and per up) block of the weight */
 } pk_layer_params;
 
 PK_STATIC_ASSERT(sizeof(pk_view) == 64, "pk_view layout is part of the ABI");
 PK_STATIC_ASSERT(sizeof(pk_event) == 16, "pk_event layout is part of the ABI");
 PK_STATIC_ASSERT(sizeof(pk_task) == 32 + 64 * PK_TASK_MAX_VIEWS, "pk_task layout");
-PK_STATIC_ASSERT(sizeof(pk_layer_params) == 60, "pk_layer_params layout");
+PK_STATIC_ASSERT(sizeof(pk_layer_params) == 64, "pk_layer_params layout");
 
 /* The views of each task kind, in order (the tile each view covers in brackets). Row ranges
  * cover T rows; kernels touch only the first num_tokens (pk.step_info) of them. */
@@ -111,6 +115,10 @@ enum {
     PK_V_NORM_X = 0 /* [row tile, H] */, PK_V_NORM_W = 1, PK_V_NORM_OUT = 2 /* [row tile, H] */,
     PK_V_NL_X = 0 /* [T, K] */, PK_V_NL_NORM_W = 1, PK_V_NL_W = 2 /* [n tile, K] */,
     PK_V_NL_OUT = 3 /* [T, n tile] */,
+    /* RMSNORM_LINEAR_SWIGLU: x, norm_w, w [2 · i tile, K] as RMSNORM_LINEAR; gu [T, 2 · i tile] the
+     * projection in w's row order (blocks of swiglu_block gate rows, then the matching up rows);
+     * out [T, i tile] = silu(gate) · up */
+    PK_V_NLS_X = 0, PK_V_NLS_NORM_W = 1, PK_V_NLS_W = 2, PK_V_NLS_GU = 3, PK_V_NLS_OUT = 4,
     PK_V_LIN_X = 0, PK_V_LIN_W = 1, PK_V_LIN_OUT = 2,
     PK_V_LR_X = 0, PK_V_LR_W = 1, PK_V_LR_RES = 2 /* [T, n tile] */, PK_V_LR_OUT = 3,
     PK_V_SM_X = 0 /* [T, 2I] */, PK_V_SM_OUT = 1 /* [T, i tile] */,

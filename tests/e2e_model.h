@@ -85,7 +85,8 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
 
 /* Adds the model's tensors and layers to k (made with e2e_config's T, page_size, num_pages): fused
  * QKV with RMSNorm, attention with q/k norms, o_proj + residual, fused gate/up with RMSNorm,
- * silu·mul + down + residual, final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
+ * silu·mul + down + residual (layer 0: silu·mul in the down_proj tasks; layer 1: in the gate/up
+ * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
  * 2, 8, 10) on purpose; kv_splits: the attention's split over the KV length (0: none). Returns the
  * logits tensor [T, V]. */
 static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits) {
@@ -114,11 +115,20 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         pk_linear_with_residual_layer(k, att, e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
         pk_tensor *gu_in[2] = {e2e_attach(k, NAME("wg%d"), w->wg[l], I, H),
                                e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
-        pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
-        pk_tensor *gu = e2e_act(k, NAME("gu%d"), T, 2 * I);
-        pk_rmsnorm_linear_layer(k, h2, e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0), wgu, gu, EPS, 10);
+        pk_tensor *mlp_norm = e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0);
+        pk_tensor *wd = e2e_attach(k, NAME("wd%d"), w->wd[l], H, I);
         pk_tensor *h3 = e2e_act(k, NAME("h_mlp%d"), T, H);
-        pk_silu_mul_linear_with_residual_layer(k, gu, e2e_attach(k, NAME("wd%d"), w->wd[l], H, I), h2, h3, 5);
+        if (l == 0) { /* gate|up, then silu·mul inside every down_proj task */
+            pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
+            pk_tensor *gu = e2e_act(k, NAME("gu%d"), T, 2 * I);
+            pk_rmsnorm_linear_layer(k, h2, mlp_norm, wgu, gu, EPS, 10);
+            pk_silu_mul_linear_with_residual_layer(k, gu, wd, h2, h3, 5);
+        } else { /* silu·mul in the gate|up layer: 5 tasks of 40 features, blocks of 8 gate / up rows */
+            pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
+            pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
+            pk_rmsnorm_linear_swiglu_layer(k, h2, mlp_norm, wgu, 8, act, EPS, 5);
+            pk_linear_with_residual_layer(k, act, wd, h2, h3, 5);
+        }
         h = h3;
 #undef NAME
     }

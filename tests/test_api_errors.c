@@ -538,6 +538,41 @@ static pk_kernel *tiny(int with_argmax, int64_t lm_rows) {
     return k;
 }
 
+/* rmsnorm_linear_swiglu, in a kernel of its own (its x is read by no other layer). */
+static void test_swiglu_layer(void) {
+    pk_kernel *k = kernel();
+    pk_tensor *xs = act(k, "xs", H), *nw = w1(k, "nw", H), *nws17 = w1(k, "nws17", H + 1), *m13s = act(k, "m13s", I + 1);
+    /* W [2I, K] in blocks of gate / up rows, out [T, I] */
+    pk_tensor *wsw = w2(k, "wsw", 2 * I, H), *wsw25 = w2(k, "wsw25", 2 * I + 1, H), *sw = act(k, "sw", I);
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw25, 3, sw, 1e-6f, 2), PK_ERR_SHAPE, "wsw25", "[25, 16]",
+           "[24, 16]");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, m13s, 1e-6f, 1), PK_ERR_SHAPE, "wsw", "[26, 16]");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nws17, wsw, 3, sw, 1e-6f, 2), PK_ERR_SHAPE, "nws17", "[17]");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, sw, 1e-6f, 5), PK_ERR_GRID, "grid 5", "12");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 4, sw, 1e-6f, 2), PK_ERR_GRID, "block 4", "6");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 0, sw, 1e-6f, 2), PK_ERR_GRID, "block 0");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, sw, 0.0f, 2), PK_ERR_INVALID_ARGUMENT, "eps 0");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, NULL, wsw, 3, sw, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT,
+           "norm weight", "NULL");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, w2(k, "sw_attached", T, I), 1e-6f, 2),
+           PK_ERR_INVALID_ARGUMENT, "'sw_attached'", "pk_new_tensor");
+    pk_graph_stats sw_st;
+    CHECK(pk_kernel_stats(k, &sw_st) == PK_OK, "stats before the swiglu layer");
+    OK(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, sw, 1e-6f, 2));
+    char sw_name[64];
+    snprintf(sw_name, sizeof sw_name, "pk.swiglu%d.gu", sw_st.num_layers);
+    const pk_tensor *sw_gu = pk_find_tensor(k, sw_name);
+    CHECK(sw_gu && pk_tensor_dim(sw_gu, 0) == T && pk_tensor_dim(sw_gu, 1) == 2 * I,
+          "rmsnorm_linear_swiglu makes its projection tensor %s [8, 24]", sw_name);
+    pk_layer_info sw_li;
+    CHECK(pk_kernel_layer(k, sw_st.num_layers, &sw_li) == PK_OK && !strcmp(sw_li.kind, "rmsnorm_linear_swiglu") &&
+              sw_li.grid == 2,
+          "the swiglu layer's kind and grid");
+    EXPECT(k, pk_rmsnorm_linear_swiglu_layer(k, xs, nw, wsw, 3, sw, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "'sw'",
+           "written by layer");
+    pk_kernel_free(k);
+}
+
 static void test_run(void) {
     int32_t prompt[MAXLEN] = {1, 2, 3, 4}, out[MAXLEN];
     pk_request rq = {.prompt = prompt, .prompt_len = 4, .max_new_tokens = 3, .output = out};
@@ -677,6 +712,7 @@ int main(void) {
     test_config();
     test_tensors();
     test_layers();
+    test_swiglu_layer();
     test_run();
     test_names_and_frees();
     return check_report("api_errors");

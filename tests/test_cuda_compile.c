@@ -34,7 +34,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 }
 
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
- * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up), silu_mul, linear, silu_mul_linear, argmax. */
+ * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up),
+ * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, argmax. */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
@@ -74,7 +75,13 @@ static pk_kernel *build(const char *cache_dir) {
     ap2.kv_splits = 3;
     pk_attention_layer(k, qkv2, kcache2, vcache2, NULL, NULL, att2, &ap2, 2);
     pk_linear_with_residual_layer(k, att2, weight(k, "wo2", H, HQ * D), h3, h4, 4);
-    pk_rmsnorm_linear_layer(k, h4, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
+    /* the MLP with silu·mul in the gate|up tasks: 2 tasks, blocks of I / 4 gate / up rows */
+    pk_tensor *gin2[2] = {weight(k, "wg2", I, H), weight(k, "wu2", I, H)};
+    pk_tensor *m2 = act(k, "m2", I), *h5 = act(k, "h5", H);
+    pk_rmsnorm_linear_swiglu_layer(k, h4, weight(k, "mlp_norm2", H, 0), pk_fuse_tensors(k, "wgu2", gin2, 2, 0, 4),
+                                   I / 4, m2, 1e-6f, 2);
+    pk_linear_with_residual_layer(k, m2, weight(k, "wd2", H, I), h4, h5, 4);
+    pk_rmsnorm_linear_layer(k, h5, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
     return k;

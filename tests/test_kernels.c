@@ -310,6 +310,42 @@ static void test_silu_mul(void) {
         }
 }
 
+/* pk_cpu_swiglu_blocks against pk_cpu_silu_mul of the same features laid out gate-then-up: the
+ * same bits, only the column order differs. Blocks of 1, 3 and the whole tile. */
+static void test_swiglu_blocks(void) {
+    uint64_t seed = 43;
+    const int T = 5, nc = 12, blocks[3] = {1, 3, nc};
+    for (int bi = 0; bi < 3; bi++)
+        for (int n_tok = 1; n_tok <= T; n_tok += 2) {
+            const int block = blocks[bi];
+            const int64_t gs = 2 * nc + 5, xs = 2 * nc, os = nc + 4;
+            pk_bf16 *gu = rand_bf16((size_t)T * gs, 6.0f, &seed);
+            pk_bf16 *x = xmalloc((size_t)T * xs * sizeof *x); /* [gate | up] of the same features */
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < nc; j++) {
+                    const int64_t g = 2 * (j / block) * block + j % block;
+                    x[t * xs + j] = gu[t * gs + g];
+                    x[t * xs + nc + j] = gu[t * gs + g + block];
+                }
+            pk_bf16 *out = xmalloc((size_t)T * os * sizeof *out), *want = xmalloc((size_t)T * os * sizeof *want);
+            poison(out, (size_t)T * os);
+            pk_cpu_swiglu_blocks(gu, gs, n_tok, nc, block, out + 2, os);
+            pk_cpu_silu_mul(x, xs, n_tok, nc, 0, nc, want, os);
+            char name[96];
+            snprintf(name, sizeof name, "swiglu_blocks block %d n_tok %d", block, n_tok);
+            check_tile(name, out, T, os, n_tok, 2, nc);
+            errstat ex;
+            err_init(&ex, name);
+            for (int t = 0; t < n_tok; t++)
+                for (int j = 0; j < nc; j++) err_bits(&ex, t, j, out[t * os + 2 + j], want[t * os + j]);
+            err_report(&ex);
+            free(gu);
+            free(x);
+            free(out);
+            free(want);
+        }
+}
+
 /* ---- the GEMV family ------------------------------------------------------------------------ */
 
 typedef enum lin_kind { LIN, LIN_RES, NORM_LIN, SILU_LIN, SILU_LIN_RES, LIN_KINDS } lin_kind;
@@ -866,6 +902,7 @@ int main(void) {
     test_embedding();
     test_rmsnorm();
     test_silu_mul();
+    test_swiglu_blocks();
     test_linear();
     test_rope_inv_freq();
     test_attention();

@@ -243,6 +243,39 @@ pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w,
     return commit(&b, "rmsnorm_linear");
 }
 
+pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w, int block,
+                                         pk_tensor *out, float eps, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_rmsnorm_linear_swiglu_layer", PK_TASK_RMSNORM_LINEAR_SWIGLU, grid));
+    const int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    const int64_t K = x->dims[1];
+    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    const int64_t I = out->dims[1];
+    TRY(check_tensor(&b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){2 * I, K}));
+    TRY(check_grid(&b, "the intermediate size I", I));
+    if (block < 1 || (I / grid) % block != 0)
+        return pk_fail(k, PK_ERR_GRID,
+                       "%s: block %d must divide the %lld features of each task (I %lld / grid %d): a task "
+                       "needs whole gate / up blocks",
+                       b.fn, block, (long long)(I / grid), (long long)I, grid);
+    TRY(check_writable(&b, "out", out)); /* before the projection's tensor is made */
+    b.l.params.eps = eps;
+    b.l.params.swiglu_block = block;
+    char name[PK_NAME_MAX];
+    snprintf(name, sizeof name, "pk.swiglu%d.gu", k->nlayers);
+    pk_tensor *gu = pk_new_tensor(k, name, PK_DTYPE_BF16, 2, (int64_t[]){T, 2 * I}, PK_IO_LOCAL);
+    if (!gu) return k->status;
+    TRY(add_input(&b, "x", x, WHOLE));
+    TRY(add_input(&b, "norm weight", norm_w, WHOLE));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    TRY(add_output(&b, "projection", gu, split_dim(&b, 1)));
+    TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    return commit(&b, "rmsnorm_linear_swiglu");
+}
+
 pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, int grid) {
     layer_builder b;
     TRY(begin(&b, k, "pk_linear_layer", PK_TASK_LINEAR, grid));

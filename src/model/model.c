@@ -5,10 +5,14 @@
  *   qkv  = rmsnorm_linear(h, input_layernorm, [Wq|Wk|Wv] grouped by KV head)
  *   att  = attention(qkv, caches, q_norm/k_norm for Qwen3)
  *   h'   = linear_with_residual(att, o_proj, h)
- *   gu   = rmsnorm_linear(h', post_attention_layernorm, [gate|up])
- *   h''  = silu_mul_linear_with_residual(gu, down_proj, h')
+ *   a    = rmsnorm_linear_swiglu(h', post_attention_layernorm, [gate|up] in blocks of I / grid rows)
+ *   h''  = linear_with_residual(a, down_proj, h')
+ * (PK_MLP_SWIGLU=0 in the environment: gu = rmsnorm_linear(h', ..., [gate|up]) and
+ * h'' = silu_mul_linear_with_residual(gu, down_proj, h'), where every down_proj task computes the
+ * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
  * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attention_decode_layout.h" /* what the unsplit staged decode attention holds */
@@ -128,8 +132,11 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
         return 0;
     snprintf(n, sizeof n, "%sself_attn.qkv_proj.weight(fused)", p);
     pk_tensor *wqkv = pk_fuse_tensors(k, n, qkv_parts, 3, 0, (int)Hkv);
+    /* The fused MLP layer's tasks each take a gate block and its up block (one group per task). */
+    const char *e = getenv("PK_MLP_SWIGLU");
+    const int swiglu = !(e && strcmp(e, "0") == 0), t = b->target, gu_grid = swiglu ? pick_grid(I, t) : 0;
     snprintf(n, sizeof n, "%smlp.gate_up_proj.weight(fused)", p);
-    pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, 1) : NULL;
+    pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, swiglu ? gu_grid : 1) : NULL;
     if (!wqkv || !wgu) return layer_ok(b, pk_kernel_status(k));
 
     int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
@@ -141,7 +148,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     pk_tensor *vc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
     if (!vc) return layer_ok(b, pk_kernel_status(k));
     pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
-    pk_tensor *gu = A("gate_up", 2 * I), *h_mlp = A("h_mlp", H);
+    pk_tensor *gu = swiglu ? A("mlp_act", I) : A("gate_up", 2 * I), *h_mlp = A("h_mlp", H);
     if (!qkv || !att || !h_attn || !gu || !h_mlp) return 0; /* activation() wrote err */
 #undef W
 #undef A
@@ -150,12 +157,15 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     ap.kv_splits = b->m->info.attention_kv_splits =
         kv_splits_for(k, pick_grid(Hkv, b->target), (int)D, (int)(Hq / Hkv));
     float eps = (float)c->rms_norm_eps;
-    int t = b->target;
     if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, pick_grid(qkv->dims[1], t))) ||
         !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, pick_grid(Hkv, t))) ||
-        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, pick_grid(H, t))) ||
-        !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
-        !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
+        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, pick_grid(H, t))))
+        return 0;
+    if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
+                                                             gu_grid)) ||
+                     !layer_ok(b, pk_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t)))
+               : !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
+                     !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
         return 0;
     *h = h_mlp;
     return 1;

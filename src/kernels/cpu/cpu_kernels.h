@@ -84,6 +84,12 @@ void pk_cpu_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K
  * (g / (1 + exp(-g))). out points at the tile's first column. */
 void pk_cpu_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
                      pk_bf16 *out, int64_t out_stride);
+/* The SwiGLU of a projection whose columns come in blocks (pk_rmsnorm_linear_swiglu_layer):
+ * gu [n_tok, 2 · ncols] (row stride gu_stride) holds `block` gate columns, then the `block` matching
+ * up columns, then the next block's; out[t, b · block + j] = bf16(bf16(silu(g)) · u) with
+ * g = gu[t, 2b · block + j], u = gu[t, (2b + 1) · block + j]. ncols is a multiple of block. */
+void pk_cpu_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block, pk_bf16 *out,
+                          int64_t out_stride);
 /* One element of silu_mul: bf16(bf16(silu(g)) · u), as an fp32 holding a bf16 value. */
 float pk_cpu_silu_mul1(float g, float u);
 

@@ -23,3 +23,15 @@ void pk_cpu_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i
             o[j] = pk_f32_to_bf16(pk_cpu_silu_mul1(pk_bf16_to_f32(gate[j]), pk_bf16_to_f32(up[j])));
     }
 }
+
+void pk_cpu_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block, pk_bf16 *out,
+                          int64_t out_stride) {
+    for (int t = 0; t < n_tok; t++)
+        for (int b = 0; b < ncols / block; b++) {
+            const pk_bf16 *gate = gu + t * gu_stride + 2 * (int64_t)b * block; /* [block] */
+            const pk_bf16 *up = gate + block;                                    /* [block] */
+            pk_bf16 *o = out + t * out_stride + (int64_t)b * block;            /* [block] */
+            for (int j = 0; j < block; j++)
+                o[j] = pk_f32_to_bf16(pk_cpu_silu_mul1(pk_bf16_to_f32(gate[j]), pk_bf16_to_f32(up[j])));
+        }
+}

@@ -46,4 +46,19 @@ __device__ inline void pk_dev_silu_mul(const pk_bf16 *x, int64_t x_stride, int n
     }
 }
 
+/* PK_TASK_RMSNORM_LINEAR_SWIGLU's epilogue (pk_cpu_swiglu_blocks): the task's projection gu
+ * [n_tok, 2 · ncols] in blocks (`block` gate columns, then the `block` matching up columns) to
+ * out [n_tok, ncols]. The caller synchronised the block after writing gu: it is read back through
+ * L2 (ld.global.cg), one element pair per thread. */
+__device__ inline void pk_dev_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
+                                            pk_bf16 *out, int64_t out_stride) {
+    const int64_t total = (int64_t)n_tok * ncols;
+    for (int64_t e = threadIdx.x; e < total; e += PK_CUDA_THREADS) {
+        const int t = (int)(e / ncols), j = (int)(e - (int64_t)t * ncols), b = j / block;
+        const pk_bf16 *gate = gu + t * gu_stride + j + b * block; /* column 2b · block + j % block */
+        out[t * out_stride + j] = pk_dev_f32_to_bf16(pk_dev_silu_mul1(pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(gate)),
+                                                                      pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(gate + block))));
+    }
+}
+
 #endif /* PK_CUDA_SILU_MUL_CUH */

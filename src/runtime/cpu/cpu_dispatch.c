@@ -61,6 +61,16 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                               (int)v[PK_V_NL_W].rows, tile(k, &v[PK_V_NL_OUT]),
                               (int64_t)v[PK_V_NL_OUT].row_stride);
         break;
+    case PK_TASK_RMSNORM_LINEAR_SWIGLU:
+        w = rows_of(k, &v[PK_V_NLS_W]);
+        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NLS_X]), (int64_t)v[PK_V_NLS_X].row_stride,
+                              base(k, &v[PK_V_NLS_NORM_W]), p->eps, n, (int)v[PK_V_NLS_X].cols, &w,
+                              (int)v[PK_V_NLS_W].row0, (int)v[PK_V_NLS_W].rows, tile(k, &v[PK_V_NLS_GU]),
+                              (int64_t)v[PK_V_NLS_GU].row_stride);
+        pk_cpu_swiglu_blocks(tile(k, &v[PK_V_NLS_GU]), (int64_t)v[PK_V_NLS_GU].row_stride, n,
+                             (int)v[PK_V_NLS_OUT].cols, p->swiglu_block, tile(k, &v[PK_V_NLS_OUT]),
+                             (int64_t)v[PK_V_NLS_OUT].row_stride);
+        break;
     case PK_TASK_LINEAR:
         w = rows_of(k, &v[PK_V_LIN_W]);
         pk_cpu_linear(base(k, &v[PK_V_LIN_X]), (int64_t)v[PK_V_LIN_X].row_stride, n, (int)v[PK_V_LIN_X].cols, &w,

@@ -402,6 +402,18 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
                      v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
+    case PK_TASK_RMSNORM_LINEAR_SWIGLU:
+        emit_rows(o, &v[PK_V_NLS_W]);
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
+                     base_expr(&v[PK_V_NLS_X], 1, a, sizeof a), v[PK_V_NLS_X].rs,
+                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NLS_X].cols);
+        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+                     index_expr(v[PK_V_NLS_W].row0, v[PK_V_NLS_W].drow0, c, sizeof c), v[PK_V_NLS_W].rows,
+                     tile_expr(&v[PK_V_NLS_GU], 0, d, sizeof d), v[PK_V_NLS_GU].rs, claim_arg(claims[l], f, sizeof f));
+        pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
+                     v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
+        pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
+        break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
         pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
@@ -486,6 +498,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
 static int weight_view(pk_task_kind kind) {
     switch (kind) {
     case PK_TASK_RMSNORM_LINEAR: return PK_V_NL_W;
+    case PK_TASK_RMSNORM_LINEAR_SWIGLU: return PK_V_NLS_W;
     case PK_TASK_LINEAR: return PK_V_LIN_W;
     case PK_TASK_LINEAR_RESIDUAL: return PK_V_LR_W;
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: return PK_V_SML_W;

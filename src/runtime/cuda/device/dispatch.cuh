@@ -129,6 +129,13 @@ __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_st
                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
     pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
 }
+/* RMSNORM_LINEAR_SWIGLU's second half, after pk_gen_call_rmsnorm_linear wrote the task's gu tile:
+ * its own call, so the GEMV's instance is the one rmsnorm_linear already has. */
+__device__ __noinline__ void pk_gen_call_swiglu(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
+                                               pk_bf16 *out, int64_t out_stride) {
+    __syncthreads(); /* every warp's gu columns written */
+    pk_dev_swiglu_blocks(gu, gu_stride, n_tok, ncols, block, out, out_stride);
+}
 /* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance
  * of the attention code per head size in the kernel, not the largest one's unrolled loops. GC: the
  * layer's query heads per KV head (codegen.c attn_group; 0: decided at run time).

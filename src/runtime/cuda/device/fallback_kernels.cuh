@@ -111,6 +111,15 @@ __device__ void pk_dev_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, i
     }
 }
 
+__device__ void pk_dev_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
+                                     pk_bf16 *out, int64_t out_stride) {
+    for (int64_t e = threadIdx.x; e < (int64_t)n_tok * ncols; e += blockDim.x) {
+        int t = (int)(e / ncols), j = (int)(e % ncols), b = j / block;
+        const pk_bf16 *gate = gu + t * gu_stride + 2 * b * block + (j - b * block);
+        out[t * out_stride + j] = pk_fb_bf16(pk_fb_silu_mul1(pk_fb_act(gate), pk_fb_act(gate + block)));
+    }
+}
+
 /* ---- the linear family: a thread per output column, a sequential sum over k ---- */
 
 enum { PK_FB_XN_PLAIN = 0, PK_FB_XN_RMSNORM = 1, PK_FB_XN_SILU_MUL = 2 };
