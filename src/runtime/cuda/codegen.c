@@ -396,17 +396,17 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_RMSNORM_LINEAR:
         emit_rows(o, &v[PK_V_NL_W]);
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<%u>(%s, %" PRIu64 ", %s, %s, n_tok, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
-                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
+                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e));
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
                      v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_RMSNORM_LINEAR_SWIGLU:
         emit_rows(o, &v[PK_V_NLS_W]);
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ",
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<%u>(%s, %" PRIu64 ", %s, %s, n_tok, &w, ", v[PK_V_NLS_X].cols,
                      base_expr(&v[PK_V_NLS_X], 1, a, sizeof a), v[PK_V_NLS_X].rs,
-                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NLS_X].cols);
+                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e));
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
                      index_expr(v[PK_V_NLS_W].row0, v[PK_V_NLS_W].drow0, c, sizeof c), v[PK_V_NLS_W].rows,
                      tile_expr(&v[PK_V_NLS_GU], 0, d, sizeof d), v[PK_V_NLS_GU].rs, claim_arg(claims[l], f, sizeof f));
@@ -416,15 +416,15 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
-                     base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
+        pk_sb_printf(o, "        pk_gen_call_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+                     v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs,
                      index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
                      tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", base_expr(&v[PK_V_LR_X], 1, a, sizeof a),
-                     v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
+        pk_sb_printf(o, "        pk_gen_call_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, ", v[PK_V_LR_X].cols,
+                     base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
                      v[PK_V_LR_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
@@ -437,8 +437,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_SML_W]);
-        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ",
-                     base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
+        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, ", v[PK_V_SML_X].cols / 2,
+                     base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs,
                      index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
                      v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(claims[l], f, sizeof f));

@@ -103,21 +103,28 @@ struct pk_lin_claim { /* linear.cuh's, unused by the placeholder kernels */
 #else
 #define PK_GEN_WST , wst, wst_rows, claim
 #endif
-__device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
+/* K (the input features) is a template argument: one instance per K, each called by the layers of
+ * that K only, so nvcc specialises it to their shapes (constant loop bounds and strides). A single
+ * instance called with two K (Qwen3-0.6B's o_proj 2048 and down_proj 3072) made the o_proj task
+ * 0.75 us slower than the instance it had to itself (docs/PERF.md, session 12). */
+template <int K>
+__device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
                                                pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
                                                int wst_rows, const pk_lin_claim claim) {
     (void)wst, (void)wst_rows, (void)claim;
     pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
+template <int K>
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
-                                                       float eps, int n_tok, int K, const pk_rows *w, int n0,
+                                                       float eps, int n_tok, const pk_rows *w, int n0,
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
                                                        const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim) {
     (void)wst, (void)wst_rows, (void)claim;
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST);
 }
-__device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
+template <int K>
+__device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
                                                         char *smem, const pk_bf16 *wst, int wst_rows,
