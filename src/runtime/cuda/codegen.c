@@ -316,8 +316,9 @@ static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, c
 #define ATT_OFF "(wst_rows > 0 ? wst_off : 0u)"
 #define ATT_SMEM "smem + " ATT_OFF
 
-/* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache. */
-static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
+/* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache; or,
+ * prefetch != 0, pk_gen_prefetch_kv's: bring those rows into L2 only. */
+static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l, int prefetch) {
     const pk_layer *L = &k->layers[l];
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
@@ -326,6 +327,12 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     /* n_tok is read here, not for every task that reaches pk_gen_stage_task */
     pk_sb_printf(o, "        const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n", k->t_step_info);
     int nkv = emit_attn_step(o, k, L, v);
+    if (prefetch) {
+        pk_sb_printf(o, "        pk_gen_call_attention_prefetch<%d>(&pk_gen_layers[%d], &s, %s, %s, %s);\n        return;\n    }\n",
+                     attn_pairs(&L->params), l, attn_task_expr(L, nkv, t, sizeof t),
+                     base_expr(&v[PK_V_ATT_K_CACHE], 1, a, sizeof a), base_expr(&v[PK_V_ATT_V_CACHE], 1, b, sizeof b));
+        return;
+    }
     pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, ",
                  attn_pairs(&L->params), l, l, attn_task_expr(L, nkv, t, sizeof t));
     pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
@@ -396,17 +403,17 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_RMSNORM_LINEAR:
         emit_rows(o, &v[PK_V_NL_W]);
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<%u>(%s, %" PRIu64 ", %s, %s, n_tok, &w, ", v[PK_V_NL_X].cols,
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
-                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e));
+                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
                      v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_RMSNORM_LINEAR_SWIGLU:
         emit_rows(o, &v[PK_V_NLS_W]);
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<%u>(%s, %" PRIu64 ", %s, %s, n_tok, &w, ", v[PK_V_NLS_X].cols,
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NLS_X].cols,
                      base_expr(&v[PK_V_NLS_X], 1, a, sizeof a), v[PK_V_NLS_X].rs,
-                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e));
+                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NLS_X].cols);
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
                      index_expr(v[PK_V_NLS_W].row0, v[PK_V_NLS_W].drow0, c, sizeof c), v[PK_V_NLS_W].rows,
                      tile_expr(&v[PK_V_NLS_GU], 0, d, sizeof d), v[PK_V_NLS_GU].rs, claim_arg(claims[l], f, sizeof f));
@@ -416,15 +423,15 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
-                     v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs,
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+                     v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
                      index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
                      tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, ", v[PK_V_LR_X].cols,
-                     base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", v[PK_V_LR_X].cols,
+                     base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
                      v[PK_V_LR_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
@@ -437,8 +444,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_SML_W]);
-        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<%u>(%s, %" PRIu64 ", n_tok, &w, %s, %u, ", v[PK_V_SML_X].cols / 2,
-                     base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs,
+        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", v[PK_V_SML_X].cols / 2,
+                     base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
                      v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(claims[l], f, sizeof f));
@@ -774,8 +781,23 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     for (int i = 0; i < g->nlayers; i++)
         if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||
             k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION_PARTIAL)
-            emit_stage_case(o, k, g->layer_order[i]);
+            emit_stage_case(o, k, g->layer_order[i], 0);
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
+    pk_sb_printf(o,
+                 "/* Static mode, before the wait of the task before attention task t on its worker, when t's\n"
+                 " * stage does not fit beside that task: brings the KV rows t will stage into L2 (runtime.cuh). */\n"
+                 "__device__ __noinline__ void pk_gen_prefetch_kv(const pk_dev_state *S, uint32_t t) {\n"
+                 "    void *const *B = PK_GEN_BUFS(S);\n"
+                 "    const pk_gen_task task = pk_gen_tasks[t];\n"
+                 "    const int64_t idx = task.index;\n"
+                 "    pk_attn_step s;\n"
+                 "    (void)B, (void)idx, (void)s;\n"
+                 "    switch (task.layer) {\n");
+    for (int i = 0; i < g->nlayers; i++)
+        if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||
+            k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION_PARTIAL)
+            emit_stage_case(o, k, g->layer_order[i], 1);
+    pk_sb_printf(o, "    default:\n        return;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);
     free(claims);

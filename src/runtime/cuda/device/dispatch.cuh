@@ -103,33 +103,43 @@ struct pk_lin_claim { /* linear.cuh's, unused by the placeholder kernels */
 #else
 #define PK_GEN_WST , wst, wst_rows, claim
 #endif
-/* K (the input features) is a template argument: one instance per K, each called by the layers of
- * that K only, so nvcc specialises it to their shapes (constant loop bounds and strides). A single
- * instance called with two K (Qwen3-0.6B's o_proj 2048 and down_proj 3072) made the o_proj task
- * 0.75 us slower than the instance it had to itself (docs/PERF.md, session 12). */
-template <int K>
-__device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, const pk_rows *w,
+/* The GEMV call-throughs are templates on KT = PK_GEN_K(K) (codegen.c): one instance per input
+ * size K up to PK_LIN_SPECIALISE_K_MAX, each called only by the layers of that K, so nvcc
+ * specialises it to their shapes (constant loop bounds and strides); larger K share the KT = 0
+ * instance, which takes K at run time (nvcc still propagates a K that all its callers share). A
+ * single instance called with two K (Qwen3-0.6B's o_proj 2048 and down_proj 3072) made the o_proj
+ * task 0.75 us slower; specialised at K 4096 and 12288 the Qwen3-8B was 1.5 % slower
+ * (docs/PERF.md, session 12). */
+#ifndef PK_LIN_SPECIALISE_K_MAX
+#define PK_LIN_SPECIALISE_K_MAX 2048
+#endif
+#define PK_GEN_K(k) ((k) <= PK_LIN_SPECIALISE_K_MAX ? (k) : 0)
+template <int KT>
+__device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
                                                pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
                                                int wst_rows, const pk_lin_claim claim) {
     (void)wst, (void)wst_rows, (void)claim;
+    const int K = KT ? KT : K_arg;
     pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
-template <int K>
+template <int KT>
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
-                                                       float eps, int n_tok, const pk_rows *w, int n0,
+                                                       float eps, int n_tok, int K_arg, const pk_rows *w, int n0,
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
                                                        const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim) {
     (void)wst, (void)wst_rows, (void)claim;
+    const int K = KT ? KT : K_arg;
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST);
 }
-template <int K>
-__device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok,
+template <int KT>
+__device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
                                                         char *smem, const pk_bf16 *wst, int wst_rows,
                                                         const pk_lin_claim claim) {
     (void)wst, (void)wst_rows, (void)claim;
+    const int K = KT ? KT : K_arg;
     pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0,
@@ -219,6 +229,17 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
 #else
     return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, q_norm, k_norm,
                                              smem, smem_bytes);
+#endif
+}
+/* pk_dev_attention_decode_prefetch: the KV rows the stage will read, into L2 (runtime.cuh). */
+template <int NP>
+__device__ __noinline__ void pk_gen_call_attention_prefetch(const pk_layer_params *p, const pk_attn_step *s, int kv0,
+                                                           int nkv, int split, int nsplit, const pk_bf16 *k_cache,
+                                                           const pk_bf16 *v_cache) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)p, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache;
+#else
+    pk_dev_attention_decode_prefetch<NP>(p, s, kv0, nkv, split, nsplit, k_cache, v_cache);
 #endif
 }
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
