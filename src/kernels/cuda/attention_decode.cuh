@@ -189,41 +189,6 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     return 1 + P;
 }
 
-/* Brings the K / V rows that pk_dev_attention_decode_stage would copy (positions written in earlier
- * steps, of this split) from DRAM into L2 and returns: for a worker whose next task is this
- * attention but whose current task's bytes leave no room to stage it (a qkv tile streamed through
- * the async rings: runtime.cuh, PK_ATT_L2_PREFETCH), the stage it then issues after that tile
- * reads L2, not DRAM. One 2 * D byte row of K and of V per position (a head's rows are Hkv * D
- * apart in the cache). Every thread; no shared memory, no barrier. */
-template <int NP>
-__device__ inline void pk_dev_attention_decode_prefetch(const pk_layer_params *p, const pk_attn_step *s, int kv0,
-                                                        int nkv, int split, int nsplit, const pk_bf16 *k_cache,
-                                                        const pk_bf16 *v_cache) {
-    const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
-    if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || Hkv <= 0 || Hq % Hkv != 0 ||
-        !pk_attd_shape_ok(D, Hq / Hkv) || D > 64 * NP || kv0 < 0 || kv0 >= Hkv || nsplit < 1 || split < 0 ||
-        split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
-        return;
-    const int req = pk_dev_ldcg_i32(s->token_req), pos = pk_dev_ldcg_i32(s->token_pos);
-    if (req < 0 || pos < 0 || s->page_size <= 0 || pos / s->page_size >= s->pages_per_req) return;
-    const int P = pk_attd_split_count(pos, split, nsplit);
-    const int nold = pk_att_in_split(pos, split, nsplit) ? P - 1 : P;
-    for (int r = threadIdx.x; r < nold; r += PK_CUDA_THREADS) {
-        const int64_t slot = pk_att_slot(s, req, pk_attd_split_pos(r, split, nsplit));
-        if (slot < 0) continue; /* an unmapped page: the stage falls back to the general kernel */
-        const int64_t row = (slot * Hkv + kv0) * D;
-#if __CUDA_ARCH__ >= 900
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(k_cache + row), "r"(2 * D) : "memory");
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(v_cache + row), "r"(2 * D) : "memory");
-#else
-        for (int b = 0; b < 2 * D; b += 128) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(k_cache + row) + b));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(v_cache + row) + b));
-        }
-#endif
-    }
-}
-
 /* The scalar path (G below PK_ATTD_MMA_MIN_G, D 256, GPUs before sm_80): per warp and pass of PK_ATTD_HP heads, blocks of
  * 32 positions w, w + 8, ... (lane = position), online softmax as attention.cuh's phase 3; then
  * (m, l, acc [D]) into red_m, red_l, red. Loops are rolled (#pragma unroll 1): a version with

@@ -316,9 +316,8 @@ static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, c
 #define ATT_OFF "(wst_rows > 0 ? wst_off : 0u)"
 #define ATT_SMEM "smem + " ATT_OFF
 
-/* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache; or,
- * prefetch != 0, pk_gen_prefetch_kv's: bring those rows into L2 only. */
-static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l, int prefetch) {
+/* The pre-wait case of an attention layer (pk_gen_stage_task): stage a decode row's KV cache. */
+static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
@@ -327,12 +326,6 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l, int prefetc
     /* n_tok is read here, not for every task that reaches pk_gen_stage_task */
     pk_sb_printf(o, "        const int n_tok = __ldcg((const int *)B[%d] + PK_STEP_INFO_NUM_TOKENS);\n", k->t_step_info);
     int nkv = emit_attn_step(o, k, L, v);
-    if (prefetch) {
-        pk_sb_printf(o, "        pk_gen_call_attention_prefetch<%d>(&pk_gen_layers[%d], &s, %s, %s, %s);\n        return;\n    }\n",
-                     attn_pairs(&L->params), l, attn_task_expr(L, nkv, t, sizeof t),
-                     base_expr(&v[PK_V_ATT_K_CACHE], 1, a, sizeof a), base_expr(&v[PK_V_ATT_V_CACHE], 1, b, sizeof b));
-        return;
-    }
     pk_sb_printf(o, "        return pk_gen_call_attention_stage<%d>(&pk_gen_layers[%d], pk_gen_inv_freq_%d, &s, %s, ",
                  attn_pairs(&L->params), l, l, attn_task_expr(L, nkv, t, sizeof t));
     pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
@@ -781,23 +774,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     for (int i = 0; i < g->nlayers; i++)
         if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||
             k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION_PARTIAL)
-            emit_stage_case(o, k, g->layer_order[i], 0);
+            emit_stage_case(o, k, g->layer_order[i]);
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
-    pk_sb_printf(o,
-                 "/* Static mode, before the wait of the task before attention task t on its worker, when t's\n"
-                 " * stage does not fit beside that task: brings the KV rows t will stage into L2 (runtime.cuh). */\n"
-                 "__device__ __noinline__ void pk_gen_prefetch_kv(const pk_dev_state *S, uint32_t t) {\n"
-                 "    void *const *B = PK_GEN_BUFS(S);\n"
-                 "    const pk_gen_task task = pk_gen_tasks[t];\n"
-                 "    const int64_t idx = task.index;\n"
-                 "    pk_attn_step s;\n"
-                 "    (void)B, (void)idx, (void)s;\n"
-                 "    switch (task.layer) {\n");
-    for (int i = 0; i < g->nlayers; i++)
-        if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||
-            k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION_PARTIAL)
-            emit_stage_case(o, k, g->layer_order[i], 1);
-    pk_sb_printf(o, "    default:\n        return;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);
     free(claims);

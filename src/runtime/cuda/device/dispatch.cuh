@@ -231,17 +231,6 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
                                              smem, smem_bytes);
 #endif
 }
-/* pk_dev_attention_decode_prefetch: the KV rows the stage will read, into L2 (runtime.cuh). */
-template <int NP>
-__device__ __noinline__ void pk_gen_call_attention_prefetch(const pk_layer_params *p, const pk_attn_step *s, int kv0,
-                                                           int nkv, int split, int nsplit, const pk_bf16 *k_cache,
-                                                           const pk_bf16 *v_cache) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)p, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache;
-#else
-    pk_dev_attention_decode_prefetch<NP>(p, s, kv0, nkv, split, nsplit, k_cache, v_cache);
-#endif
-}
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,
                                                        char *smem) {

@@ -278,13 +278,6 @@ __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint
     return 0;
 #endif
 }
-/* When the attention's stage does not fit above the task before it (the Qwen3-1.7B / 8B qkv tiles
- * stream through the async rings), that worker brings the attention's KV rows into L2 before the
- * tile's wait instead (pk_gen_prefetch_kv), so the stage it issues after the tile reads L2.
- * 0: off (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_ATT_L2_PREFETCH
-#define PK_ATT_L2_PREFETCH 0
-#endif
 __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_end, uint32_t next, char *smem,
                                             uint32_t *off) {
 #if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_ATT_EARLY
@@ -461,10 +454,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
             const uint32_t t_end = att_next ? pk_task_smem_end(S, t, tile_staged, wst_off, staged) : 0u;
-            if (t_end) { /* the attention's stage above t's bytes, or else its KV rows into L2 */
+            if (t_end) /* the attention's stage above t's bytes */
                 early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off);
-                if (PK_ATT_L2_PREFETCH && !early_rows) pk_gen_prefetch_kv(S, pk_gen_sched_tasks[i + 1]);
-            } else if (tile_staged && stage_next && i + 1 < hi)
+            else if (tile_staged && stage_next && i + 1 < hi)
                 next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
