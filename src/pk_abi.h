@@ -132,6 +132,9 @@ enum {
     PK_V_AMP_IDX = 2 /* int32 [T, 1 col] */,
     PK_V_AMR_VAL = 0 /* [T, grid] */, PK_V_AMR_IDX = 1, PK_V_AMR_OUT = 2 /* int32 [T] */,
 };
+PK_STATIC_ASSERT(PK_V_NLS_X == PK_V_NL_X && PK_V_NLS_NORM_W == PK_V_NL_NORM_W && PK_V_NLS_W == PK_V_NL_W &&
+                     PK_V_NLS_GU == PK_V_NL_OUT,
+                 "RMSNORM_LINEAR_SWIGLU's GEMV views are RMSNORM_LINEAR's (codegen.c emits one call for both)");
 
 /* The step's decode metadata, in the pk-owned int32 tensor "pk.step_info". */
 enum {

@@ -66,6 +66,7 @@ typedef struct builder {
     char *err;
     size_t err_len;
     int target; /* tasks per layer to aim for */
+    int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -133,8 +134,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     snprintf(n, sizeof n, "%sself_attn.qkv_proj.weight(fused)", p);
     pk_tensor *wqkv = pk_fuse_tensors(k, n, qkv_parts, 3, 0, (int)Hkv);
     /* The fused MLP layer's tasks each take a gate block and its up block (one group per task). */
-    const char *e = getenv("PK_MLP_SWIGLU");
-    const int swiglu = !(e && strcmp(e, "0") == 0), t = b->target, gu_grid = swiglu ? pick_grid(I, t) : 0;
+    const int swiglu = b->swiglu, t = b->target, gu_grid = swiglu ? pick_grid(I, t) : 0;
     snprintf(n, sizeof n, "%smlp.gate_up_proj.weight(fused)", p);
     pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, swiglu ? gu_grid : 1) : NULL;
     if (!wqkv || !wgu) return layer_ok(b, pk_kernel_status(k));
@@ -280,7 +280,9 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
-    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers, 0};
+    const char *mlp = getenv("PK_MLP_SWIGLU");
+    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers,
+                 !(mlp && strcmp(mlp, "0") == 0), 0};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;

@@ -395,24 +395,18 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      v[PK_V_NORM_OUT].rs);
         break;
     case PK_TASK_RMSNORM_LINEAR:
+    case PK_TASK_RMSNORM_LINEAR_SWIGLU: /* its first four views are rmsnorm_linear's: the GEMV into gu */
         emit_rows(o, &v[PK_V_NL_W]);
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
         pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
                      v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
-        break;
-    case PK_TASK_RMSNORM_LINEAR_SWIGLU:
-        emit_rows(o, &v[PK_V_NLS_W]);
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NLS_X].cols,
-                     base_expr(&v[PK_V_NLS_X], 1, a, sizeof a), v[PK_V_NLS_X].rs,
-                     base_expr(&v[PK_V_NLS_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NLS_X].cols);
-        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
-                     index_expr(v[PK_V_NLS_W].row0, v[PK_V_NLS_W].drow0, c, sizeof c), v[PK_V_NLS_W].rows,
-                     tile_expr(&v[PK_V_NLS_GU], 0, d, sizeof d), v[PK_V_NLS_GU].rs, claim_arg(claims[l], f, sizeof f));
-        pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
-                     v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
-        pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
+        if (L->kind == PK_TASK_RMSNORM_LINEAR_SWIGLU) {
+            pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
+                         v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
+            pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
+        }
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
