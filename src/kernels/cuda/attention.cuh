@@ -51,13 +51,18 @@
 #define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane at the largest D */
 #define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
 
-#ifdef PK_ATT_PROFILE /* diagnostics: %globaltimer at phase ends of the task with kv0 == 0, thread 0;
-                       * tests/cuda's bench reads pk_att_prof, a kernel built with
-                       * PK_NVCC_DEFINES=-DPK_ATT_PROFILE prints decode tasks at position 200 */
+#ifdef PK_ATT_PROFILE /* diagnostics: %globaltimer at phase ends of the task with kv0 ==
+                       * PK_ATT_PROFILE_KV (0: the first KV head), thread 0; tests/cuda's bench
+                       * reads pk_att_prof, a kernel built with PK_NVCC_DEFINES=-DPK_ATT_PROFILE
+                       * prints decode tasks at position 200 (pick the head to compare tasks that
+                       * run on different kinds of workers: docs/PERF.md session 12) */
+#ifndef PK_ATT_PROFILE_KV
+#define PK_ATT_PROFILE_KV 0
+#endif
 __device__ unsigned long long pk_att_prof[8];
 #define PK_ATT_STAMP(i)                                                                          \
     do {                                                                                         \
-        if (kv0 == 0 && threadIdx.x == 0) {                                                      \
+        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0) {                                      \
             unsigned long long t_;                                                               \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                               \
             pk_att_prof[i] = t_;                                                                 \
@@ -65,7 +70,7 @@ __device__ unsigned long long pk_att_prof[8];
     } while (0)
 #define PK_ATT_PROFILE_REPORT()                                                                  \
     do {                                                                                         \
-        if (kv0 == 0 && threadIdx.x == 0 && s->n_tok == 1 &&                                     \
+        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0 && s->n_tok == 1 &&                     \
             pk_dev_ldcg_i32(s->token_pos) == 200) {                                              \
             const unsigned long long *p_ = pk_att_prof;                                          \
             printf("pk attention profile (us): inv_freq %.2f phaseA %.2f setup %.2f q %.2f "     \

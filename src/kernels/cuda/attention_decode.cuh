@@ -79,10 +79,11 @@ __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D
 #ifdef PK_ATT_PROFILE /* attention.cuh's stamps: 7 = stage entry, 0 .. 5 = the phases after the wait */
 #define PK_ATTD_REPORT()                                                                         \
     do {                                                                                         \
-        if (kv0 == 0 && threadIdx.x == 0 && pos == 200) {                                        \
+        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0 && pos == 200) {                        \
             const unsigned long long *p_ = pk_att_prof;                                          \
-            printf("pk attention decode profile (us): stage..run %.2f phaseA %.2f warps %.2f "       \
-                   "end %.2f (PK_ATTD_TWICE: first loop %.2f)\n", (p_[0] - p_[7]) / 1e3,              \
+            printf("pk attention decode profile (us), KV head %d: stage..run %.2f phaseA %.2f "     \
+                   "warps %.2f end %.2f (PK_ATTD_TWICE: first loop %.2f)\n", kv0,                   \
+                   (p_[0] - p_[7]) / 1e3,                                                        \
                    (p_[1] - p_[0]) / 1e3, (p_[2] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3,               \
                    (p_[3] - p_[1]) / 1e3);                                                           \
         }                                                                                        \
