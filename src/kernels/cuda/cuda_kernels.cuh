@@ -55,6 +55,8 @@
  *                                        int64_t res_stride, pk_bf16 *out, int64_t out_stride, char *smem);
  * __device__ void pk_dev_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
  *                                 pk_bf16 *out, int64_t out_stride, char *smem);
+ * __device__ void pk_dev_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
+ *                                      pk_bf16 *out, int64_t out_stride);   (after a barrier over gu)
  * __device__ void pk_dev_attention(const pk_layer_params *p, const float *inv_freq (NULL: computed),
  *                                  const pk_attn_step *s, int kv0, int nkv,
  *                                  const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
