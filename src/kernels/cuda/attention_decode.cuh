@@ -67,6 +67,13 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #else
 #define PK_ATTD_USE_MMA(NP) false
 #endif
+/* 1: the KV cache rows staged with the weights' evict-first L2 policy (PK_NVCC_DEFINES, to compare) */
+#ifndef PK_ATTD_KV_EVICT_FIRST
+#define PK_ATTD_KV_EVICT_FIRST 0
+#endif
+#if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
+#define PK_ATT_DELAY_KV 4 /* Qwen3-8B at 132 workers: tasks 0-3 run on workers without a qkv tile */
+#endif
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 #endif
@@ -177,8 +184,13 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
         const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
+#if PK_ATTD_KV_EVICT_FIRST /* the weights' evict-first policy: the rows are read again only next step */
+        pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
+        pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
+#else
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
+#endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (threadIdx.x == 0) {
@@ -480,6 +492,18 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     const bool mma = can_mma && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
     if (!mma && !can_scalar) __trap(); /* GC != G or D != 64 · NP: the generated code's arguments */
     const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
+#ifdef PK_ATT_DELAY_NS /* diagnostics: the tasks of KV heads < PK_ATT_DELAY_KV start this much later
+                        * (is a task slow for its worker, or for when it runs? docs/PERF.md) */
+    if (kv0 < PK_ATT_DELAY_KV) {
+        if (threadIdx.x == 0) {
+            unsigned long long t0_, t_;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0_));
+            do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));
+            while (t_ - t0_ < (unsigned long long)(PK_ATT_DELAY_NS));
+        }
+        __syncthreads();
+    }
+#endif
     PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;

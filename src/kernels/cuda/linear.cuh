@@ -440,12 +440,16 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #define PK_LIN_ASYNC_STAGES 12
 #endif
 
-/* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 0: a plain cp.async.cg; 1: with the weight
- * loads' evict-first L2 policy operand (pk_dev_cp_async_w16), which raised "illegal instruction"
- * in these rings on the H200 (docs/PERF.md, session 8; so did the policy with the 256-byte L2
- * prefetch hint added). */
+/* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 1 (default): with the weight loads' evict-first
+ * L2 policy operand (pk_dev_cp_async_w16), so that the weights streamed through L2 (Qwen3-8B: 16 GB
+ * per token) leave the code, the activations and the KV cache there: without it a task's code came
+ * from DRAM after every layer (the first decode attention tasks of a layer ran their block loop in
+ * 4.3 us the first time and 1.9 us the second). Session 13: Qwen3-8B 4.7334 -> 4.5704 ms/token.
+ * 0: a plain cp.async.cg (PK_NVCC_DEFINES, to compare). In session 8 the policy raised "illegal
+ * instruction" in these rings on the H200; since then the by-reference pk_lin_args fixed other
+ * wrong results of that time (docs/PERF.md, "B"), and it runs. */
 #ifndef PK_LIN_ASYNC_HINT
-#define PK_LIN_ASYNC_HINT 0
+#define PK_LIN_ASYNC_HINT 1
 #endif
 __device__ __forceinline__ void pk_lin_cp_async(uint32_t dst, const void *src) {
 #if PK_LIN_ASYNC_HINT
