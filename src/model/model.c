@@ -60,12 +60,30 @@ static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) 
     return s >= 2 ? s : 1;
 }
 
+/* The qkv projection's grid on the GPU. A worker that runs a qkv tile and then an attention task
+ * stages that task's KV cache during the tile (runtime.cuh, pk_att_early) only when the tile is
+ * staged whole (<= 96 KB, runtime.cuh's PK_WSTAGE_BYTES; the Qwen3-0.6B shape): a streamed tile's
+ * rings leave no room, and such attention tasks start after their tile (Qwen3-8B: +6.9 us per
+ * layer). So when the tiles at `target` would stream, the grid drops to at most target -
+ * att_tasks tiles, leaving the attention tasks workers of their own (the schedule puts them
+ * there), as long as that keeps at least half the tiles. Measured (session 13, same call):
+ * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles). */
+#define PK_QKV_STAGED_TILE_MAX (96 * 1024)
+static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks) {
+    const int g = pick_grid(rows, target);
+    if (rows / g * K * 2 <= PK_QKV_STAGED_TILE_MAX || att_tasks >= target) return g;
+    const int g2 = pick_grid(rows, target - att_tasks);
+    return 2 * g2 >= g ? g2 : g;
+}
+
 typedef struct builder {
     pk_model *m;
     const pk_hf_config *c;
     char *err;
     size_t err_len;
-    int target; /* tasks per layer to aim for */
+    int target;     /* tasks per layer to aim for */
+    int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
+    int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
@@ -155,10 +173,14 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     pk_attention_params ap;
     pk_hf_config_attention_params(c, &ap);
     ap.kv_splits = b->m->info.attention_kv_splits =
-        kv_splits_for(k, pick_grid(Hkv, b->target), (int)D, (int)(Hq / Hkv));
+        kv_splits_for(k, pick_grid(Hkv, t), (int)D, (int)(Hq / Hkv));
     float eps = (float)c->rms_norm_eps;
-    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, pick_grid(qkv->dims[1], t))) ||
-        !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, pick_grid(Hkv, t))) ||
+    const int att_grid = pick_grid(Hkv, t);
+    const int qkv_grid = b->qkv_target ? pick_grid(qkv->dims[1], b->qkv_target)
+                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits)
+                                      : pick_grid(qkv->dims[1], t);
+    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
+        !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, att_grid)) ||
         !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, pick_grid(H, t))))
         return 0;
     if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
@@ -280,9 +302,11 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
-    const char *mlp = getenv("PK_MLP_SWIGLU");
-    builder b = {m, &c, err, err_len, cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers,
-                 !(mlp && strcmp(mlp, "0") == 0), 0};
+    const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID");
+    const int target = cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers;
+    const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
+    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
+                 cfg.backend == PK_BACKEND_CUDA, !(mlp && strcmp(mlp, "0") == 0), 0};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
