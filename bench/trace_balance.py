@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """trace_balance.py — whether a task's duration is a property of the worker (SM) that runs it.
 
-    python3 bench/trace_balance.py TRACE.json [--min-tasks N]
+    python3 bench/trace_balance.py TRACE.json [--min-tasks N] [--smid LOG]
 
 For every layer instance (a layer in one step) with at least N tasks (default 100: the GEMV
 layers of a 132-worker kernel), each task's duration over the instance's mean; per worker, the
 mean of that ratio over the first and over the second half of the instances. Prints per layer
-kind: the correlation between the two halves (near 1: the same workers are slow every time), the
-smallest and largest per-worker mean, and the slowest workers. A layer's span is its slowest
-task's, so a systematic spread is time a static share per worker could win back.
+kind: the correlation between the two halves (near 1: the same workers are fast or slow every
+time; a few outliers dominate it), the smallest, 10th / 90th percentile and largest per-worker
+mean, and the slowest workers. A layer's span is its slowest task's, so a systematic spread is
+time a static share per worker could win back. --smid LOG: key by SM instead of worker, from the
+"pk cta N on sm M" lines a -DPK_DEBUG_SMID build prints (the last mapping in LOG).
 """
 import argparse
 import collections
@@ -21,13 +23,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--min-tasks", type=int, default=100)
+    ap.add_argument("--smid", help="log of a -DPK_DEBUG_SMID run: key by SM")
     a = ap.parse_args()
+    sm = {}
+    if a.smid:
+        with open(a.smid) as f:
+            for line in f:
+                m = re.search(r"pk cta (\d+) on sm (\d+)", line)
+                if m:
+                    sm[int(m.group(1))] = int(m.group(2))
     with open(a.trace) as f:
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     inst = collections.defaultdict(list)
     for e in ev:
         layer = e["name"].rsplit(".", 1)[0] + ">" + str(e["args"].get("out"))
-        inst[(e["args"]["step"], layer)].append((e["tid"], e["dur"]))
+        inst[(e["args"]["step"], layer)].append((sm.get(e["tid"], e["tid"]) if sm else e["tid"], e["dur"]))
     kinds = collections.defaultdict(list)
     for (_, layer), tasks in sorted(inst.items()):
         if len(tasks) < a.min_tasks:
@@ -35,7 +45,8 @@ def main():
         mean = statistics.mean(d for _, d in tasks)
         if mean > 0:
             kinds[re.sub(r"\d+", "#", layer)].append([(w, d / mean) for w, d in tasks])
-    print("%-56s %5s %7s %6s %7s %7s  %s" % ("layer kind", "inst", "workers", "corr", "min", "max", "slowest workers"))
+    key = "SMs" if sm else "workers"
+    print("%-56s %5s %7s %6s %6s %6s %6s %6s  slowest %s" % ("layer kind", "inst", key, "corr", "min", "p10", "p90", "max", key))
     for kind, lst in kinds.items():
         half = len(lst) // 2
         first, second = collections.defaultdict(list), collections.defaultdict(list)
@@ -51,8 +62,10 @@ def main():
         cov = sum((x - ma) * (y - mb) for x, y in zip(xa, xb))
         den = (sum((x - ma) ** 2 for x in xa) * sum((y - mb) ** 2 for y in xb)) ** 0.5
         both = sorted((statistics.mean(first[w] + second[w]), w) for w in ws)
-        print("%-56s %5d %7d %6.2f %7.3f %7.3f  %s" % (kind[:56], len(lst), len(ws), cov / den if den else 0.0,
-                                                      both[0][0], both[-1][0], [w for _, w in both[-6:]]))
+        q = lambda f: both[min(len(both) - 1, int(f * len(both)))][0]
+        print("%-56s %5d %7d %6.2f %6.3f %6.3f %6.3f %6.3f  %s" % (kind[:56], len(lst), len(ws), cov / den if den else 0.0,
+                                                               both[0][0], q(0.1), q(0.9), both[-1][0],
+                                                               [w for _, w in both[-6:]]))
 
 
 if __name__ == "__main__":
