@@ -172,10 +172,9 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
 #undef A
     pk_attention_params ap;
     pk_hf_config_attention_params(c, &ap);
-    ap.kv_splits = b->m->info.attention_kv_splits =
-        kv_splits_for(k, pick_grid(Hkv, t), (int)D, (int)(Hq / Hkv));
-    float eps = (float)c->rms_norm_eps;
     const int att_grid = pick_grid(Hkv, t);
+    ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, att_grid, (int)D, (int)(Hq / Hkv));
+    float eps = (float)c->rms_norm_eps;
     const int qkv_grid = b->qkv_target ? pick_grid(qkv->dims[1], b->qkv_target)
                          : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits)
                                       : pick_grid(qkv->dims[1], t);
