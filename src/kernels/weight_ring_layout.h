@@ -28,6 +28,14 @@
 #ifndef PK_WRING
 #define PK_WRING 0
 #endif
+
+/* Without the ring, static mode stages a linear task's whole weight tile in shared memory before
+ * its dependency wait when the tile is at most this many bytes (runtime.cuh, pk_stage_weights);
+ * larger tiles stream through the GEMV's async rings. The model builder reads it too (model.c:
+ * a streamed qkv tile leaves no room for the next attention task's KV stage). */
+#ifndef PK_WSTAGE_BYTES
+#define PK_WSTAGE_BYTES (96u * 1024u)
+#endif
 #ifndef PK_WRING_SLOTS
 #define PK_WRING_SLOTS 8
 #endif

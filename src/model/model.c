@@ -62,16 +62,15 @@ static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) 
 
 /* The qkv projection's grid on the GPU. A worker that runs a qkv tile and then an attention task
  * stages that task's KV cache during the tile (runtime.cuh, pk_att_early) only when the tile is
- * staged whole (<= 96 KB, runtime.cuh's PK_WSTAGE_BYTES; the Qwen3-0.6B shape): a streamed tile's
+ * staged whole (<= PK_WSTAGE_BYTES, 96 KB; the Qwen3-0.6B shape): a streamed tile's
  * rings leave no room, and such attention tasks start after their tile (Qwen3-8B: +6.9 us per
  * layer). So when the tiles at `target` would stream, the grid drops to at most target -
  * att_tasks tiles, leaving the attention tasks workers of their own (the schedule puts them
  * there), as long as that keeps at least half the tiles. Measured (session 13, same call):
  * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles). */
-#define PK_QKV_STAGED_TILE_MAX (96 * 1024)
 static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks) {
     const int g = pick_grid(rows, target);
-    if (rows / g * K * 2 <= PK_QKV_STAGED_TILE_MAX || att_tasks >= target) return g;
+    if (rows / g * K * 2 <= (int64_t)PK_WSTAGE_BYTES || att_tasks >= target) return g;
     const int g2 = pick_grid(rows, target - att_tasks);
     return 2 * g2 >= g ? g2 : g;
 }

@@ -152,13 +152,10 @@ __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const u
 
 /* Shared-memory weight staging (static mode): before waiting on task t's dependency, every
  * thread issues 16-byte cp.async copies of t's weight tile, when the whole tile fits in
- * PK_WSTAGE_BYTES, into the area after the kernels' own PK_CUDA_SMEM_BYTES. The copy
- * runs while the CTA waits (the hand-off gap and the skew of the layer before), so when the
- * event fires the task reads those rows from shared memory instead of starting a DRAM round
- * trip. Returns the rows staged (0: none). Every thread calls it. */
-#ifndef PK_WSTAGE_BYTES
-#define PK_WSTAGE_BYTES (96u * 1024u)
-#endif
+ * PK_WSTAGE_BYTES (weight_ring_layout.h), into the area after the kernels' own
+ * PK_CUDA_SMEM_BYTES. The copy runs while the CTA waits (the hand-off gap and the skew of the
+ * layer before), so when the event fires the task reads those rows from shared memory instead
+ * of starting a DRAM round trip. Returns the rows staged (0: none). Every thread calls it. */
 /* Copies a whole tile of `bytes` (a multiple of 16) from src into shared memory at smem + off
  * with 16-byte cp.async copies, one commit group. Every thread calls it. */
 __device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, char *smem, uint32_t off) {
