@@ -75,7 +75,7 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #define PK_ATTD_KV_EVICT_FIRST 1
 #endif
 #if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
-#define PK_ATT_DELAY_KV 4 /* Qwen3-8B at 132 workers: tasks 0-3 run on workers without a qkv tile */
+#define PK_ATT_DELAY_KV 4 /* Qwen3-8B, 132 workers, 128 qkv tiles: tasks 0-3 ran on workers without one */
 #endif
 #ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
