@@ -301,10 +301,10 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID");
-    const int target = cfg.backend == PK_BACKEND_CUDA ? workers : 2 * workers;
+    const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
-    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
-                 cfg.backend == PK_BACKEND_CUDA, !(mlp && strcmp(mlp, "0") == 0), 0};
+    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0, cuda,
+                 !(mlp && strcmp(mlp, "0") == 0), 0};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
