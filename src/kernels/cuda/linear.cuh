@@ -767,8 +767,13 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
 /* Off by default: slower where measured (H200, session 9, same call: Qwen3-8B 5.28 -> 6.04
  * ms/token, 0.6B 1.35 -> 1.73; o_proj and down, one group per warp, 12.2 -> 17.8 and 35.7 -> 45.2
  * us per layer, gate_up 55 -> 58; the LM head, which stays in tile mode, 292 -> 347, also with
- * claim mode in call-throughs of its own: not understood). Right where checked (cuda_e2e, pk-tiny's decode
- * logits, Qwen3-8B teacher forcing with one-row steps); docs/PERF.md "Session 9" says what to try. */
+ * claim mode in call-throughs of its own). The likely reason the unclaimed layers slow down
+ * (session 14, docs/PERF.md): a __noinline__ function called from pk_lin_tile makes nvcc compile
+ * every call-through around the call anew — with session 14's steal mode built that way the
+ * Qwen3-0.6B kernel's code grew from 1.25 to 2.2 MB (pk_gen_call_linear 217 -> 492 KB) and every
+ * layer slowed, and even inlined, the extra path in the same call-through slowed the untouched
+ * LM head by ~20 %. Right where checked (cuda_e2e, pk-tiny's decode logits, Qwen3-8B teacher
+ * forcing with one-row steps); docs/PERF.md "Session 9" and "Session 14" say what to try. */
 #ifndef PK_LIN_CLAIM
 #define PK_LIN_CLAIM 0 /* 1: claim mode where the code generator allows it (PK_NVCC_DEFINES) */
 #endif
