@@ -14,9 +14,10 @@ time a static share per worker could win back. --smid LOG: key by SM instead of 
 """
 import argparse
 import collections
-import json
 import re
 import statistics
+
+from trace_events import task_events
 
 
 def main():
@@ -32,19 +33,16 @@ def main():
                 m = re.search(r"pk cta (\d+) on sm (\d+)", line)
                 if m:
                     sm[int(m.group(1))] = int(m.group(2))
-    with open(a.trace) as f:
-        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     inst = collections.defaultdict(list)
-    for e in ev:
-        layer = e["name"].rsplit(".", 1)[0] + ">" + str(e["args"].get("out"))
-        inst[(e["args"]["step"], layer)].append((sm.get(e["tid"], e["tid"]) if sm else e["tid"], e["dur"]))
+    for e in task_events(a.trace):
+        inst[(e["args"]["step"], e["layer"], e["kind"])].append((sm.get(e["tid"], e["tid"]) if sm else e["tid"], e["dur"]))
     kinds = collections.defaultdict(list)
-    for (_, layer), tasks in sorted(inst.items()):
+    for (_, _, kind), tasks in sorted(inst.items()):
         if len(tasks) < a.min_tasks:
             continue
         mean = statistics.mean(d for _, d in tasks)
         if mean > 0:
-            kinds[re.sub(r"\d+", "#", layer)].append([(w, d / mean) for w, d in tasks])
+            kinds[kind].append([(w, d / mean) for w, d in tasks])
     key = "SMs" if sm else "workers"
     print("%-56s %5s %7s %6s %6s %6s %6s %6s  slowest %s" % ("layer kind", "inst", key, "corr", "min", "p10", "p90", "max", key))
     for kind, lst in kinds.items():

@@ -17,25 +17,15 @@ per layer kind (layer name and output tensor, numbers replaced by #), averaged o
 and the step time (first task start to last task end, and from step to step), so that
 step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
 """
-import json
 import re
 import sys
 from collections import defaultdict
 
+from trace_events import task_events
+
 
 def load(path):
-    with open(path) as f:
-        ev = json.load(f)["traceEvents"]
-    recs = []
-    for e in ev:
-        if e.get("ph") != "X":
-            continue
-        layer = e["name"].rsplit(".", 1)[0]
-        out = e["args"].get("out")
-        if out:  # "L3.rmsnorm_linear" -> "L3.rmsnorm_linear>model.layers.0.qkv"
-            layer += ">" + out
-        recs.append((e["args"]["step"], layer, e["ts"], e["ts"] + e["dur"], e["dur"]))
-    return recs
+    return [(e["args"]["step"], e["layer"], e["ts"], e["ts"] + e["dur"], e["dur"]) for e in task_events(path)]
 
 
 def main():

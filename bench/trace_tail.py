@@ -13,9 +13,9 @@ before it, so the worker was waiting, not busy); and which workers end the layer
 """
 import argparse
 import collections
-import json
-import re
 import statistics
+
+from trace_events import task_events
 
 
 def main():
@@ -23,14 +23,10 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-tasks", type=int, default=90)
     a = ap.parse_args()
-    with open(a.trace) as f:
-        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     byw, inst = collections.defaultdict(list), collections.defaultdict(list)
-    for e in ev:
-        layer = e["name"].rsplit(".", 1)[0] + ">" + str(e["args"].get("out"))
-        e["kind"] = re.sub(r"\d+", "#", layer)
+    for e in task_events(a.trace):
         byw[e["tid"]].append(e)
-        inst[(e["args"]["step"], layer)].append(e)
+        inst[(e["args"]["step"], e["layer"])].append(e)
     prev = {}
     for lst in byw.values():
         lst.sort(key=lambda e: e["ts"])
