@@ -62,11 +62,7 @@
 __device__ unsigned long long pk_att_prof[8];
 #define PK_ATT_STAMP(i)                                                                          \
     do {                                                                                         \
-        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0) {                                      \
-            unsigned long long t_;                                                               \
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                               \
-            pk_att_prof[i] = t_;                                                                 \
-        }                                                                                        \
+        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0) pk_att_prof[i] = pk_dev_globaltimer(); \
     } while (0)
 #define PK_ATT_PROFILE_REPORT()                                                                  \
     do {                                                                                         \

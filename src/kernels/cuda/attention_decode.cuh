@@ -499,10 +499,9 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                         * (is a task slow for its worker, or for when it runs? docs/PERF.md) */
     if (kv0 < PK_ATT_DELAY_KV) {
         if (threadIdx.x == 0) {
-            unsigned long long t0_, t_;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0_));
-            do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));
-            while (t_ - t0_ < (unsigned long long)(PK_ATT_DELAY_NS));
+            const unsigned long long t0_ = pk_dev_globaltimer();
+            while (pk_dev_globaltimer() - t0_ < (unsigned long long)(PK_ATT_DELAY_NS)) {
+            }
         }
         __syncthreads();
     }

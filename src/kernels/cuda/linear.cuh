@@ -278,12 +278,7 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
 #define PK_LIN_PROFILE_N 20000ull
 __device__ unsigned long long pk_lin_prof[3][3][8];
 __shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0;
-__device__ __forceinline__ unsigned long long pk_lin_now(void) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_lin_now() : 0ull
+#define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_dev_globaltimer() : 0ull
 template <int XN>
 __device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long long t1, unsigned long long t2,
                                 unsigned long long t3, unsigned long long t4) {

@@ -51,8 +51,7 @@ __device__ __forceinline__ void pk_dev_mbar_arrive_expect_tx(uint32_t bar, uint3
 __device__ __forceinline__ void pk_dev_mbar_wait(uint32_t bar, uint32_t parity) {
 #if PK_DEV_HAVE_BULK
 #ifdef PK_DEBUG_SPIN_LIMIT
-    uint64_t t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const uint64_t t0 = pk_dev_globaltimer();
 #endif
     for (;;) {
         uint32_t done;
@@ -64,9 +63,7 @@ __device__ __forceinline__ void pk_dev_mbar_wait(uint32_t bar, uint32_t parity) 
                      : "memory");
         if (done) break;
 #ifdef PK_DEBUG_SPIN_LIMIT
-        uint64_t t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 > (uint64_t)(PK_DEBUG_SPIN_LIMIT) * 1000000ull) __trap();
+        if (pk_dev_globaltimer() - t0 > (uint64_t)(PK_DEBUG_SPIN_LIMIT) * 1000000ull) __trap();
 #endif
     }
 #endif

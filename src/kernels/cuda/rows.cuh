@@ -96,6 +96,12 @@ __device__ __forceinline__ bool pk_dev_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;
 }
 __device__ __forceinline__ bool pk_dev_aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
+/* The GPU's nanosecond clock (%globaltimer): the diagnostics' stamps and the debug spin limits. */
+__device__ __forceinline__ unsigned long long pk_dev_globaltimer(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 /* Activations (and anything another CTA may have written in this launch): through L2. */
 __device__ __forceinline__ uint4 pk_dev_ldcg16(const void *p) {

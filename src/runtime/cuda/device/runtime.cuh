@@ -56,7 +56,7 @@ __device__ __forceinline__ void pk_claims_reset(void) {
 __device__ int pk_prepare_next_step(const pk_dev_state *S) {
     pk_step_state *s = S->step;
     pk_claims_reset();
-    pk_step_mark_end(s, pk_globaltimer());
+    pk_step_mark_end(s, pk_dev_globaltimer());
     pk_step_finish(s);
     __threadfence_system(); /* the emitted tokens (mapped memory) before their count */
     *S->host_nemitted = s->nemitted;
@@ -65,7 +65,7 @@ __device__ int pk_prepare_next_step(const pk_dev_state *S) {
 
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
-    pk_step_mark_start(S->step, pk_globaltimer());
+    pk_step_mark_start(S->step, pk_dev_globaltimer());
     pk_claims_reset();
     pk_step_reset(S->step);
     return pk_step_plan(S->step);
@@ -83,7 +83,7 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint
         r->task = t;
         r->step = (uint32_t)step;
         r->start_ns = t0;
-        r->end_ns = pk_globaltimer();
+        r->end_ns = pk_dev_globaltimer();
     }
     S->trace_n[w] = n + 1;
 }
@@ -462,7 +462,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 wst_off = 0; /* the attention's layout from smem */
             pk_wait_event(S, task.dep_event, need, t);
 #ifdef PK_LIN_PROFILE
-            if (threadIdx.x == 0) pk_lin_prof_tw = pk_lin_now();
+            if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
 #endif
             if (staged > 0) {
                 if (next_rows || early_rows) /* the newest group is the next task's tile or KV cache */
@@ -471,9 +471,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     asm volatile("cp.async.wait_all;" ::: "memory");
                 __syncthreads(); /* every thread's copies are in shared memory */
             }
-            pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
+            pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_dev_globaltimer() : 0;
 #ifdef PK_LIN_PROFILE
-            if (threadIdx.x == 0) pk_lin_prof_t0 = pk_lin_now();
+            if (threadIdx.x == 0) pk_lin_prof_t0 = pk_dev_globaltimer();
 #endif
             pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
             __syncthreads(); /* the task's writes are issued by every thread */
@@ -512,7 +512,7 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         __syncthreads();
         const uint32_t t = sh_task;
         if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
-        pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_globaltimer() : 0;
+        pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_dev_globaltimer() : 0;
         const int n_tok = pk_step_rows(S);
         pk_gen_run_task(S, t, pk_gen_tasks[t], smem, 0, PK_CUDA_SMEM_BYTES, n_tok);
         __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */

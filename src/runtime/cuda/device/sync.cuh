@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "kernels/cuda/rows.cuh" /* pk_dev_globaltimer */
 #include "pk_abi.h"
 #include "runtime/cuda/gen_api.h"
 #include "runtime/decode_step.h"
@@ -80,12 +81,6 @@ __device__ __forceinline__ void pk_red_add_release(pk_u64 *p, pk_u64 v) {
     asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ pk_u64 pk_globaltimer(void) {
-    pk_u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __device__ __forceinline__ int pk_ld_volatile_int(const int *p) { return *(const volatile int *)p; }
 
 #ifdef PK_DEBUG_SPIN_LIMIT
@@ -105,9 +100,9 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
     }
     __trap();
 }
-#define PK_SPIN_BEGIN pk_u64 pk_spin_t0_ = pk_globaltimer();
+#define PK_SPIN_BEGIN pk_u64 pk_spin_t0_ = pk_dev_globaltimer();
 #define PK_SPIN_CHECK(S, task, event, counter, threshold)                                   \
-    if (pk_globaltimer() - pk_spin_t0_ > (pk_u64)(PK_DEBUG_SPIN_LIMIT) * 1000000ull)        \
+    if (pk_dev_globaltimer() - pk_spin_t0_ > (pk_u64)(PK_DEBUG_SPIN_LIMIT) * 1000000ull)        \
         pk_debug_timeout(S, task, event, counter, threshold);
 #else
 #define PK_SPIN_BEGIN
