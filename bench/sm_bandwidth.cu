@@ -1,0 +1,189 @@
+/* sm_bandwidth.cu — how fast each SM streams from DRAM when every SM streams at once, and which
+ * GPC each SM sits in. A question of issue 5 (docs/PERF.md, session 15): the same few workers end
+ * every GEMV layer of a launch; is that the SM they landed on (a GPC with more SMs sharing its
+ * port to the L2) rather than the work?
+ *
+ *   nvcc -O3 -arch=sm_90a -o build/sm_bandwidth bench/sm_bandwidth.cu
+ *   build/sm_bandwidth [MB per SM, default 64] [reps, default 3]
+ *
+ * Streaming: one block per SM (the shared memory asked for allows no second), 512 threads, a ring
+ * of 12 stages of 16 KB filled with 16-byte cp.async.cg copies (as the decode GEMV's streamed path
+ * does), each block reading its own region of a buffer larger than the L2. Each block records its
+ * %smid and %globaltimer at start and end; GB/s per SM = bytes / (end - start).
+ * GPCs: clusters are placed inside one GPC, so blocks of one cluster share a GPC; several launches
+ * with clusters of 16, 8, 4 and 2 blocks join SMs into groups (union-find). A group is a GPC when
+ * the launches covered it; the printed sizes say whether they did (H100 / H200: 7-8 GPCs of 16-18).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(x)                                                                                       \
+    do {                                                                                               \
+        cudaError_t e_ = (x);                                                                          \
+        if (e_ != cudaSuccess) {                                                                       \
+            fprintf(stderr, "sm_bandwidth: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+            exit(1);                                                                                   \
+        }                                                                                              \
+    } while (0)
+
+enum { THREADS = 512, STAGES = 12, STAGE_BYTES = 16 << 10, MAX_SM = 256 };
+
+__device__ __forceinline__ uint64_t now_ns(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ uint32_t sm_id(void) {
+    uint32_t s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+
+/* Block b streams `bytes` from region b (region_bytes each, wrapping) through the smem ring.
+ * rec[b] = {smid, start ns, end ns, checksum} (the checksum keeps the reads from being dropped). */
+__global__ void __launch_bounds__(THREADS) stream_kernel(const uint4 *buf, uint64_t region_bytes, uint64_t bytes,
+                                                         unsigned long long *rec) {
+    extern __shared__ __align__(128) uint4 ring[];
+    const uint64_t per_stage = STAGE_BYTES / 16, nstage = bytes / STAGE_BYTES, region16 = region_bytes / 16;
+    const uint4 *src = buf + (uint64_t)blockIdx.x * region16;
+    __syncthreads();
+    const uint64_t t0 = now_ns();
+    uint32_t acc = 0;
+    for (uint64_t s = 0; s < nstage + STAGES - 1; s++) {
+        if (s < nstage) { /* issue stage s into slot s % STAGES */
+            const uint64_t base = (s * per_stage) % region16;
+            uint4 *slot = ring + (s % STAGES) * per_stage;
+            for (uint32_t e = threadIdx.x; e < per_stage; e += THREADS) {
+                const uint32_t d = (uint32_t)__cvta_generic_to_shared(slot + e);
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + base + e) : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (s >= STAGES - 1) { /* consume stage s - (STAGES - 1): its group is the oldest pending */
+            asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
+            const uint4 *slot = ring + ((s - (STAGES - 1)) % STAGES) * per_stage;
+            acc ^= slot[threadIdx.x].x; /* one word per thread: the data arrived */
+            __syncthreads(); /* every thread is done with the slot before it is refilled */
+        }
+    }
+    const uint64_t t1 = now_ns();
+    if (threadIdx.x == 0) {
+        rec[4 * blockIdx.x + 0] = sm_id();
+        rec[4 * blockIdx.x + 1] = t0;
+        rec[4 * blockIdx.x + 2] = t1;
+    }
+    atomicXor((unsigned int *)&rec[4 * blockIdx.x + 3], acc);
+}
+
+/* One record per block: its smid and its cluster's rank-0 block index. */
+__global__ void cluster_kernel(unsigned int *rec) {
+    unsigned int cid;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(cid));
+    if (threadIdx.x == 0) {
+        rec[2 * blockIdx.x + 0] = sm_id();
+        rec[2 * blockIdx.x + 1] = cid;
+    }
+}
+
+static int parent[MAX_SM];
+static int find(int a) { return parent[a] == a ? a : (parent[a] = find(parent[a])); }
+static void join(int a, int b) { parent[find(a)] = find(b); }
+
+/* Joins the SMs that shared a cluster in launches of cluster size cs (grid: as many clusters as
+ * can be resident at once, as the occupancy API says). */
+static void cluster_groups(int cs, int reps) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cs;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = 200 << 10; /* one block per SM */
+    CHECK(cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+    if (cs > 8) CHECK(cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cfg.gridDim = dim3(cs);
+    int nclusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&nclusters, cluster_kernel, &cfg) != cudaSuccess || nclusters == 0) {
+        (void)cudaGetLastError();
+        printf("cluster size %d: not launchable here\n", cs);
+        return;
+    }
+    cfg.gridDim = dim3(cs * nclusters);
+    unsigned int *d, *h = (unsigned int *)malloc(sizeof(unsigned int) * 2 * cs * nclusters);
+    CHECK(cudaMalloc(&d, sizeof(unsigned int) * 2 * cs * nclusters));
+    for (int r = 0; r < reps; r++) {
+        CHECK(cudaLaunchKernelEx(&cfg, cluster_kernel, d));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(h, d, sizeof(unsigned int) * 2 * cs * nclusters, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < cs * nclusters; b++) /* blocks of one cluster are consecutive */
+            if (b % cs) join((int)h[2 * b], (int)h[2 * (b - b % cs)]);
+    }
+    printf("cluster size %2d: %d clusters resident at once (%d SMs)\n", cs, nclusters, cs * nclusters);
+    CHECK(cudaFree(d));
+    free(h);
+}
+
+int main(int argc, char **argv) {
+    const uint64_t mb = argc > 1 ? strtoull(argv[1], NULL, 10) : 64, reps = argc > 2 ? strtoull(argv[2], NULL, 10) : 3;
+    int nsm = 0;
+    CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    if (nsm > MAX_SM) nsm = MAX_SM;
+    for (int i = 0; i < MAX_SM; i++) parent[i] = i;
+    const int sizes[] = {16, 8, 4, 2};
+    for (int i = 0; i < 4; i++) cluster_groups(sizes[i], 20);
+    int gsize[MAX_SM] = {0};
+    for (int s = 0; s < nsm; s++) gsize[find(s)]++;
+
+    const uint64_t region = 16ull << 20, bytes = mb << 20; /* 16 MB per block: 132 of them > L2 */
+    uint4 *buf;
+    unsigned long long *rec;
+    CHECK(cudaMalloc(&buf, region * nsm));
+    CHECK(cudaMemset(buf, 1, region * nsm));
+    CHECK(cudaMalloc(&rec, sizeof(unsigned long long) * 4 * nsm));
+    const int smem = STAGES * STAGE_BYTES;
+    CHECK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    unsigned long long *h = (unsigned long long *)malloc(sizeof(unsigned long long) * 4 * nsm);
+    double sum_gbs[MAX_SM] = {0};
+    int n_gbs[MAX_SM] = {0};
+    for (uint64_t r = 0; r <= reps; r++) { /* rep 0 warms up */
+        CHECK(cudaMemset(rec, 0, sizeof(unsigned long long) * 4 * nsm));
+        stream_kernel<<<nsm, THREADS, smem>>>(buf, region, bytes, rec);
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(h, rec, sizeof(unsigned long long) * 4 * nsm, cudaMemcpyDeviceToHost));
+        uint64_t tmin = ~0ull, tmax = 0;
+        for (int b = 0; b < nsm; b++) {
+            tmin = h[4 * b + 1] < tmin ? h[4 * b + 1] : tmin;
+            tmax = h[4 * b + 2] > tmax ? h[4 * b + 2] : tmax;
+            if (r) {
+                sum_gbs[h[4 * b]] += (double)bytes / (double)(h[4 * b + 2] - h[4 * b + 1]);
+                n_gbs[h[4 * b]]++;
+            }
+        }
+        if (r) printf("rep %d: %.0f GB/s over all SMs (%d x %llu MB in %.1f us, first start to last end)\n", (int)r,
+                      (double)bytes * nsm / (double)(tmax - tmin), nsm, (unsigned long long)mb, (tmax - tmin) / 1e3);
+    }
+    printf("\nsmid  gpc(root) gpc_size  GB/s (mean of reps)\n");
+    for (int s = 0; s < nsm; s++)
+        if (n_gbs[s]) printf("%4d  %4d  %3d  %7.2f\n", s, find(s), gsize[find(s)], sum_gbs[s] / n_gbs[s]);
+    printf("\ngpc(root) size  mean GB/s  min  max\n");
+    for (int g = 0; g < nsm; g++) {
+        if (find(g) != g) continue;
+        double s = 0, lo = 1e9, hi = 0;
+        int n = 0;
+        for (int x = 0; x < nsm; x++)
+            if (find(x) == g && n_gbs[x]) {
+                const double v = sum_gbs[x] / n_gbs[x];
+                s += v, n++, lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+            }
+        if (n) printf("%4d  %3d  %7.2f  %7.2f  %7.2f\n", g, gsize[g], s / n, lo, hi);
+    }
+    CHECK(cudaFree(buf));
+    CHECK(cudaFree(rec));
+    free(h);
+    return 0;
+}
