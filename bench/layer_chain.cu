@@ -19,20 +19,8 @@
  * [12288]; every layer instance has its own weights (36 layers: 13.5 GB, no L2 reuse).
  * Variants (argv[2], default all): see the `variants` table.
  */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "micro.cuh"
 #include <string.h>
-
-#define CHECK(x)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (x);                                                                         \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "layer_chain: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 enum { THREADS = 256, WARPS = 8, NS = 12, MAX_LAYERS = 5 * 64, ATT_NS = 8000 };
 
@@ -55,11 +43,6 @@ enum { V_L2_EARLY = 1, V_DELAY = 2 };
 #define LC_HINT 0
 #endif
 
-__device__ __forceinline__ uint64_t now_ns(void) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 __device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {
     unsigned long long v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

@@ -14,28 +14,10 @@
  * GEMV's async path: 8 warps x 4 rows x 512 B per stage), `bulk` (the same bytes as 512-byte
  * cp.async.bulk copies, lane 0 of each warp, one mbarrier per stage), `none`.
  */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define CHECK(x)                                                                                       \
-    do {                                                                                               \
-        cudaError_t e_ = (x);                                                                          \
-        if (e_ != cudaSuccess) {                                                                       \
-            fprintf(stderr, "poll_latency: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                   \
-        }                                                                                              \
-    } while (0)
+#include "micro.cuh"
 
 enum { THREADS = 256, WARPS = THREADS / 32, STAGE_BYTES = 16 << 10, MAX_STAGES = 12, ROW_BYTES = 8192 };
 enum { M_NONE = 0, M_CPASYNC = 1, M_BULK = 2 };
-
-__device__ __forceinline__ uint64_t now_ns(void) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 /* rec per block: [0] flag store time (block 0) / poll success (others), [1] x loaded, [2] copies
  * landed, [3] checksum */

@@ -14,32 +14,9 @@
  * with clusters of 16, 8, 4 and 2 blocks join SMs into groups (union-find). A group is a GPC when
  * the launches covered it; the printed sizes say whether they did (H100 / H200: 7-8 GPCs of 16-18).
  */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define CHECK(x)                                                                                       \
-    do {                                                                                               \
-        cudaError_t e_ = (x);                                                                          \
-        if (e_ != cudaSuccess) {                                                                       \
-            fprintf(stderr, "sm_bandwidth: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                   \
-        }                                                                                              \
-    } while (0)
+#include "micro.cuh"
 
 enum { THREADS = 512, STAGES = 12, STAGE_BYTES = 16 << 10, MAX_SM = 256 };
-
-__device__ __forceinline__ uint64_t now_ns(void) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ uint32_t sm_id(void) {
-    uint32_t s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
 
 /* Block b streams `bytes` from region b (region_bytes each, wrapping) through the smem ring.
  * rec[b] = {smid, start ns, end ns, checksum} (the checksum keeps the reads from being dropped). */
