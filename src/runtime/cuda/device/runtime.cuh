@@ -580,8 +580,25 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
  * of stores in the task switch), and without it the H200 ran Qwen3-0.6B 1.544 -> 1.429 and
  * Qwen3-8B 6.159 -> 5.859 ms/token (docs/PERF.md, session 7). Dynamic mode puts its scheduler
  * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
+/* Diagnostics of session 15's open question (docs/PERF.md "Session 15"): code that never runs
+ * slowed every GEMV by 10-20 %, and the builds that did it also had 16 more bytes of static shared
+ * memory, which moves the dynamic area below (every staged tile, ring and attention layout).
+ * PK_SMEM_ALIGN: the dynamic area's alignment (default 16: the code as measured since session
+ * 11); PK_DEBUG_SMEM_PAD=N: N more bytes of static shared memory, touched only on a path that
+ * never runs. Neither is measured yet. */
+#ifndef PK_SMEM_ALIGN
+#define PK_SMEM_ALIGN 16
+#endif
 __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) {
-    extern __shared__ __align__(16) char pk_smem[];
+    extern __shared__ __align__(PK_SMEM_ALIGN) char pk_smem[];
+#ifdef PK_DEBUG_SMEM_PAD
+    __shared__ unsigned char pk_smem_pad[PK_DEBUG_SMEM_PAD];
+    if (S->W == 0xdeadbeefu) { /* never: the pad must be used to be kept */
+        pk_smem_pad[threadIdx.x % (PK_DEBUG_SMEM_PAD)] = (unsigned char)threadIdx.x;
+        __syncthreads();
+        S->trace_n[0] = pk_smem_pad[(threadIdx.x + 1) % (PK_DEBUG_SMEM_PAD)];
+    }
+#endif
 #ifdef PK_DEBUG_SMID /* which SM each CTA landed on (PK_NVCC_DEFINES=-DPK_DEBUG_SMID) */
     if (threadIdx.x == 0) {
         unsigned smid;
