@@ -22,7 +22,7 @@
 #include "micro.cuh"
 #include <string.h>
 
-enum { THREADS = 256, WARPS = 8, NS = 12, MAX_LAYERS = 5 * 64, ATT_NS = 8000 };
+enum { THREADS = 256, WARPS = 8, NS = 12, ATT_NS = 8000 };
 
 typedef struct {
     int ntasks, first, rows, K; /* tasks on workers first .. first + ntasks - 1; rows [K] bf16 per task; K 0: attention */
@@ -98,7 +98,7 @@ struct stream_t {
 };
 
 __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers, int nlayers, int flags,
-                                                           int early_stages, int early_pct, const uint4 *x,
+                                                           int arg, int early_pct, const uint4 *x,
                                                            unsigned long long *ctr, unsigned long long *rec,
                                                            unsigned int *sink) {
     extern __shared__ __align__(128) char smem[];
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
         if (early) { /* the layer before is far from done: fetch the next stages into L2 */
             if (threadIdx.x == 0) sh_cnt = c0;
             __syncthreads();
-            if (sh_cnt * 100 < need * (unsigned long long)early_pct) q.prefetch(NS - 1, NS - 1 + early_stages);
+            if (sh_cnt * 100 < need * (unsigned long long)early_pct) q.prefetch(NS - 1, NS - 1 + arg);
         }
         /* the wait */
         if (threadIdx.x == 0 && l) {
@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
         }
         __syncthreads();
         const uint64_t t0 = now_ns();
-        if ((flags & V_DELAY) && L.K) /* a dispatch of early_stages ns after the wait, before x is read */
-            while (now_ns() - t0 < (uint64_t)early_stages) {
+        if ((flags & V_DELAY) && L.K) /* a dispatch of arg ns after the wait, before x is read */
+            while (now_ns() - t0 < (uint64_t)arg) {
             }
         if (L.K) {
             const uint4 xa = __ldcg(x + threadIdx.x), xb = __ldcg(x + 256 + threadIdx.x); /* the x stage: 8 KB */
@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
 
     struct {
         const char *name;
-        int flags, early_stages, early_pct;
+        int flags, arg, early_pct; /* arg: V_L2_EARLY's stages to fetch, V_DELAY's ns */
     } variants[] = {
         {"baseline", 0, 0, 0},
         {"l2_early 5 st <50%", V_L2_EARLY, 5, 50},
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
         double span_k[5], mean_k[5];
         for (int rep = 0; rep < 4; rep++) {
             CHECK(cudaMemset(ctr, 0, nlayers * 8));
-            chain_kernel<<<132, THREADS, smem>>>(dl, nlayers, variants[v].flags, variants[v].early_stages,
+            chain_kernel<<<132, THREADS, smem>>>(dl, nlayers, variants[v].flags, variants[v].arg,
                                                  variants[v].early_pct, x, ctr, rec, sink);
             CHECK(cudaDeviceSynchronize());
             CHECK(cudaMemcpy(h, rec, (size_t)nlayers * 132 * 16, cudaMemcpyDeviceToHost));

@@ -1,5 +1,6 @@
 /* micro.cuh — what the microbenchmarks of bench/ (sm_bandwidth.cu, poll_latency.cu,
- * layer_chain.cu: docs/PERF.md "Measuring") share: the CUDA error check, %globaltimer, %smid.
+ * layer_chain.cu: docs/PERF.md "Measuring") share: the CUDA error check, %globaltimer, %smid,
+ * qsort's order of doubles.
  * Each benchmark is one .cu built alone: nvcc -O3 -arch=sm_90a -o build/NAME bench/NAME.cu */
 #ifndef PK_BENCH_MICRO_CUH
 #define PK_BENCH_MICRO_CUH
@@ -28,6 +29,12 @@ __device__ __forceinline__ uint32_t sm_id(void) {
     uint32_t s;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
     return s;
+}
+
+/* qsort's order of doubles (the benchmarks' medians and percentiles) */
+static inline int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 #endif /* PK_BENCH_MICRO_CUH */

@@ -122,11 +122,6 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
     }
 }
 
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(void) {
     int nsm = 0;
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
@@ -171,9 +166,9 @@ int main(void) {
                         ct[n] = ((double)h[4 * b + 2] - ts) / 1e3;
                     }
                 }
-                qsort(lat, n, sizeof(double), cmp_d);
-                qsort(xt, n, sizeof(double), cmp_d);
-                qsort(ct, n, sizeof(double), cmp_d);
+                qsort(lat, n, sizeof(double), cmp_double);
+                qsort(xt, n, sizeof(double), cmp_double);
+                qsort(ct, n, sizeof(double), cmp_double);
                 printf("%-8s %6d %7.1f | %22.2f %6.2f %6.2f | %11.2f %4.2f | %33.2f %4.2f\n", mname[m],
                        stage_counts[si] * 16, delays[di] / 1e3, lat[n / 2], lat[n * 9 / 10], lat[n - 1], xt[n / 2],
                        xt[n * 9 / 10], ct[n / 2], ct[n - 1]);

@@ -1,7 +1,6 @@
-/* sm_bandwidth.cu — how fast each SM streams from DRAM when every SM streams at once, and which
- * GPC each SM sits in. A question of issue 5 (docs/PERF.md, session 15): the same few workers end
- * every GEMV layer of a launch; is that the SM they landed on (a GPC with more SMs sharing its
- * port to the L2) rather than the work?
+/* sm_bandwidth.cu — how fast each SM streams from DRAM when every SM streams at once. A question
+ * of issue 5 (docs/PERF.md, session 15): the same few workers end every GEMV layer of a launch;
+ * is that the SM they landed on rather than the work?
  *
  *   nvcc -O3 -arch=sm_90a -o build/sm_bandwidth bench/sm_bandwidth.cu
  *   build/sm_bandwidth [MB per SM, default 64] [reps, default 3]
@@ -9,10 +8,10 @@
  * Streaming: one block per SM (the shared memory asked for allows no second), 512 threads, a ring
  * of 12 stages of 16 KB filled with 16-byte cp.async.cg copies (as the decode GEMV's streamed path
  * does), each block reading its own region of a buffer larger than the L2. Each block records its
- * %smid and %globaltimer at start and end; GB/s per SM = bytes / (end - start).
- * GPCs: clusters are placed inside one GPC, so blocks of one cluster share a GPC; several launches
- * with clusters of 16, 8, 4 and 2 blocks join SMs into groups (union-find). A group is a GPC when
- * the launches covered it; the printed sizes say whether they did (H100 / H200: 7-8 GPCs of 16-18).
+ * %smid and %globaltimer at start and end; GB/s per SM = bytes / (end - start), the mean over
+ * the timed runs; then the SMs more than 5 % faster than the median. (Session 15's first version
+ * also tried to group SMs into GPCs from cluster placements; the groups did not resolve into
+ * GPCs, so it is gone.)
  */
 #include "micro.cuh"
 
@@ -54,67 +53,11 @@ __global__ void __launch_bounds__(THREADS) stream_kernel(const uint4 *buf, uint6
     atomicXor((unsigned int *)&rec[4 * blockIdx.x + 3], acc);
 }
 
-/* One record per block: its smid and its cluster's rank-0 block index. */
-__global__ void cluster_kernel(unsigned int *rec) {
-    unsigned int cid;
-    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(cid));
-    if (threadIdx.x == 0) {
-        rec[2 * blockIdx.x + 0] = sm_id();
-        rec[2 * blockIdx.x + 1] = cid;
-    }
-}
-
-static int parent[MAX_SM];
-static int find(int a) { return parent[a] == a ? a : (parent[a] = find(parent[a])); }
-static void join(int a, int b) { parent[find(a)] = find(b); }
-
-/* Joins the SMs that shared a cluster in launches of cluster size cs (grid: as many clusters as
- * can be resident at once, as the occupancy API says). */
-static void cluster_groups(int cs, int reps) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cs;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.blockDim = dim3(128);
-    cfg.dynamicSmemBytes = 200 << 10; /* one block per SM */
-    CHECK(cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-    if (cs > 8) CHECK(cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cfg.gridDim = dim3(cs);
-    int nclusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&nclusters, cluster_kernel, &cfg) != cudaSuccess || nclusters == 0) {
-        (void)cudaGetLastError();
-        printf("cluster size %d: not launchable here\n", cs);
-        return;
-    }
-    cfg.gridDim = dim3(cs * nclusters);
-    unsigned int *d, *h = (unsigned int *)malloc(sizeof(unsigned int) * 2 * cs * nclusters);
-    CHECK(cudaMalloc(&d, sizeof(unsigned int) * 2 * cs * nclusters));
-    for (int r = 0; r < reps; r++) {
-        CHECK(cudaLaunchKernelEx(&cfg, cluster_kernel, d));
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(h, d, sizeof(unsigned int) * 2 * cs * nclusters, cudaMemcpyDeviceToHost));
-        for (int b = 0; b < cs * nclusters; b++) /* blocks of one cluster are consecutive */
-            if (b % cs) join((int)h[2 * b], (int)h[2 * (b - b % cs)]);
-    }
-    printf("cluster size %2d: %d clusters resident at once (%d SMs)\n", cs, nclusters, cs * nclusters);
-    CHECK(cudaFree(d));
-    free(h);
-}
-
 int main(int argc, char **argv) {
     const uint64_t mb = argc > 1 ? strtoull(argv[1], NULL, 10) : 64, reps = argc > 2 ? strtoull(argv[2], NULL, 10) : 3;
     int nsm = 0;
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     if (nsm > MAX_SM) nsm = MAX_SM;
-    for (int i = 0; i < MAX_SM; i++) parent[i] = i;
-    const int sizes[] = {16, 8, 4, 2};
-    for (int i = 0; i < 4; i++) cluster_groups(sizes[i], 20);
-    int gsize[MAX_SM] = {0};
-    for (int s = 0; s < nsm; s++) gsize[find(s)]++;
 
     const uint64_t region = 16ull << 20, bytes = mb << 20; /* 16 MB per block: 132 of them > L2 */
     uint4 *buf;
@@ -144,21 +87,23 @@ int main(int argc, char **argv) {
         if (r) printf("rep %d: %.0f GB/s over all SMs (%d x %llu MB in %.1f us, first start to last end)\n", (int)r,
                       (double)bytes * nsm / (double)(tmax - tmin), nsm, (unsigned long long)mb, (tmax - tmin) / 1e3);
     }
-    printf("\nsmid  gpc(root) gpc_size  GB/s (mean of reps)\n");
-    for (int s = 0; s < nsm; s++)
-        if (n_gbs[s]) printf("%4d  %4d  %3d  %7.2f\n", s, find(s), gsize[find(s)], sum_gbs[s] / n_gbs[s]);
-    printf("\ngpc(root) size  mean GB/s  min  max\n");
-    for (int g = 0; g < nsm; g++) {
-        if (find(g) != g) continue;
-        double s = 0, lo = 1e9, hi = 0;
-        int n = 0;
-        for (int x = 0; x < nsm; x++)
-            if (find(x) == g && n_gbs[x]) {
-                const double v = sum_gbs[x] / n_gbs[x];
-                s += v, n++, lo = v < lo ? v : lo, hi = v > hi ? v : hi;
-            }
-        if (n) printf("%4d  %3d  %7.2f  %7.2f  %7.2f\n", g, gsize[g], s / n, lo, hi);
-    }
+    double gbs[MAX_SM], sorted[MAX_SM];
+    int n = 0;
+    printf("\nsmid  GB/s (mean of the timed runs)\n");
+    for (int sm = 0; sm < MAX_SM; sm++)
+        if (n_gbs[sm]) {
+            gbs[sm] = sum_gbs[sm] / n_gbs[sm];
+            sorted[n++] = gbs[sm];
+            printf("%4d  %7.2f\n", sm, gbs[sm]);
+        }
+    qsort(sorted, n, sizeof(double), cmp_double);
+    const double median = n ? sorted[n / 2] : 0.0;
+    int nfast = 0;
+    printf("\nper SM: min %.2f, median %.2f, max %.2f GB/s; more than 5 %% above the median:", n ? sorted[0] : 0.0,
+           median, n ? sorted[n - 1] : 0.0);
+    for (int sm = 0; sm < MAX_SM; sm++)
+        if (n_gbs[sm] && gbs[sm] > 1.05 * median) printf(" %d", sm), nfast++;
+    printf(" (%d SMs)\n", nfast);
     CHECK(cudaFree(buf));
     CHECK(cudaFree(rec));
     free(h);

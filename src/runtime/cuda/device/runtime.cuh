@@ -574,12 +574,6 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
     }
 }
 
-/* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
- * up to 255 registers per thread (__launch_bounds__(256, 1)): at the 128-register cap the GEMV
- * and the decode attention spilled (ptxas: 356 bytes in the Qwen3-8B kernel's attention, 4.6 KB
- * of stores in the task switch), and without it the H200 ran Qwen3-0.6B 1.544 -> 1.429 and
- * Qwen3-8B 6.159 -> 5.859 ms/token (docs/PERF.md, session 7). Dynamic mode puts its scheduler
- * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
 /* Diagnostics of session 15's open question (docs/PERF.md "Session 15"): code that never runs
  * slowed every GEMV by 10-20 %, and the builds that did it also had 16 more bytes of static shared
  * memory, which moves the dynamic area below (every staged tile, ring and attention layout).
@@ -589,6 +583,13 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
 #ifndef PK_SMEM_ALIGN
 #define PK_SMEM_ALIGN 16
 #endif
+
+/* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
+ * up to 255 registers per thread (__launch_bounds__(256, 1)): at the 128-register cap the GEMV
+ * and the decode attention spilled (ptxas: 356 bytes in the Qwen3-8B kernel's attention, 4.6 KB
+ * of stores in the task switch), and without it the H200 ran Qwen3-0.6B 1.544 -> 1.429 and
+ * Qwen3-8B 6.159 -> 5.859 ms/token (docs/PERF.md, session 7). Dynamic mode puts its scheduler
+ * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
 __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) {
     extern __shared__ __align__(PK_SMEM_ALIGN) char pk_smem[];
 #ifdef PK_DEBUG_SMEM_PAD
