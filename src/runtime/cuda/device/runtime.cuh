@@ -574,14 +574,21 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
     }
 }
 
-/* Diagnostics of session 15's open question (docs/PERF.md "Session 15"): code that never runs
- * slowed every GEMV by 10-20 %, and the builds that did it also had 16 more bytes of static shared
- * memory, which moves the dynamic area below (every staged tile, ring and attention layout).
- * PK_SMEM_ALIGN: the dynamic area's alignment (default 16: the code as measured since session
- * 11); PK_DEBUG_SMEM_PAD=N: N more bytes of static shared memory, touched only on a path that
- * never runs. Neither is measured yet. */
+/* The dynamic area starts on a 128-byte boundary: every staged tile, weight ring stage and
+ * attention layout below is placed by offsets from pk_smem that are multiples of 128, and the
+ * whole step is much slower when the area itself is not (the mechanism is not isolated; the
+ * likely one: the bulk and cp.async copies' destinations off 128-byte lines). At the default
+ * alignment of 16 the area began 32 bytes past a 128-byte boundary (the kernel's 32 bytes of static
+ * __shared__ variables came first), and any code that added a __shared__ variable moved it again:
+ * session 15's "code that never runs slows every GEMV by 10-20 %" was this. Measured on the H200
+ * (session 16, same call, three runs each, ms/token): Qwen3-8B 4.52 at 16 (default then), 5.39
+ * with 16 more bytes of static shared memory (-DPK_DEBUG_SMEM_PAD=16: the area 48 bytes off),
+ * 4.38-4.39 at 128 and at 1024; Qwen3-0.6B 1.006-1.008, 1.094-1.096, 0.985-0.990, 0.987-0.990.
+ * PK_SMEM_ALIGN and PK_DEBUG_SMEM_PAD=N (N more bytes of static shared memory, touched only on a
+ * path that never runs) stay as diagnostics (PK_NVCC_DEFINES). The 1 KB that pk_gen_run_inner
+ * leaves beside the dynamic area holds the static variables and this padding. */
 #ifndef PK_SMEM_ALIGN
-#define PK_SMEM_ALIGN 16
+#define PK_SMEM_ALIGN 128
 #endif
 
 /* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
