@@ -473,11 +473,14 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 /* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
  * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
  * has no position). GC: G when the caller knows it at compile time (the generated kernel), so
- * only the block loop that G takes is compiled; 0: both, chosen at run time (the harness). */
+ * only the block loop that G takes is compiled; 0: both, chosen at run time (the harness).
+ * late: the runtime left the task's dependency wait and the stage's copy wait to this function
+ * (rows.cuh's pk_dev_dep_wait): both happen right before phase A, after the set-up. */
 template <int NP, int GC = 0>
 __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0, const pk_bf16 *qkv,
                                                pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
-                                               const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem) {
+                                               const pk_bf16 *k_norm, pk_bf16 *out, float *part_out, char *smem,
+                                               bool late = false) {
     const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
     const int half = D / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int *hdr = (const int *)smem;
@@ -506,6 +509,10 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         __syncthreads();
     }
 #endif
+    if (late) {
+        asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's stage copies; the barrier: all */
+        pk_dev_dep_wait();
+    }
     PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;

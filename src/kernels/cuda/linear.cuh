@@ -471,7 +471,13 @@ __device__ __forceinline__ int pk_lin_async_bytes(int ns) { return PK_DEV_WARPS 
  * weight ring (a.wst is its state); the async path's first stages were issued before the task's
  * dependency wait (pk_lin_async_pre, static mode). */
 #define PK_WST_RING (-1)
-#define PK_WST_ASYNC (-2)
+#define PK_WST_ASYNC (-2) /* -3: PK_WST_CLAIM, below */
+/* PK_WST_ASYNC with the task's dependency wait left to the GEMV (PK_LIN_WAIT_LATE): the runtime
+ * calls the task before the event fires, so the dispatch (the task switch, the call-through, this
+ * file's checks and the rings' set-up: 1.4-2.2 us after the wait in session 11's profile, with
+ * every SM's copies in flight) runs while the worker waits; pk_dev_dep_wait (rows.cuh) polls
+ * right before the first read of x. Until then nothing the wait guards is read. */
+#define PK_WST_ASYNC_LATE (-4)
 
 /* Whether one token's tile of ncols rows [K], contiguous from base, takes the async path with NS
  * stages of CW-row groups: at least one group per warp (ncols >= CW · WARPS: one warp per group,
@@ -560,10 +566,11 @@ __device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, in
  * must be this tile's (else pk_lin_tile drains them and starts over). */
 template <int CW, int NS>
 __device__ inline bool pk_lin_async_ok(const pk_lin_args &a) {
-    if ((a.wst_rows != 0 && a.wst_rows != PK_WST_ASYNC) || a.w->nseg != 1 || a.w->row_stride != (uint64_t)a.K)
+    const bool pre = a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE;
+    if ((a.wst_rows != 0 && !pre) || a.w->nseg != 1 || a.w->row_stride != (uint64_t)a.K)
         return false;
     const pk_bf16 *base = pk_dev_rows_get(a.w, (uint32_t)a.n0);
-    if (a.wst_rows == PK_WST_ASYNC && (base != pk_lin_pre_base || a.K != pk_lin_pre_K || a.ncols != pk_lin_pre_ncols))
+    if (pre && (base != pk_lin_pre_base || a.K != pk_lin_pre_K || a.ncols != pk_lin_pre_ncols))
         return false;
     return pk_lin_async_fits<CW, NS>(base, a.K, a.ncols, a.n_tok);
 }
@@ -593,6 +600,7 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
 #pragma unroll
     for (int s = 0; s < NS - 1; s++) q.template next<!PRE>();
 
+    if (PRE && a.wst_rows == PK_WST_ASYNC_LATE) pk_dev_dep_wait(); /* x may be read from here on */
     PK_LIN_STAMP(1);
     pk_lin_stage1<XN>(a, scale_s, red_s, xs);
     PK_LIN_STAMP(2);
@@ -948,6 +956,11 @@ __device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_li
 template <int XN>
 __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
     pk_lin_args a = a_in;
+    if (a.wst_rows > 0 && (a.wst_rows & PK_STAGED_LATE)) { /* a staged tile: its waits were left to us */
+        a.wst_rows &= ~PK_STAGED_LATE;
+        asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies; the barrier: all */
+        pk_dev_dep_wait();
+    }
     if (pk_lin_claim_take(a, claim)) {
         if (a.wst_rows == PK_WST_CLAIM)
             pk_lin_rows_claim<XN, PK_LIN_ASYNC_STAGES, true>(a, claim, smem);
@@ -956,7 +969,8 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
         return;
     }
     if (a.wst_rows == PK_WST_CLAIM) __trap(); /* groups claimed before the wait would be lost: a bug */
-    if (a.wst_rows == PK_WST_ASYNC && (a.ncols <= 0 || !pk_lin_async_take(a))) {
+    if ((a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE) && (a.ncols <= 0 || !pk_lin_async_take(a))) {
+        if (a.wst_rows == PK_WST_ASYNC_LATE) pk_dev_dep_wait(); /* the runtime left the wait to this task */
         /* stages issued before the wait that this task will not read: let them land first */
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncthreads();
@@ -985,7 +999,7 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
         if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
             if (pk_lin_async_take(a)) {
-                if (a.wst_rows == PK_WST_ASYNC)
+                if (a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE)
                     pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, true>(a, smem);
                 else
                     pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, false>(a, smem);

@@ -103,6 +103,51 @@ __device__ __forceinline__ unsigned long long pk_dev_globaltimer(void) {
     return t;
 }
 
+/* Event polling (one thread): spins until *ctr >= need with gpu-scope acquire loads, sleeping
+ * between polls: every waiting SM reads one L2 line (the event's counter), so a tight loop over
+ * many SMs keeps that L2 slice busy for everyone else's loads. The sleep starts at
+ * PK_SPIN_SLEEP_NS and doubles up to PK_SPIN_SLEEP_MAX_NS (equal: a fixed period). The runtime's
+ * pk_wait_event (sync.cuh) and the GEMV's deferred wait (linear.cuh, PK_LIN_WAIT_LATE) use it. */
+#ifndef PK_SPIN_SLEEP_NS
+#define PK_SPIN_SLEEP_NS 32
+#endif
+#ifndef PK_SPIN_SLEEP_MAX_NS
+#define PK_SPIN_SLEEP_MAX_NS PK_SPIN_SLEEP_NS
+#endif
+__device__ __forceinline__ unsigned long long pk_dev_ld_acquire_u64(const unsigned long long *p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void pk_dev_spin_until(const unsigned long long *ctr, unsigned long long need) {
+    unsigned ns = PK_SPIN_SLEEP_NS;
+    while (pk_dev_ld_acquire_u64(ctr) < need) {
+        __nanosleep(ns);
+        ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
+    }
+}
+
+/* A task's dependency wait left to the task (static mode, runtime.cuh's pk_defer_wait): the
+ * runtime calls the task before its event fires and the kernel waits right before its first
+ * read of what the wait guards (linear.cuh's PK_WST_ASYNC_LATE, the decode attention's `late`),
+ * so the dispatch — the task switch, the call-through, the kernel's set-up — runs while the
+ * worker waits. The runtime sets the event (thread 0) before a barrier. */
+__shared__ const unsigned long long *pk_dep_ctr; /* nullptr once waited */
+__shared__ unsigned long long pk_dep_need, pk_dep_seen; /* threshold; %globaltimer when it was seen */
+/* A staged task's count (a GEMV's staged rows, an attention's 1 + positions) with this bit: its
+ * dependency wait and the wait for its staging copies are left to the kernel (counts are far
+ * below it). */
+#define PK_STAGED_LATE (1 << 30)
+/* Every thread: thread 0 polls the deferred event, then the barrier (as sync.cuh's pk_wait_event). */
+__device__ __forceinline__ void pk_dev_dep_wait(void) {
+    if (threadIdx.x == 0) {
+        pk_dev_spin_until(pk_dep_ctr, pk_dep_need);
+        pk_dep_seen = pk_dev_globaltimer();
+        pk_dep_ctr = nullptr;
+    }
+    __syncthreads();
+}
+
 /* Activations (and anything another CTA may have written in this launch): through L2. */
 __device__ __forceinline__ uint4 pk_dev_ldcg16(const void *p) {
     return __ldcg((const uint4 *)p);

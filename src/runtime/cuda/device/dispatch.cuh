@@ -169,7 +169,8 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
     pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem);
+        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem,
+                                        (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
     else
         pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                                 out_stride, smem);
@@ -196,7 +197,8 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                              part, part_stride, smem);
 #else
     if (staged > 0)
-        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off);
+        pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off,
+                                        (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
     else
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);

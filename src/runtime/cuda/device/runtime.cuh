@@ -297,6 +297,74 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
 #ifndef PK_LIN_ASYNC_PRE
 #define PK_LIN_ASYNC_PRE 1
 #endif
+/* 1 (default): a task whose first stages were issued before its wait (PK_WST_ASYNC), or whose
+ * tile was staged whole, is called before the event fires and waits itself, after its dispatch
+ * (linear.cuh's PK_WST_ASYNC_LATE, rows.cuh's PK_STAGED_LATE): the switch, the call-through and
+ * the set-up run during the wait. 0: the runtime waits first, as for every other task
+ * (PK_NVCC_DEFINES, to compare). Measured on the H200 (session 16, same call, three runs each,
+ * with the dynamic area aligned; session 15's loss was its misalignment): Qwen3-8B 4.34-4.35 ->
+ * 4.25-4.26 ms/token, 0.6B 0.986-0.988 -> 0.990. Never with the debug build's spin limit, whose
+ * timeout report needs the runtime's wait. */
+#ifndef PK_LIN_WAIT_LATE
+#define PK_LIN_WAIT_LATE 1
+#endif
+#ifdef PK_DEBUG_SPIN_LIMIT
+#undef PK_LIN_WAIT_LATE
+#define PK_LIN_WAIT_LATE 0
+#endif
+/* 1 (default): a decode attention task whose KV cache was staged before its wait is called before
+ * the event fires and waits itself, before its phase A (attention_decode.cuh's `late`). 0: the
+ * runtime waits first (PK_NVCC_DEFINES, to compare). Measured with PK_LIN_WAIT_LATE (session 16,
+ * same call): Qwen3-8B 4.25-4.26 -> 4.22-4.23 ms/token, 0.6B 0.990 -> 0.985-0.987. Never with the
+ * debug build's spin limit. */
+#ifndef PK_ATT_WAIT_LATE
+#define PK_ATT_WAIT_LATE 1
+#endif
+#ifdef PK_DEBUG_SPIN_LIMIT
+#undef PK_ATT_WAIT_LATE
+#define PK_ATT_WAIT_LATE 0
+#endif
+/* What a task has staged in shared memory before its wait (pk_defer_wait) */
+enum { PK_STAGED_NONE = 0, PK_STAGED_TILE = 1, PK_STAGED_ATT = 2 };
+/* Whether task t's wait is left to the task (rows.cuh's pk_dev_dep_wait), when nothing was issued
+ * after its own copies (the kernel then waits for all of them): a streamed GEMV whose first
+ * stages were issued (PK_LIN_WAIT_LATE: *staged PK_WST_ASYNC becomes PK_WST_ASYNC_LATE), a GEMV
+ * whose tile was staged whole (PK_LIN_WAIT_LATE) or a decode attention whose KV cache was staged
+ * (PK_ATT_WAIT_LATE) — those two get rows.cuh's PK_STAGED_LATE bit in *staged. The event goes
+ * to pk_dep_ctr / pk_dep_need. Else the caller waits. Every thread calls it. */
+__device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged, int what, bool others, uint32_t event,
+                                              pk_u64 need) {
+#if PK_GEN_FALLBACK_KERNELS || !(PK_LIN_WAIT_LATE || PK_ATT_WAIT_LATE)
+    (void)S, (void)staged, (void)what, (void)others, (void)event, (void)need;
+    return false;
+#else
+    if (PK_LIN_WAIT_LATE && *staged == PK_WST_ASYNC)
+        *staged = PK_WST_ASYNC_LATE;
+    else if (!others && *staged > 0 &&
+             ((PK_LIN_WAIT_LATE && what == PK_STAGED_TILE) || (PK_ATT_WAIT_LATE && what == PK_STAGED_ATT)))
+        *staged |= PK_STAGED_LATE;
+    else
+        return false;
+    if (threadIdx.x == 0) {
+        pk_dep_ctr = &S->counters[event];
+        pk_dep_need = need;
+    }
+    __syncthreads();
+    return true;
+#endif
+}
+/* After a deferred task (thread 0): it must have waited — a path that did not would have read
+ * its inputs early, so trap rather than go on — and its trace record starts when it saw the
+ * event, as the others' do. */
+__device__ __forceinline__ void pk_defer_end(pk_u64 *t0) {
+#if !PK_GEN_FALLBACK_KERNELS && (PK_LIN_WAIT_LATE || PK_ATT_WAIT_LATE)
+    if (threadIdx.x != 0) return;
+    if (pk_dep_ctr) __trap();
+    *t0 = pk_dep_seen;
+#else
+    (void)t0;
+#endif
+}
 /* 0: not for the tasks that read an attention layer's output (o_proj), whose pre-wait copies
  * share DRAM with the attention tasks' K / V reads (docs/PERF.md next step C; not yet measured). */
 #ifndef PK_LIN_ASYNC_PRE_AFTER_ATT
@@ -428,9 +496,11 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             bool tile_staged = false;              /* staged: rows of t's weight tile */
             /* the next task is an attention whose stage may go in above this task's bytes */
             const bool att_next = PK_ATT_EARLY && !ring && n_tok == 1 && pk_gen_sched_att_next[i];
+            int staged_what = PK_STAGED_NONE; /* what `staged` counts */
             if (early_rows) { /* this attention's stage was issued during the task before */
                 staged = early_rows, wst_off = early_off;
                 early_rows = 0;
+                staged_what = PK_STAGED_ATT;
             } else if (next_rows) { /* copied during the task before */
                 staged = next_rows, wst_off = next_off, tile_staged = true;
                 next_rows = 0;
@@ -458,13 +528,19 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
-            if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit)) > 0)
+            if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit)) > 0) {
                 wst_off = 0; /* the attention's layout from smem */
-            pk_wait_event(S, task.dep_event, need, t);
+                staged_what = PK_STAGED_ATT;
+            }
+            /* a streamed GEMV or a staged decode attention waits for its event itself, after its
+             * dispatch (pk_defer_wait) */
+            if (tile_staged) staged_what = PK_STAGED_TILE;
+            const bool late = pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
+            if (!late) pk_wait_event(S, task.dep_event, need, t);
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
 #endif
-            if (staged > 0) {
+            if (staged > 0 && !late) {
                 if (next_rows || early_rows) /* the newest group is the next task's tile or KV cache */
                     asm volatile("cp.async.wait_group 1;" ::: "memory");
                 else
@@ -477,6 +553,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
 #endif
             pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
             __syncthreads(); /* the task's writes are issued by every thread */
+            if (late) pk_defer_end(&t0);
             if (in_ring) { /* the task read its pages (consumed = the position after them), or drain */
                 if (ring->consumed != ring_pos + rs.npages) {
                     pk_wring_drain(ring, ring_pos, rs.npages);

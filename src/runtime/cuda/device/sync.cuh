@@ -54,11 +54,7 @@ typedef struct pk_dev_state {
     uint32_t ring_off;       /* static mode's weight ring at smem + ring_off (0: none; runtime.cuh) */
 } pk_dev_state;
 
-__device__ __forceinline__ pk_u64 pk_ld_acquire(const pk_u64 *p) {
-    pk_u64 v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
+__device__ __forceinline__ pk_u64 pk_ld_acquire(const pk_u64 *p) { return pk_dev_ld_acquire_u64(p); }
 
 __device__ __forceinline__ void pk_st_release(pk_u64 *p, pk_u64 v) {
     asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -109,32 +105,25 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
 #define PK_SPIN_CHECK(S, task, event, counter, threshold)
 #endif
 
-/* Polling: every waiting SM reads one L2 line (the event's counter), so a tight loop over many
- * SMs keeps that L2 slice busy for everyone else's loads. The sleep between polls starts at
- * PK_SPIN_SLEEP_NS and doubles up to PK_SPIN_SLEEP_MAX_NS (equal: a fixed period). */
-#ifndef PK_SPIN_SLEEP_NS
-#define PK_SPIN_SLEEP_NS 32
-#endif
-#ifndef PK_SPIN_SLEEP_MAX_NS
-#define PK_SPIN_SLEEP_MAX_NS PK_SPIN_SLEEP_NS
-#endif
-
-/* Thread 0 waits until counters[event] >= threshold (acquire); then the CTA syncs. Every thread
- * of the CTA must call it. */
+/* Thread 0 waits until counters[event] >= threshold (acquire; rows.cuh's pk_dev_spin_until:
+ * the poll and its sleeps); then the CTA syncs. Every thread of the CTA must call it. */
 __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
                                               uint32_t task) {
     if (threadIdx.x == 0) {
+#ifdef PK_DEBUG_SPIN_LIMIT
         pk_u64 c = pk_ld_acquire(&S->counters[event]);
         if (c < threshold) {
             PK_SPIN_BEGIN
-            unsigned ns = PK_SPIN_SLEEP_NS;
             do {
-                __nanosleep(ns);
-                ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
+                __nanosleep(PK_SPIN_SLEEP_NS);
                 c = pk_ld_acquire(&S->counters[event]);
                 PK_SPIN_CHECK(S, task, event, c, threshold)
             } while (c < threshold);
         }
+#else
+        (void)task;
+        pk_dev_spin_until(&S->counters[event], threshold);
+#endif
     }
     __syncthreads();
 }
