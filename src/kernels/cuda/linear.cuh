@@ -273,11 +273,12 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
  * (dispatch; pk_lin_prof_t0), [3] row scale, [4] x staged, [5] the rounds, [6] the last barrier;
  * the call that makes the count PK_LIN_PROFILE_N prints the means. path: 0 pk_lin_rows from
  * global memory, 1 pk_lin_rows from a staged tile, 2 pk_lin_rows_async (scale and x staged
- * together under "stage": pk_lin_stage1). */
+ * together under "stage": pk_lin_stage1). With -DPK_LIN_TWICE as well, pk_lin_rows runs its rounds
+ * twice (the same stores again) and [7] times the first pass: cold code and data against warm. */
 #ifdef PK_LIN_PROFILE
 #define PK_LIN_PROFILE_N 20000ull
 __device__ unsigned long long pk_lin_prof[3][3][8];
-__shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0;
+__shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0, pk_lin_prof_mid;
 #define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_dev_globaltimer() : 0ull
 template <int XN>
 __device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long long t1, unsigned long long t2,
@@ -287,8 +288,15 @@ __device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long l
     const unsigned long long d[6] = {pk_lin_prof_t0 - pk_lin_prof_tw, t0 - pk_lin_prof_t0, t1 - t0, t2 - t1, t3 - t2,
                                      t4 - t3};
     for (int i = 0; i < 6; i++) atomicAdd(p + 1 + i, d[i]);
+#ifdef PK_LIN_TWICE
+    if (path < 2) atomicAdd(p + 7, pk_lin_prof_mid - t2); /* pk_lin_rows: its first pass of the rounds */
+#endif
     if (atomicAdd(p, 1ull) + 1 == PK_LIN_PROFILE_N) {
         const double n = (double)PK_LIN_PROFILE_N;
+#ifdef PK_LIN_TWICE
+        if (path < 2) printf("pk linear profile XN %d (%s): the rounds' first pass %.2f us of both\n", XN,
+                             path == 1 ? "staged" : "global", p[7] / n / 1e3);
+#endif
         printf("pk linear profile XN %d (%s, us, mean of %llu): copy wait %.2f dispatch %.2f scale %.2f stage %.2f "
                "rounds %.2f barrier %.2f\n",
                XN, path == 2 ? "async" : path == 1 ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3,
@@ -330,6 +338,10 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         __syncthreads();
     }
     PK_LIN_STAMP(2);
+#ifdef PK_LIN_TWICE /* diagnostics: the rounds twice (the same stores again), the first pass timed apart */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && threadIdx.x == 0) pk_lin_prof_mid = pk_dev_globaltimer();
+#endif
     for (int round = 0; round < rounds; round++) {
         const int cg = round * G + grp, j0 = cg * CW;
         const bool active = cg < ngroups;
@@ -397,6 +409,9 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             }
         }
     }
+#ifdef PK_LIN_TWICE
+    }
+#endif
     PK_LIN_STAMP(3);
     __syncthreads(); /* xs and scale_s are free for the next block */
 #ifdef PK_LIN_PROFILE
