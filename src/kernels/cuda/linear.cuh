@@ -227,6 +227,25 @@ __device__ __forceinline__ void pk_lin_fma(const pk_bf16 *xc, int ldx, const uin
 
 /* The chunks vl, vl + nvl, ... of staged columns [k0, k0 + kc) against weight rows wr[c]
  * (each [K], pointing at k = 0). VEC: every wr[c] + k0 is 16-byte aligned. */
+/* 1: a staged tile's rows are read with ld.shared (the generic address converted once per load),
+ * 0: through the generic pointer as before. a.wst reaches the GEMV through pk_lin_args, which
+ * lives in local memory, so the compiler cannot see that it points into shared memory and emits
+ * generic loads (session 16's PTX). Measured: docs/PERF.md "Session 16". */
+#ifndef PK_LIN_WST_LDS
+#define PK_LIN_WST_LDS 0
+#endif
+__device__ __forceinline__ uint4 pk_lin_ld_staged(const pk_bf16 *p) {
+#if PK_LIN_WST_LDS
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+    return v;
+#else
+    return *(const uint4 *)p;
+#endif
+}
+
 template <int NT, int CW, int U, bool VEC, bool SM = false>
 __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const pk_bf16 *const *wr,
                                              int k0, int kc, int vl, int nvl,
@@ -240,7 +259,7 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
             for (int i = 0; i < CW; i++) {
                 const pk_bf16 *p = wr[i] + k0 + 8 * (c + u * nvl);
                 wv[u][i] = c + u * nvl >= nfull ? make_uint4(0, 0, 0, 0)
-                           : SM                 ? *(const uint4 *)p /* staged rows: shared memory */
+                           : SM                 ? pk_lin_ld_staged(p) /* staged rows: shared memory */
                            : VEC                ? pk_dev_ldw16(p)
                                                 : pk_dev_load8_any<false>(p);
             }
