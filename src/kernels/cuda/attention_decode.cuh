@@ -509,10 +509,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         __syncthreads();
     }
 #endif
-    if (late) {
-        asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's stage copies; the barrier: all */
-        pk_dev_dep_wait();
-    }
+    if (late) pk_dev_dep_wait_staged();
     PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;

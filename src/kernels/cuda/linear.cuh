@@ -225,8 +225,6 @@ __device__ __forceinline__ void pk_lin_fma(const pk_bf16 *xc, int ldx, const uin
     }
 }
 
-/* The chunks vl, vl + nvl, ... of staged columns [k0, k0 + kc) against weight rows wr[c]
- * (each [K], pointing at k = 0). VEC: every wr[c] + k0 is 16-byte aligned. */
 /* 1: a staged tile's rows are read with ld.shared (the generic address converted once per load),
  * 0: through the generic pointer as before. a.wst reaches the GEMV through pk_lin_args, which
  * lives in local memory, so the compiler cannot see that it points into shared memory and emits
@@ -246,6 +244,8 @@ __device__ __forceinline__ uint4 pk_lin_ld_staged(const pk_bf16 *p) {
 #endif
 }
 
+/* The chunks vl, vl + nvl, ... of staged columns [k0, k0 + kc) against weight rows wr[c]
+ * (each [K], pointing at k = 0). VEC: every wr[c] + k0 is 16-byte aligned. */
 template <int NT, int CW, int U, bool VEC, bool SM = false>
 __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const pk_bf16 *const *wr,
                                              int k0, int kc, int vl, int nvl,
@@ -992,8 +992,7 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
     pk_lin_args a = a_in;
     if (a.wst_rows > 0 && (a.wst_rows & PK_STAGED_LATE)) { /* a staged tile: its waits were left to us */
         a.wst_rows &= ~PK_STAGED_LATE;
-        asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies; the barrier: all */
-        pk_dev_dep_wait();
+        pk_dev_dep_wait_staged();
     }
     if (pk_lin_claim_take(a, claim)) {
         if (a.wst_rows == PK_WST_CLAIM)

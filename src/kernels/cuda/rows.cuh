@@ -107,7 +107,7 @@ __device__ __forceinline__ unsigned long long pk_dev_globaltimer(void) {
  * between polls: every waiting SM reads one L2 line (the event's counter), so a tight loop over
  * many SMs keeps that L2 slice busy for everyone else's loads. The sleep starts at
  * PK_SPIN_SLEEP_NS and doubles up to PK_SPIN_SLEEP_MAX_NS (equal: a fixed period). The runtime's
- * pk_wait_event (sync.cuh) and the GEMV's deferred wait (linear.cuh, PK_LIN_WAIT_LATE) use it. */
+ * pk_wait_event (sync.cuh) and the deferred wait below (pk_dev_dep_wait) use it. */
 #ifndef PK_SPIN_SLEEP_NS
 #define PK_SPIN_SLEEP_NS 32
 #endif
@@ -146,6 +146,12 @@ __device__ __forceinline__ void pk_dev_dep_wait(void) {
         pk_dep_ctr = nullptr;
     }
     __syncthreads();
+}
+/* The same for a task whose staging copies were left to it too (a staged GEMV tile, a staged
+ * decode attention): this thread's copies first, then the wait, whose barrier covers everyone's. */
+__device__ __forceinline__ void pk_dev_dep_wait_staged(void) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    pk_dev_dep_wait();
 }
 
 /* Activations (and anything another CTA may have written in this launch): through L2. */

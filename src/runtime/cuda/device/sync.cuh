@@ -114,8 +114,10 @@ __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t ev
         pk_u64 c = pk_ld_acquire(&S->counters[event]);
         if (c < threshold) {
             PK_SPIN_BEGIN
+            unsigned ns = PK_SPIN_SLEEP_NS;
             do {
-                __nanosleep(PK_SPIN_SLEEP_NS);
+                __nanosleep(ns);
+                ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
                 c = pk_ld_acquire(&S->counters[event]);
                 PK_SPIN_CHECK(S, task, event, c, threshold)
             } while (c < threshold);
