@@ -188,6 +188,17 @@ pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *o
 pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
                                         pk_tensor *residual, pk_tensor *out, int grid);
 
+/* out = x · Wᵀ + residual as pk_linear_with_residual_layer, but grid splits K: task i takes
+ * columns [i·K/grid, (i+1)·K/grid) of x and W, adds its fp32 partial sums to an accumulator
+ * (a pk-owned fp32 [T, N] tensor the layer makes), and the layer's last task to finish writes
+ * out = bf16(bf16(acc) + residual) and clears the accumulator. Task i waits only for the
+ * producers of its columns of x: after pk_rmsnorm_linear_swiglu_layer with the same grid, task i
+ * follows that layer's task i alone (the down projection needs no wait on the whole MLP
+ * activation). The fp32 additions come in the order the tasks finish, so the sum's rounding
+ * may differ from run to run (a bf16 ulp of out, rarely). */
+pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
+                                               pk_tensor *residual, pk_tensor *out, int grid);
+
 /* out[t, i] = silu(x[t, i]) · x[t, I + i].  x [T, 2I] (gate then up), out [T, I]; grid splits I. */
 pk_status pk_silu_mul_layer(pk_kernel *k, pk_tensor *x, pk_tensor *out, int grid);
 

@@ -13,9 +13,10 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 4 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+#define PK_ABI_VERSION 5 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
                            * 3: the combine folded into the partial layer (its last task per group);
-                           * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block */
+                           * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block;
+                           * 5: PK_TASK_LINEAR_SPLITK_RESIDUAL */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -44,7 +45,10 @@ typedef enum pk_task_kind {
                                      * splits into out */
     PK_TASK_RMSNORM_LINEAR_SWIGLU = 13, /* rmsnorm_linear into gate / up rows, then silu(gate) · up of
                                          * the task's own rows (the MLP's first half in one task) */
-    PK_TASK_KIND_COUNT = 14,
+    PK_TASK_LINEAR_SPLITK_RESIDUAL = 14, /* x · Wᵀ + residual split over K: each task adds its partial
+                                          * sums to an fp32 accumulator; the layer's last task to
+                                          * finish writes out and clears the accumulator */
+    PK_TASK_KIND_COUNT = 15,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -121,6 +125,8 @@ enum {
     PK_V_NLS_X = 0, PK_V_NLS_NORM_W = 1, PK_V_NLS_W = 2, PK_V_NLS_GU = 3, PK_V_NLS_OUT = 4,
     PK_V_LIN_X = 0, PK_V_LIN_W = 1, PK_V_LIN_OUT = 2,
     PK_V_LR_X = 0, PK_V_LR_W = 1, PK_V_LR_RES = 2 /* [T, n tile] */, PK_V_LR_OUT = 3,
+    /* LINEAR_SPLITK_RESIDUAL: x [T, k tile], w [N, k tile]; residual, acc (fp32), out whole [T, N] */
+    PK_V_LSK_X = 0, PK_V_LSK_W = 1, PK_V_LSK_RES = 2, PK_V_LSK_ACC = 3, PK_V_LSK_OUT = 4,
     PK_V_SM_X = 0 /* [T, 2I] */, PK_V_SM_OUT = 1 /* [T, i tile] */,
     PK_V_SML_X = 0 /* [T, 2I] */, PK_V_SML_W = 1, PK_V_SML_RES = 2, PK_V_SML_OUT = 3,
     PK_V_ATT_QKV = 0 /* [T, group cols of the task's KV heads] */, PK_V_ATT_K_CACHE = 1,

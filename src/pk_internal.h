@@ -120,7 +120,9 @@ pk_status pk_enter(pk_kernel *k);
  * monotonic, zeroed at the start of every run like the event counters; a task is the last of
  * its step when its increment makes the count a multiple of kv_splits). The counters of layer l
  * are [pk_graph_group_counter0(k, l), + grid / kv_splits) of the kernel's
- * pk_graph_group_counter0(k, k->nlayers) counters, after the events in the backends' arrays. */
+ * pk_graph_group_counter0(k, k->nlayers) counters, after the events in the backends' arrays.
+ * A split-K layer (LINEAR_SPLITK_RESIDUAL) has one such counter: its last task per step (count a
+ * multiple of grid) writes out from the accumulator. */
 int pk_graph_group_counter0(const pk_kernel *k, int layer);
 
 /* "[2, 3, 4]" into buf. */

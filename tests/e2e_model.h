@@ -87,9 +87,11 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
  * QKV with RMSNorm, attention with q/k norms, o_proj + residual, fused gate/up with RMSNorm,
  * silu·mul + down + residual (layer 0: silu·mul in the down_proj tasks; layer 1: in the gate/up
  * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
- * 2, 8, 10) on purpose; kv_splits: the attention's split over the KV length (0: none). Returns the
- * logits tensor [T, V]. */
-static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits) {
+ * 2, 8, 10) on purpose; kv_splits: the attention's split over the KV length (0: none); splitk: layer 1's
+ * down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up layer's grid 5: each task
+ * follows one gate/up task), else by rows. Returns the logits tensor [T, V]. */
+static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits,
+                                        int splitk) {
     const int64_t T = c->max_tokens_per_step;
     char name[64];
     pk_tensor *h = e2e_act(k, "h0", T, H);
@@ -127,7 +129,10 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
             pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
             pk_rmsnorm_linear_swiglu_layer(k, h2, mlp_norm, wgu, 8, act, EPS, 5);
-            pk_linear_with_residual_layer(k, act, wd, h2, h3, 5);
+            if (splitk)
+                pk_linear_splitk_with_residual_layer(k, act, wd, h2, h3, 5);
+            else
+                pk_linear_with_residual_layer(k, act, wd, h2, h3, 5);
         }
         h = h3;
 #undef NAME

@@ -573,6 +573,41 @@ static void test_swiglu_layer(void) {
     pk_kernel_free(k);
 }
 
+/* linear_splitk_with_residual, in a kernel of its own. x [T, I], W [H, I], residual and out [T, H]. */
+static void test_splitk_layer(void) {
+    pk_kernel *k = kernel();
+    pk_tensor *x = act(k, "xk", I), *res = act(k, "resk", H), *out = act(k, "outk", H);
+    pk_tensor *wk = w2(k, "wk", H, I), *wk13 = w2(k, "wk13", H, I + 1), *res17 = act(k, "resk17", H + 1);
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk13, res, out, 2), PK_ERR_SHAPE, "wk13", "[16, 13]",
+           "[*, 12]");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res17, out, 2), PK_ERR_SHAPE, "resk17", "[8, 17]");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, out, 5), PK_ERR_GRID, "grid 5", "K", "12");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, out, 0), PK_ERR_GRID, "grid 0");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, NULL, res, out, 2), PK_ERR_INVALID_ARGUMENT, "weight",
+           "NULL");
+    pk_tensor *halves[2] = {w2(k, "wk_a", H / 2, I), w2(k, "wk_b", H / 2, I)};
+    pk_tensor *fused = pk_fuse_tensors(k, "wk_fused", halves, 2, 0, 1);
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, fused, res, out, 2), PK_ERR_INVALID_ARGUMENT, "wk_fused",
+           "fused", "column blocks");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, w2(k, "outk_attached", T, H), 2),
+           PK_ERR_INVALID_ARGUMENT, "'outk_attached'", "pk_new_tensor");
+    pk_graph_stats st;
+    CHECK(pk_kernel_stats(k, &st) == PK_OK, "stats before the split-K layer");
+    OK(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, out, 3));
+    char name[64];
+    snprintf(name, sizeof name, "pk.splitk%d.acc", st.num_layers);
+    const pk_tensor *acc = pk_find_tensor(k, name);
+    CHECK(acc && pk_tensor_dtype(acc) == PK_DTYPE_FP32 && pk_tensor_dim(acc, 0) == T && pk_tensor_dim(acc, 1) == H,
+          "linear_splitk_with_residual makes its fp32 accumulator %s [8, 16]", name);
+    pk_layer_info li;
+    CHECK(pk_kernel_layer(k, st.num_layers, &li) == PK_OK && !strcmp(li.kind, "linear_splitk_with_residual") &&
+              li.grid == 3,
+          "the split-K layer's kind and grid");
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, out, 3), PK_ERR_INVALID_ARGUMENT, "'outk'",
+           "written by layer");
+    pk_kernel_free(k);
+}
+
 static void test_run(void) {
     int32_t prompt[MAXLEN] = {1, 2, 3, 4}, out[MAXLEN];
     pk_request rq = {.prompt = prompt, .prompt_len = 4, .max_new_tokens = 3, .output = out};
@@ -713,6 +748,7 @@ int main(void) {
     test_tensors();
     test_layers();
     test_swiglu_layer();
+    test_splitk_layer();
     test_run();
     test_names_and_frees();
     return check_report("api_errors");

@@ -35,7 +35,7 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
  * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up),
- * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, argmax. */
+ * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual, argmax. */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
@@ -80,7 +80,7 @@ static pk_kernel *build(const char *cache_dir) {
     pk_tensor *m2 = act(k, "m2", I), *h5 = act(k, "h5", H);
     pk_rmsnorm_linear_swiglu_layer(k, h4, weight(k, "mlp_norm2", H, 0), pk_fuse_tensors(k, "wgu2", gin2, 2, 0, 4),
                                    I / 4, m2, 1e-6f, 2);
-    pk_linear_with_residual_layer(k, m2, weight(k, "wd2", H, I), h4, h5, 4);
+    pk_linear_splitk_with_residual_layer(k, m2, weight(k, "wd2", H, I), h4, h5, 2); /* task i after gate|up task i */
     pk_rmsnorm_linear_layer(k, h5, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));

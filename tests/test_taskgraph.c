@@ -126,6 +126,24 @@ static pk_kernel *build_qwen(int T, int workers, int V, qwen_grids g) {
     return k;
 }
 
+/* The MLP as the GPU builds it: embedding, rmsnorm_linear_swiglu (grid g) and the down projection
+ * split over K with the same grid (each task waits on one gate / up task), then the LM head. */
+static pk_kernel *build_splitk_mlp(int workers, int g, int g_lm) {
+    enum { T = 8, H = 80, I = 240, V = 96 };
+    pk_kernel *k = new_kernel(T, workers);
+    pk_tensor *h = act(k, "h0", T, H), *a = act(k, "act", T, I), *h2 = act(k, "h_mlp", T, H);
+    OK(pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h, 4));
+    pk_tensor *gu_in[2] = {weight(k, "wg", I, H), weight(k, "wu", I, H)};
+    pk_tensor *wgu = pk_fuse_tensors(k, "wgu", gu_in, 2, 0, g);
+    CHECK(wgu != NULL, "fuse: %s", pk_kernel_error(k));
+    OK(pk_rmsnorm_linear_swiglu_layer(k, h, weight(k, "mlp_norm", H, 0), wgu, I / g, a, 1e-6f, g));
+    OK(pk_linear_splitk_with_residual_layer(k, a, weight(k, "wd", H, I), h, h2, g));
+    pk_tensor *logits = act(k, "logits", T, V);
+    OK(pk_rmsnorm_linear_layer(k, h2, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, g_lm));
+    OK(pk_argmax_layer(k, logits, pk_step_output(k), 1));
+    return k;
+}
+
 /* rmsnorm / linear / silu_mul chains over T = 12, H = 200, I = 1003: row-split rmsnorms
  * (gcd 2 and 6 events), whole reads (1 event), argmax over a column-split LM head (gcd 8). */
 static pk_kernel *build_chain(int workers, int g_emb, int g_n1, int g_n2, int g_n3, int g_gu, int g_sm, int g_d,
@@ -242,7 +260,15 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
 /* ---- invariants -------------------------------------------------------------------------- */
 
 /* Output views of a task kind: the last one (two for the argmax partial). */
-static int kind_outputs(uint32_t kind) { return kind == PK_TASK_ARGMAX_PARTIAL ? 2 : 1; }
+static int kind_outputs(uint32_t kind) {
+    return kind == PK_TASK_ARGMAX_PARTIAL || kind == PK_TASK_RMSNORM_LINEAR_SWIGLU ||
+                   kind == PK_TASK_LINEAR_SPLITK_RESIDUAL
+               ? 2
+               : 1;
+}
+/* Outputs every task of the layer views whole, written for the layer by its last task (a split-K
+ * layer's accumulator and out): counted once per layer, not once per task. */
+static int shared_output(uint32_t kind) { return kind == PK_TASK_LINEAR_SPLITK_RESIDUAL; }
 
 static int64_t t_rows(const pk_tensor *t) { return t->ndim >= 2 ? t->dims[0] : 1; }
 static int64_t t_cols(const pk_tensor *t) { return pk_tensor_numel(t) / t_rows(t); }
@@ -340,6 +366,7 @@ static void check_graph(pk_kernel *k, const char *what) {
             if (v + (uint32_t)kind_outputs(task->kind) < task->nviews) continue; /* an input */
             EXPECT_G(vw->nseg == 1 && x->storage == PK_STORAGE_OWNED && x->producer == (int)task->layer,
                   "%s: task %d writes '%s' (producer %d, layer %u)", what, t, x->name, x->producer, task->layer);
+            if (shared_output(task->kind) && task->index > 0) continue;
             if (!cover[x->id]) cover[x->id] = calloc((size_t)(rows * cols), sizeof(int));
             for (uint32_t r = vw->row0; r < vw->row0 + vw->rows && r < rows; r++)
                 for (uint32_t c = vw->col0; c < vw->col0 + vw->cols && c < cols; c++) cover[x->id][r * cols + c]++;
@@ -485,7 +512,7 @@ static void check_graph(pk_kernel *k, const char *what) {
 static const char *const task_kind_names[PK_TASK_KIND_COUNT] = {
     "begin", "embedding", "rmsnorm", "rmsnorm_linear", "linear", "linear_with_residual",
     "silu_mul", "silu_mul_linear_with_residual", "attention", "argmax_partial", "argmax_reduce",
-    "terminate", "attention_partial", "rmsnorm_linear_swiglu",
+    "terminate", "attention_partial", "rmsnorm_linear_swiglu", "linear_splitk_with_residual",
 };
 static const char *const event_kind_names[] = {"begin", "normal", "end_of_graph"};
 
@@ -639,8 +666,40 @@ static int producers_of(const pk_kernel *k, int l, int *out) {
     return n;
 }
 
+/* Split-K: task i of the down projection (layer 2) waits on an event that task i of the gate / up
+ * layer (layer 1) alone triggers, and the static schedule runs it on that task's worker. */
+static void test_splitk_graph(void) {
+    const struct { int workers, g, g_lm; } cs[] = {{8, 8, 1}, {3, 6, 2}, {16, 12, 4}, {1, 4, 1}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "splitk#%zu", c);
+        pk_kernel *k = build_splitk_mlp(cs[c].workers, cs[c].g, cs[c].g_lm);
+        compile_and_check(k, what);
+        const pk_taskgraph *g = &k->graph;
+        const pk_layer *gu = &k->layers[1], *down = &k->layers[2];
+        CHECK(down->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL && layer_events(k, 2) == cs[c].g,
+              "%s: the split-K layer has %d events, want %d", what, layer_events(k, 2), cs[c].g);
+        int *owner = calloc((size_t)g->ntasks, sizeof *owner);
+        for (int w = 0; w < g->nworkers; w++)
+            for (uint32_t i = g->sched_offset[w]; i < g->sched_offset[w + 1]; i++) owner[g->sched_tasks[i]] = w;
+        int paired = 0, local = 0;
+        for (int i = 0; i < down->grid; i++) {
+            const pk_task *d = &g->tasks[down->first_task + i], *u = &g->tasks[gu->first_task + i];
+            paired += u->trig_event == d->dep_event && g->events[d->dep_event].num_triggers == 1;
+            local += owner[down->first_task + i] == owner[gu->first_task + i];
+        }
+        CHECK(paired == down->grid, "%s: %d of %d split-K tasks wait on their gate / up task alone", what, paired,
+              down->grid);
+        CHECK(local == down->grid, "%s: %d of %d split-K tasks run on their gate / up task's worker", what, local,
+              down->grid);
+        free(owner);
+        pk_kernel_free(k);
+    }
+}
+
 int main(void) {
     g_zeros = calloc(ZEROS_ELEMS, sizeof *g_zeros);
+    test_splitk_graph();
 
     /* Qwen3-shaped graphs. */
     const struct {

@@ -301,6 +301,37 @@ pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w
     return commit(&b, "linear_with_residual");
 }
 
+pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                               pk_tensor *out, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_linear_splitk_with_residual_layer", PK_TASK_LINEAR_SPLITK_RESIDUAL, grid));
+    const int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    const int64_t K = x->dims[1];
+    TRY(check_tensor(&b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
+    const int64_t N = w->dims[0];
+    TRY(check_tensor(&b, "residual", residual, PK_DTYPE_BF16, 2, (int64_t[]){T, N}));
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, N}));
+    TRY(check_grid(&b, "the input features K", K));
+    if (w->storage == PK_STORAGE_FUSED)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: weight '%s' is a fused tensor: a split over K takes column blocks, which only a "
+                       "plain weight has",
+                       b.fn, w->name);
+    TRY(check_writable(&b, "out", out)); /* before the accumulator is made */
+    char name[PK_NAME_MAX];
+    snprintf(name, sizeof name, "pk.splitk%d.acc", k->nlayers);
+    pk_tensor *acc = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, N}, PK_IO_LOCAL);
+    if (!acc) return k->status;
+    /* x and W by column blocks: task i waits only on the producers of x's block i */
+    TRY(add_input(&b, "x", x, split_dim(&b, 1)));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 1)));
+    TRY(add_input(&b, "residual", residual, WHOLE));
+    TRY(add_output(&b, "accumulator", acc, WHOLE));
+    TRY(add_output(&b, "out", out, WHOLE));
+    return commit(&b, "linear_splitk_with_residual");
+}
+
 pk_status pk_silu_mul_layer(pk_kernel *k, pk_tensor *x, pk_tensor *out, int grid) {
     layer_builder b;
     TRY(begin(&b, k, "pk_silu_mul_layer", PK_TASK_SILU_MUL, grid));
@@ -449,6 +480,8 @@ int pk_graph_group_counter0(const pk_kernel *k, int layer) {
     for (int l = 0; l < layer && l < k->nlayers; l++)
         if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
             n += k->layers[l].grid / k->layers[l].params.kv_splits;
+        else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL)
+            n += 1; /* one counter: the layer's last task writes out */
     return n;
 }
 

@@ -7,6 +7,10 @@
  *   h'   = linear_with_residual(att, o_proj, h)
  *   a    = rmsnorm_linear_swiglu(h', post_attention_layernorm, [gate|up] in blocks of I / grid rows)
  *   h''  = linear_with_residual(a, down_proj, h')
+ *          or, with PK_MLP_SPLITK=1, split over K (linear_splitk_with_residual, the gate / up
+ *          layer's grid): task i adds its I / grid features' share to an fp32 accumulator right
+ *          after gate / up task i on the same worker, and the layer's last task writes h''
+ *          (measured slower on the H200 as it stands: docs/PERF.md session 17)
  * (PK_MLP_SWIGLU=0 in the environment: gu = rmsnorm_linear(h', ..., [gate|up]) and
  * h'' = silu_mul_linear_with_residual(gu, down_proj, h'), where every down_proj task computes the
  * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
@@ -84,6 +88,7 @@ typedef struct builder {
     int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
+    int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -183,7 +188,8 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
         return 0;
     if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
                                                              gu_grid)) ||
-                     !layer_ok(b, pk_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t)))
+                     !layer_ok(b, b->splitk ? pk_linear_splitk_with_residual_layer(k, gu, wd, h_attn, h_mlp, gu_grid)
+                                            : pk_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t)))
                : !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
                      !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
         return 0;
@@ -300,11 +306,12 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
-    const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID");
+    const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
-    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0, cuda,
-                 !(mlp && strcmp(mlp, "0") == 0), 0};
+    const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
+    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0, cuda, swiglu,
+                 swiglu && splitk && strcmp(splitk, "1") == 0, 0};
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;

@@ -108,7 +108,9 @@ static uint64_t view_bytes(const pk_kernel *k, const pk_view *v, int id) {
 
 /* Assigns tasks to workers by simulating one step: in task order, each task goes to the worker
  * on which it would finish first, given when that worker is free and when its dependency event
- * completes (the last finish among the event's triggers); ties go round-robin from a cursor. So
+ * completes (the last finish among the event's triggers); ties go to the worker that runs the
+ * event's trigger when it has one only (a split-K task after the one task that makes its input:
+ * it starts there at once, with no hand-off between workers), else round-robin from a cursor. So
  * the tiles of one layer spread over distinct workers (a layer is a phase: its tasks all become
  * ready together), where balancing total bytes over the whole graph put several tiles of one
  * layer on one worker in turn (measured on the H200: a 35 us skew per qkv layer). Every worker's
@@ -118,11 +120,12 @@ static pk_status schedule(pk_kernel *k, pk_taskgraph *g) {
     uint64_t *free_at = calloc((size_t)W, sizeof *free_at);
     uint64_t *ready = calloc((size_t)g->nevents, sizeof *ready);
     int *owner = malloc((size_t)g->ntasks * sizeof *owner);
+    int *trigger_owner = malloc((size_t)g->nevents * sizeof *trigger_owner); /* of an event's last trigger */
     uint32_t *fill = calloc((size_t)W, sizeof *fill);
     g->sched_offset = calloc((size_t)W + 1, sizeof *g->sched_offset);
     g->sched_tasks = malloc((size_t)g->ntasks * sizeof *g->sched_tasks);
     pk_status st = PK_OK;
-    if (!free_at || !ready || !owner || !fill || !g->sched_offset || !g->sched_tasks) {
+    if (!free_at || !ready || !owner || !trigger_owner || !fill || !g->sched_offset || !g->sched_tasks) {
         st = pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory for the schedule");
         goto out;
     }
@@ -139,11 +142,18 @@ static pk_status schedule(pk_kernel *k, pk_taskgraph *g) {
             uint64_t end = (free_at[w] > at ? free_at[w] : at) + cost;
             if (best < 0 || end < best_end) best = w, best_end = end;
         }
+        const int own = task->dep_event < (uint32_t)g->nevents && g->events[task->dep_event].num_triggers == 1 &&
+                                task->dep_event != g->begin_event
+                            ? trigger_owner[task->dep_event]
+                            : -1;
+        if (own >= 0 && (free_at[own] > at ? free_at[own] : at) + cost == best_end) best = own;
         owner[t] = best;
         free_at[best] = best_end;
         cursor = (best + 1) % W;
-        if (task->trig_event < (uint32_t)g->nevents && ready[task->trig_event] < best_end)
-            ready[task->trig_event] = best_end;
+        if (task->trig_event < (uint32_t)g->nevents) {
+            trigger_owner[task->trig_event] = best;
+            if (ready[task->trig_event] < best_end) ready[task->trig_event] = best_end;
+        }
         g->sched_offset[best + 1]++;
     }
     for (int w = 0; w < W; w++) g->sched_offset[w + 1] += g->sched_offset[w];
@@ -153,6 +163,7 @@ out:
     free(free_at);
     free(ready);
     free(owner);
+    free(trigger_owner);
     free(fill);
     return st;
 }
@@ -315,12 +326,16 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
                 /* The KV cache read depends on the positions: not known here. */
                 int kv = (L->kind == PK_TASK_ATTENTION || L->kind == PK_TASK_ATTENTION_PARTIAL) &&
                          (in == PK_V_ATT_K_CACHE || in == PK_V_ATT_V_CACHE);
-                if (!kv) task->cost_bytes += view_bytes(k, &task->views[nv], L->inputs[in]);
+                /* A split-K layer's residual is read by its last task only: not a task's cost. */
+                int last_only = L->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL && in == PK_V_LSK_RES;
+                if (!kv && !last_only) task->cost_bytes += view_bytes(k, &task->views[nv], L->inputs[in]);
                 nv++;
             }
             for (int o = 0; o < L->noutputs; o++) {
                 task->views[nv] = make_view(k, L->outputs[o], L->out_split[o], t);
-                task->cost_bytes += view_bytes(k, &task->views[nv], L->outputs[o]);
+                /* its accumulator and out: the adds go to L2, out is the last task's */
+                if (L->kind != PK_TASK_LINEAR_SPLITK_RESIDUAL)
+                    task->cost_bytes += view_bytes(k, &task->views[nv], L->outputs[o]);
                 nv++;
             }
             task->nviews = (uint32_t)nv;

@@ -42,6 +42,7 @@ typedef struct run_cfg {
     int64_t eos;
     const char *trace;
     int kv_splits; /* the attention's split over the KV length (0: none) */
+    int splitk;    /* layer 1's down_proj split over K (e2e_add_layers) */
 } run_cfg;
 
 static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
@@ -53,7 +54,7 @@ static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_
     c.eos_token_id = rc->eos;
     c.trace_path = rc->trace;
     pk_kernel *k = pk_kernel_new(&c);
-    *logits_out = e2e_add_layers(k, w, &c, rc->kv_splits);
+    *logits_out = e2e_add_layers(k, w, &c, rc->kv_splits, rc->splitk);
     return k;
 }
 
@@ -165,21 +166,27 @@ static int nrows;
  * second reaches position 51, so blocks 0 and 1 (32 positions) are in different splits, and as
  * its prefill chunks share steps with the first request's rows they start off the TT grid and
  * cross the block boundary (one step writes K / V through two split tasks); with 3 splits one is
- * empty. Against the CPU's unsplit run: the same tokens, logits within bf16 tolerance. */
+ * empty. Against the CPU's unsplit run: the same tokens, logits within bf16 tolerance. The same for
+ * layer 1's down_proj split over K (splitk), alone and with the split attention. */
 static void split_check(const weights *w, int quick) {
     enum { PLEN = 40, PLEN_A = 5 };
     static const run_cfg cfgs[] = {
-        {"cpu static W4 (ref)", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
-        {"cuda static W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2},
-        {"cuda dynamic W4 S1 split 3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 3},
-        {"cuda static W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3},
-        {"fallback static W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2},
+        {"cpu static W4 (ref)", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0},
+        {"cuda static W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2, 0},
+        {"cuda dynamic W4 S1 split 3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 3, 0},
+        /* the down_proj split over K (its adds in L2, the last task's fold), also beside the split attention */
+        {"cuda static W16 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 1},
+        {"cuda static W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3, 0},
+        {"fallback static W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2, 0},
+        {"cuda static W4 splitk split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 1},
+        {"cuda dynamic W4 S1 splitk", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 0, 1},
+        {"fallback static W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 1},
     };
     int32_t prompt[PLEN];
     uint64_t seed = 4242;
     for (int j = 0; j < PLEN; j++) prompt[j] = (int32_t)(check_rand_u64(&seed) % V);
     static result res[sizeof cfgs / sizeof cfgs[0]];
-    for (size_t c = 0; c < (quick ? 3 : sizeof cfgs / sizeof cfgs[0]); c++) {
+    for (size_t c = 0; c < (quick ? 4 : sizeof cfgs / sizeof cfgs[0]); c++) {
         result *r = &res[c];
         pk_tensor *lt;
         pk_kernel *k = compile(w, &cfgs[c], &lt, &r->compile_ms);
@@ -503,13 +510,13 @@ static void big_check(const shape *sh, int workers, int precompile) {
 }
 
 static const run_cfg gpu_cfgs[] = {
-    {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
-    {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 0},
-    {"cuda dynamic W4 S3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 3, 0, -1, NULL, 0},
-    {"cuda static  W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0},
-    {"cuda dynamic W16 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 16, 2, 0, -1, NULL, 0},
-    {"fallback static  W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0},
-    {"fallback dynamic W4 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 2, 1, -1, NULL, 0},
+    {"cuda static  W4 ", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0},
+    {"cuda dynamic W4 S1", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 0, 0},
+    {"cuda dynamic W4 S3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 3, 0, -1, NULL, 0, 0},
+    {"cuda static  W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 0},
+    {"cuda dynamic W16 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 16, 2, 0, -1, NULL, 0, 0},
+    {"fallback static  W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 0},
+    {"fallback dynamic W4 S2", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 2, 1, -1, NULL, 0, 0},
 };
 enum { NCFG = sizeof gpu_cfgs / sizeof gpu_cfgs[0] };
 
@@ -555,7 +562,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < prompt_len[i]; j++) prompts[i][j] = (int32_t)(check_rand_u64(&seed) % V);
 
     if (precompile && stall) {
-        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0};
         pk_tensor *lt;
         double ms;
         pk_kernel_free(compile(&w, &rc, &lt, &ms));
@@ -565,12 +572,16 @@ int main(int argc, char **argv) {
     if (precompile) {
         /* every distinct kernel.cu of the checks (worker count and task kernels decide it) */
         static const run_cfg pre[] = {
-            {"cuda W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0},
-            {"cuda W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0},
-            {"fallback W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0},
-            {"cuda W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2},
-            {"cuda W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3},
-            {"fallback W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2},
+            {"cuda W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0},
+            {"cuda W16", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 0},
+            {"fallback W4", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 0},
+            {"cuda W16 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 2, 0},
+            {"cuda W4 split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3, 0},
+            {"fallback W4 split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 2, 0},
+            {"cuda W16 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 1},
+            {"cuda W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 1},
+            {"cuda W4 splitk split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 1},
+            {"fallback W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 1},
         };
         for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
             pk_tensor *lt;
@@ -584,7 +595,7 @@ int main(int argc, char **argv) {
 
     if (stall) {
         /* PK_CUDA_DEBUG=1 PK_CUDA_DEBUG_STALL_TASK=N: the run must end with the stuck wait named */
-        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
+        run_cfg rc = {"debug stall", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0};
         pk_tensor *lt;
         double ms;
         pk_kernel *k = compile(&w, &rc, &lt, &ms);
@@ -607,7 +618,7 @@ int main(int argc, char **argv) {
     }
 
     /* the CPU reference (static, 4 threads) */
-    run_cfg cpu_cfg = {"cpu static W4", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0};
+    run_cfg cpu_cfg = {"cpu static W4", PK_BACKEND_CPU, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 0};
     static result cpu, res[NCFG];
     pk_tensor *lt;
     double ms;

@@ -80,6 +80,17 @@ void pk_cpu_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K
                             const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                             int64_t res_stride, pk_bf16 *out, int64_t out_stride);
 
+/* LINEAR_SPLITK_RESIDUAL (pk_linear_splitk_with_residual_layer), one task's K block of kc columns:
+ * pk_cpu_linear_splitk_add: acc[t, n] += Σ_{k < kc} x[t, k] · w[n · w_stride + k] for t < n_tok,
+ *   n < N; each partial an fp32 sum over k ascending (as pk_cpu_linear), added to acc atomically
+ *   (the layer's tasks add concurrently). x and w point at the block's first column.
+ * pk_cpu_linear_splitk_finish (the layer's last task): out[t, n] = bf16(bf16(acc[t, n]) +
+ *   residual[t, n]), then acc[t, n] = 0 for the next step. */
+void pk_cpu_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *w,
+                              int64_t w_stride, int N, float *acc, int64_t acc_stride);
+void pk_cpu_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
+                                 int64_t res_stride, pk_bf16 *out, int64_t out_stride);
+
 /* out[t, j] = bf16(bf16(silu(g)) · u) with g = x[t, i0 + j], u = x[t, I + i0 + j], silu in fp32
  * (g / (1 + exp(-g))). out points at the tile's first column. */
 void pk_cpu_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,

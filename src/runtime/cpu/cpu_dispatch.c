@@ -84,6 +84,20 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                       (int64_t)v[PK_V_LR_RES].row_stride, tile(k, &v[PK_V_LR_OUT]),
                       (int64_t)v[PK_V_LR_OUT].row_stride);
         break;
+    case PK_TASK_LINEAR_SPLITK_RESIDUAL: {
+        const pk_view *acc = &v[PK_V_LSK_ACC];
+        pk_cpu_linear_splitk_add(tile(k, &v[PK_V_LSK_X]), (int64_t)v[PK_V_LSK_X].row_stride, n,
+                                 (int)v[PK_V_LSK_X].cols, tile(k, &v[PK_V_LSK_W]), (int64_t)v[PK_V_LSK_W].row_stride,
+                                 (int)v[PK_V_LSK_W].rows, base(k, acc), (int64_t)acc->row_stride);
+        /* The layer's last task to finish writes out (the acq_rel increment makes every other
+         * task's adds, made before its own increment, visible here). */
+        _Atomic uint64_t *c = group_counters + pk_graph_group_counter0(k, (int)t->layer);
+        if ((atomic_fetch_add_explicit(c, 1, memory_order_acq_rel) + 1) % (uint64_t)p->grid == 0)
+            pk_cpu_linear_splitk_finish(n, (int)v[PK_V_LSK_W].rows, base(k, acc), (int64_t)acc->row_stride,
+                                        base(k, &v[PK_V_LSK_RES]), (int64_t)v[PK_V_LSK_RES].row_stride,
+                                        base(k, &v[PK_V_LSK_OUT]), (int64_t)v[PK_V_LSK_OUT].row_stride);
+        break;
+    }
     case PK_TASK_SILU_MUL:
         pk_cpu_silu_mul(base(k, &v[PK_V_SM_X]), (int64_t)v[PK_V_SM_X].row_stride, n, (int)v[PK_V_SM_X].cols / 2,
                         (int)v[PK_V_SM_OUT].col0, (int)v[PK_V_SM_OUT].cols, tile(k, &v[PK_V_SM_OUT]),

@@ -362,6 +362,24 @@ static void emit_att_next(pk_strbuf *o, const pk_kernel *k) {
     pk_sb_printf(o, "\n};\n\n");
 }
 
+/* Whether schedule entry i waits on an event whose one trigger is entry i - 1 of its worker (a
+ * split-K task after its gate / up task, build.c's schedule): the worker has finished that task
+ * itself, so runtime.cuh skips the poll (PK_LOCAL_DEP). A table beside pk_gen_sched_tasks. */
+static void emit_local_dep(pk_strbuf *o, const pk_kernel *k) {
+    const pk_taskgraph *g = &k->graph;
+    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_local_dep[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
+    if (g->ntasks <= 1) pk_sb_printf(o, "0");
+    for (int w = 0; w < g->nworkers && g->ntasks > 1; w++)
+        for (uint32_t i = g->sched_offset[w]; i < g->sched_offset[w + 1]; i++) {
+            const pk_task *t = &g->tasks[g->sched_tasks[i]];
+            const int flag = i > g->sched_offset[w] && t->dep_event < (uint32_t)g->nevents &&
+                             t->dep_event != g->begin_event && g->events[t->dep_event].num_triggers == 1 &&
+                             g->tasks[g->sched_tasks[i - 1]].trig_event == t->dep_event;
+            pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
+        }
+    pk_sb_printf(o, "\n};\n\n");
+}
+
 /* A layer's claim mode (claim_of_layer, below). */
 typedef struct claim_info {
     uint32_t rows, tpc, ctr0, nctr;
@@ -422,6 +440,16 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      v[PK_V_LR_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
+        break;
+    case PK_TASK_LINEAR_SPLITK_RESIDUAL:
+        pk_sb_printf(o, "        pk_gen_call_linear_splitk(%s, %" PRIu64 ", n_tok, %u, %s, %" PRIu64 ", %u, ",
+                     tile_expr(&v[PK_V_LSK_X], 1, a, sizeof a), v[PK_V_LSK_X].rs, v[PK_V_LSK_X].cols,
+                     tile_expr(&v[PK_V_LSK_W], 1, b, sizeof b), v[PK_V_LSK_W].rs, v[PK_V_LSK_W].rows);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_LSK_ACC], 0, c, sizeof c),
+                     v[PK_V_LSK_ACC].rs, base_expr(&v[PK_V_LSK_RES], 1, d, sizeof d), v[PK_V_LSK_RES].rs);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %d, S->counters + PK_GEN_NUM_EVENTS + %d, smem);\n",
+                     base_expr(&v[PK_V_LSK_OUT], 0, a, sizeof a), v[PK_V_LSK_OUT].rs, L->grid,
+                     pk_graph_group_counter0(k, l));
         break;
     case PK_TASK_SILU_MUL:
         pk_sb_printf(o, "        pk_gen_call_silu_mul(%s, %" PRIu64 ", n_tok, %u, %s, %u, %s, %" PRIu64 ", smem);\n",
@@ -692,6 +720,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     if (g->ntasks <= 1) pk_sb_printf(o, "0");
     pk_sb_printf(o, "\n};\n");
     emit_att_next(o, k);
+    emit_local_dep(o, k);
     pk_sb_printf(o, "/* Layer parameters: {kind, grid, eps, Hq, Hkv, D, rope_theta, rope_scaling, rope_factor, low_freq,\n"
                     " * high_freq, original_max_position, qk_norm_eps, has_qk_norm}. */\n");
     pk_sb_printf(o, "__device__ const pk_layer_params pk_gen_layers[%d] = {\n", g->nlayers);
@@ -734,6 +763,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l, claims);
     pk_sb_printf(o, "};\n\n");
+
     (void)e;
 
     /* dispatch */

@@ -445,6 +445,19 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
     return sh_nseg ? ring : nullptr;
 }
 
+/* 1 (default): a task whose event has one trigger, the task before it on its worker
+ * (pk_gen_sched_local_dep: a split-K task after its gate / up task), runs without polling the
+ * event: the worker finished that task itself, and the barrier at its end made its writes
+ * visible to the whole CTA (and what it had acquired before). 0: it polls as every task
+ * (PK_NVCC_DEFINES, to compare). Never with the debug build's spin limit (its stall test). */
+#ifndef PK_LOCAL_DEP
+#define PK_LOCAL_DEP 1
+#endif
+#ifdef PK_DEBUG_SPIN_LIMIT
+#undef PK_LOCAL_DEP
+#define PK_LOCAL_DEP 0
+#endif
+
 /* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
  * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
 #ifndef PK_SIGNAL_RED
@@ -536,7 +549,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
              * dispatch (pk_defer_wait) */
             if (tile_staged) staged_what = PK_STAGED_TILE;
             const bool late = pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
-            if (!late) pk_wait_event(S, task.dep_event, need, t);
+            if (!late && !(PK_LOCAL_DEP && pk_gen_sched_local_dep[i])) pk_wait_event(S, task.dep_event, need, t);
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
 #endif
