@@ -47,6 +47,8 @@ struct pk_tensor {
     int fused[PK_FUSE_MAX];
     int groups;
     int producer;            /* layer writing it, -1 if none */
+    int device_transposed;   /* the CUDA backend stores it as its transpose [dims[1], dims[0]]: the
+                              * weight of a split-K layer, whose tasks read blocks of its columns */
 };
 
 /* How a layer's task grid splits one tensor argument: along `dim` into `parts` tiles, or not at

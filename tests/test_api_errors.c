@@ -605,6 +605,13 @@ static void test_splitk_layer(void) {
           "the split-K layer's kind and grid");
     EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk, res, out, 3), PK_ERR_INVALID_ARGUMENT, "'outk'",
            "written by layer");
+    /* its weight is stored transposed on the GPU: no other kind of layer may read it, before or after */
+    EXPECT(k, pk_linear_layer(k, x, wk, act(k, "outk2", H), 2), PK_ERR_INVALID_ARGUMENT, "'wk'", "split-K",
+           "transposed");
+    pk_tensor *wk_shared = w2(k, "wk_shared", H, I);
+    OK(k, pk_linear_layer(k, x, wk_shared, act(k, "outk3", H), 2));
+    EXPECT(k, pk_linear_splitk_with_residual_layer(k, x, wk_shared, res, act(k, "outk4", H), 3),
+           PK_ERR_INVALID_ARGUMENT, "'wk_shared'", "is read by layer", "transposed");
     pk_kernel_free(k);
 }
 

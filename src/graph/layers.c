@@ -87,6 +87,11 @@ static pk_status check_view_extent(layer_builder *b, const char *role, const pk_
 static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *t, pk_split split) {
     pk_kernel *k = b->k;
     TRY(check_view_extent(b, role, t));
+    if (t->device_transposed && b->l.kind != PK_TASK_LINEAR_SPLITK_RESIDUAL)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is the weight of a split-K layer (pk_linear_splitk_with_residual_layer), which "
+                       "the GPU stores transposed: it cannot be read by another kind of layer",
+                       b->fn, role, t->name);
     if (t->storage == PK_STORAGE_FUSED && split.dim != 0 && split.dim != -1)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                        "%s: %s '%s' is a fused tensor: it can only be a weight split by rows (dim 0), "
@@ -318,6 +323,13 @@ pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_te
                        "%s: weight '%s' is a fused tensor: a split over K takes column blocks, which only a "
                        "plain weight has",
                        b.fn, w->name);
+    for (int l = 0; l < k->nlayers; l++)
+        for (int i = 0; i < k->layers[l].ninputs; i++)
+            if (k->layers[l].inputs[i] == w->id && k->layers[l].kind != PK_TASK_LINEAR_SPLITK_RESIDUAL)
+                return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                               "%s: weight '%s' is read by layer %s: a split-K layer's weight is stored transposed "
+                               "on the GPU, so no other kind of layer can read it",
+                               b.fn, w->name, k->layers[l].name);
     TRY(check_writable(&b, "out", out)); /* before the accumulator is made */
     char name[PK_NAME_MAX];
     snprintf(name, sizeof name, "pk.splitk%d.acc", k->nlayers);
@@ -329,7 +341,9 @@ pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_te
     TRY(add_input(&b, "residual", residual, WHOLE));
     TRY(add_output(&b, "accumulator", acc, WHOLE));
     TRY(add_output(&b, "out", out, WHOLE));
-    return commit(&b, "linear_splitk_with_residual");
+    TRY(commit(&b, "linear_splitk_with_residual"));
+    w->device_transposed = 1; /* task i's block of columns: one contiguous range of W^T */
+    return PK_OK;
 }
 
 pk_status pk_silu_mul_layer(pk_kernel *k, pk_tensor *x, pk_tensor *out, int grid) {

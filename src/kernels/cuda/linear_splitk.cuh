@@ -1,6 +1,6 @@
 /* linear_splitk.cuh — PK_TASK_LINEAR_SPLITK_RESIDUAL on the device (cpu_kernels.h,
  * pk_cpu_linear_splitk_add / _finish): one task's partial sums over its K block,
- *   acc[t, n] += Σ_{k < kc} x[t, k] · W[n, k]   (fp32; x, W at the block's first column),
+ *   acc[t, n] += Σ_{k < kc} x[t, k] · W[n, k]   (fp32; x at the block's first column),
  * added to the layer's fp32 accumulator in L2 with red.global.add; then the layer's last task to
  * finish (a completion counter, as the split attention's fold) writes
  *   out[t, n] = bf16(bf16(acc[t, n]) + residual[t, n]) and clears acc for the next step.
@@ -11,13 +11,13 @@
  * hand-off between workers. The price: its N outputs go to L2 as fp32 adds from every task, and
  * the last task's fold reads them back (one round trip after the counter's).
  *
- * Mapping. A weight row's block is C = kc / 8 chunks of 16 bytes. L lanes take one row (L the
- * largest power of two <= 32 that divides C: each lane C / L chunks), a lane group takes 4
- * consecutive rows at a time, so its 4 sums go to acc as one 16-byte red (sm_90: red.v4.f32).
- * The x block is staged in shared memory as fp32 (NT rows of a token block at a time, k chunks
- * of at most PK_SPLITK_KC); a row's partial is one fp32 sum per lane, reduced over the L lanes by
- * a butterfly. Rows whose block is not 16-byte aligned, or kc not a multiple of 8, take 2-byte
- * loads. The order of the adds to acc is the order the tasks get there: not fixed.
+ * The weight is stored transposed on the GPU (cuda_backend.c uploads W^T [K, N] for a split-K
+ * layer's weight): task i's block is rows [i · kc, (i + 1) · kc) of W^T, one contiguous range,
+ * read in 16-byte chunks of 8 columns with consecutive lanes on consecutive chunks (a column block
+ * of the row-major W, 2 · kc bytes of every row, streamed at half the rate: docs/PERF.md
+ * session 17). The x block is staged in shared memory as fp32 (NT rows of a token block at a
+ * time, k chunks of at most PK_SPLITK_KC). The order of the adds to acc is the order the tasks
+ * get there: not fixed.
  * Shared memory: xs [NT][PK_SPLITK_KC] f32, 16 KB at most.
  */
 #ifndef PK_CUDA_LINEAR_SPLITK_CUH
@@ -38,101 +38,95 @@ __device__ __forceinline__ void pk_dev_red_add4(float *acc, float a, float b, fl
 #endif
 }
 
-/* Up to PK_SPLITK_CPL chunks per lane of a row: a lane's loads of its 4 rows are all issued
- * before any is used (4 · CPL 16-byte loads in flight; the decode block of Qwen3 shapes is 3
- * chunks per lane: 0.6B kc 24, L 1; 1.7B 48, L 2; 8B 96, L 4). */
-#define PK_SPLITK_CPL 4
+/* Weight chunks per lane issued before any is used: 12 x 16 bytes (Qwen3-0.6B: a lane's whole
+ * share, kc 24 over 2 lanes; 1.7B / 8B: kc 48 / 96 in 4 / 8 batches). */
+#define PK_SPLITK_U 12
 
-/* sum[r][t] += Σ over this lane's chunks c = g_lane + L · j of row n0 + r: x[t, 8c ..] · W[.., 8c ..]. */
-template <int NT>
-__device__ __forceinline__ void pk_splitk_rows16(const pk_bf16 *w, int64_t w_stride, int n0, int N, const float *xs,
-                                                 int C, int L, int g_lane, float (*sum)[NT]) {
-    for (int c0 = g_lane; c0 < C; c0 += PK_SPLITK_CPL * L) {
-        uint4 wv[4][PK_SPLITK_CPL];
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-#pragma unroll
-            for (int j = 0; j < PK_SPLITK_CPL; j++) {
-                const int c = c0 + j * L;
-                wv[r][j] = n0 + r < N && c < C ? pk_dev_ldw16(w + (int64_t)(n0 + r) * w_stride + 8 * c)
-                                               : make_uint4(0, 0, 0, 0);
-            }
-#pragma unroll
-        for (int j = 0; j < PK_SPLITK_CPL; j++) {
-            const int c = c0 + j * L;
-            if (c >= C) break;
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const float4 x0 = *(const float4 *)(xs + t * PK_SPLITK_KC + 8 * c);
-                const float4 x1 = *(const float4 *)(xs + t * PK_SPLITK_KC + 8 * c + 4);
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    float wf[8];
-                    pk_dev_unpack8(wv[r][j], wf);
-                    sum[r][t] += x0.x * wf[0] + x0.y * wf[1] + x0.z * wf[2] + x0.w * wf[3] + x1.x * wf[4] +
-                                 x1.y * wf[5] + x1.z * wf[6] + x1.w * wf[7];
-                }
-            }
-        }
-    }
+/* One 16-byte chunk of the block: from shared memory (staged) or global memory (SMEM false). */
+template <bool SMEM>
+__device__ __forceinline__ uint4 pk_splitk_ld16(const pk_bf16 *p) {
+    return SMEM ? *(const uint4 *)p : pk_dev_ldw16(p);
+}
+template <bool SMEM>
+__device__ __forceinline__ pk_bf16 pk_splitk_ld2(const pk_bf16 *p) {
+    return SMEM ? *p : pk_dev_ldw_bf16(p);
 }
 
-/* The same with 2-byte loads: any alignment, any kc (lane g_lane takes k = g_lane + L · j). */
-template <int NT>
-__device__ __forceinline__ void pk_splitk_rows2(const pk_bf16 *w, int64_t w_stride, int n0, int N, const float *xs,
-                                                int kc, int L, int g_lane, float (*sum)[NT]) {
-    for (int r = 0; r < 4 && n0 + r < N; r++)
-        for (int k = g_lane; k < kc; k += L) {
-            const float wk = pk_dev_bf16_to_f32(pk_dev_ldw_bf16(w + (int64_t)(n0 + r) * w_stride + k));
-#pragma unroll
-            for (int t = 0; t < NT; t++) sum[r][t] += xs[t * PK_SPLITK_KC + k] * wk;
-        }
-}
-
-/* Partial sums of token rows [t0, t0 + nt) (nt <= NT) over k block [k0, k0 + kc) into acc. */
-template <int NT>
+/* Partial sums of token rows [t0, t0 + nt) (nt <= NT) over the block's k in [k0, k0 + kc) into
+ * acc; wt: W^T's rows of the block ([kc][N], row stride N), in shared memory when SMEM. */
+template <int NT, bool SMEM>
 __device__ void pk_splitk_block(const pk_bf16 *x, int64_t x_stride, int t0, int nt, int k0, int kc,
-                                const pk_bf16 *w, int64_t w_stride, int N, float *acc, int64_t acc_stride,
-                                float *xs) {
+                                const pk_bf16 *wt, int N, float *acc, int64_t acc_stride, float *xs) {
     __syncthreads(); /* the previous block's xs reads are done */
     for (int e = threadIdx.x; e < NT * kc; e += PK_CUDA_THREADS) {
         const int t = e / kc, k = e - t * kc;
         xs[t * PK_SPLITK_KC + k] = t < nt ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + (t0 + t) * x_stride + k0 + k)) : 0.0f;
     }
     __syncthreads();
-    const bool vec = kc % 8 == 0 && w_stride % 8 == 0 && pk_dev_aligned16(w + k0);
-    const int C = vec ? kc / 8 : kc; /* a row's units: 16-byte chunks, or elements */
-    int L = 1;
-    while (L < 32 && C % (2 * L) == 0) L *= 2;
-    const int g_lane = threadIdx.x & (L - 1), groups = PK_CUDA_THREADS / L, group = threadIdx.x / L;
-    const int warp_group0 = (threadIdx.x & ~31) / L; /* the warp's first group: its loop is the warp's */
-    const bool red4 = acc_stride % 4 == 0 && pk_dev_aligned16(acc);
-    for (int nb = 4 * warp_group0; nb < N; nb += 4 * groups) {
-        const int n0 = nb + 4 * (group - warp_group0); /* rows >= N: sums of 0, no add */
-        float sum[4][NT];
+    const pk_bf16 *w0 = wt + (int64_t)k0 * N;
+    if (N % 8 != 0 || !pk_dev_aligned16(w0) || !pk_dev_aligned16(acc) || acc_stride % 4 != 0) {
+        /* any shape: a thread per output column, 2-byte loads */
+        for (int n = threadIdx.x; n < N; n += PK_CUDA_THREADS) {
+            float sum[NT];
 #pragma unroll
-        for (int r = 0; r < 4; r++)
+            for (int t = 0; t < NT; t++) sum[t] = 0.0f;
+            for (int k = 0; k < kc; k++) {
+                const float w = pk_dev_bf16_to_f32(pk_splitk_ld2<SMEM>(w0 + (int64_t)k * N + n));
 #pragma unroll
-            for (int t = 0; t < NT; t++) sum[r][t] = 0.0f;
-        if (vec)
-            pk_splitk_rows16<NT>(w + k0, w_stride, n0, N, xs, C, L, g_lane, sum);
-        else
-            pk_splitk_rows2<NT>(w + k0, w_stride, n0, N, xs, kc, L, g_lane, sum);
-        /* the group's L lanes (consecutive): a butterfly; every lane of the warp takes part */
-        for (int o = L / 2; o > 0; o /= 2)
+                for (int t = 0; t < NT; t++) sum[t] += xs[t * PK_SPLITK_KC + k] * w;
+            }
+            for (int t = 0; t < nt; t++) atomicAdd(acc + (int64_t)(t0 + t) * acc_stride + n, sum[t]);
+        }
+        return;
+    }
+    /* Chunk q (8 columns) of every row k: P lanes per chunk (adjacent lanes, k = p, p + P, ...) so
+     * that all threads load when a row has fewer chunks than threads; the P partial sums meet by a
+     * butterfly and one lane adds them to acc. */
+    const int nq = N / 8;
+    int P = 1;
+    while (P < 32 && nq * P * 2 <= PK_CUDA_THREADS) P *= 2;
+    const int p = threadIdx.x & (P - 1), qstep = PK_CUDA_THREADS / P;
+    for (int qb = 0; qb < nq; qb += qstep) { /* the same trip count for every lane: the shuffles */
+        const int q = qb + (int)threadIdx.x / P;
+        const bool active = q < nq;
+        float sum[8][NT];
 #pragma unroll
-            for (int r = 0; r < 4; r++)
+        for (int e = 0; e < 8; e++)
 #pragma unroll
-                for (int t = 0; t < NT; t++) sum[r][t] += __shfl_xor_sync(0xffffffffu, sum[r][t], o);
-        if (g_lane != 0 || n0 >= N) continue;
+            for (int t = 0; t < NT; t++) sum[e][t] = 0.0f;
+        for (int kb = p; kb < kc; kb += PK_SPLITK_U * P) {
+            uint4 wv[PK_SPLITK_U];
+#pragma unroll
+            for (int u = 0; u < PK_SPLITK_U; u++) {
+                const int k = kb + u * P;
+                wv[u] = active && k < kc ? pk_splitk_ld16<SMEM>(w0 + (int64_t)k * N + 8 * q) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < PK_SPLITK_U; u++) {
+                const int k = kb + u * P;
+                if (k >= kc) break;
+                float wf[8];
+                pk_dev_unpack8(wv[u], wf);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const float xk = xs[t * PK_SPLITK_KC + k];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) sum[e][t] += xk * wf[e];
+                }
+            }
+        }
+        for (int o = P / 2; o > 0; o /= 2)
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) sum[e][t] += __shfl_xor_sync(0xffffffffu, sum[e][t], o);
+        if (!active || p != 0) continue;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) break;
-            float *a = acc + (int64_t)(t0 + t) * acc_stride + n0;
-            if (red4 && n0 + 3 < N)
-                pk_dev_red_add4(a, sum[0][t], sum[1][t], sum[2][t], sum[3][t]);
-            else
-                for (int r = 0; r < 4 && n0 + r < N; r++) atomicAdd(a + r, sum[r][t]);
+            float *a = acc + (int64_t)(t0 + t) * acc_stride + 8 * q;
+            pk_dev_red_add4(a, sum[0][t], sum[1][t], sum[2][t], sum[3][t]);
+            pk_dev_red_add4(a + 4, sum[4][t], sum[5][t], sum[6][t], sum[7][t]);
         }
     }
 }
@@ -184,22 +178,36 @@ __device__ void pk_splitk_finish(int n_tok, int N, float *acc, int64_t acc_strid
     }
 }
 
-/* The task: its partial sums into acc, then, if its increment of `counter` completes the layer's
- * `grid` tasks of this step, the fold into out. Every thread calls it. */
-__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *w,
-                                     int64_t w_stride, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
-                                     int64_t res_stride, pk_bf16 *out, int64_t out_stride, int grid,
-                                     unsigned long long *counter, char *smem) {
-    float *xs = (float *)smem;
+template <bool SMEM>
+__device__ void pk_splitk_blocks(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
+                                 float *acc, int64_t acc_stride, float *xs) {
     for (int k0 = 0; k0 < kc; k0 += PK_SPLITK_KC) {
         const int kn = kc - k0 < PK_SPLITK_KC ? kc - k0 : PK_SPLITK_KC;
         if (n_tok == 1)
-            pk_splitk_block<1>(x, x_stride, 0, 1, k0, kn, w, w_stride, N, acc, acc_stride, xs);
+            pk_splitk_block<1, SMEM>(x, x_stride, 0, 1, k0, kn, wt, N, acc, acc_stride, xs);
         else
             for (int t0 = 0; t0 < n_tok; t0 += PK_SPLITK_NT)
-                pk_splitk_block<PK_SPLITK_NT>(x, x_stride, t0, n_tok - t0 < PK_SPLITK_NT ? n_tok - t0 : PK_SPLITK_NT,
-                                              k0, kn, w, w_stride, N, acc, acc_stride, xs);
+                pk_splitk_block<PK_SPLITK_NT, SMEM>(x, x_stride, t0,
+                                                    n_tok - t0 < PK_SPLITK_NT ? n_tok - t0 : PK_SPLITK_NT, k0, kn, wt,
+                                                    N, acc, acc_stride, xs);
     }
+}
+
+/* The task: its partial sums into acc, then, if its increment of `counter` completes the layer's
+ * `grid` tasks of this step, the fold into out. wst_rows > 0: the block's kc rows of W^T staged at
+ * wst (the runtime's copy, made before the task's dependency was met, or during the gate / up task
+ * before it: runtime.cuh pk_stage_next); with PK_STAGED_LATE its dependency wait and the copies'
+ * are the task's own (rows.cuh). Every thread calls it. */
+__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
+                                     float *acc, int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
+                                     pk_bf16 *out, int64_t out_stride, int grid, unsigned long long *counter,
+                                     char *smem, const pk_bf16 *wst, int wst_rows) {
+    float *xs = (float *)smem; /* [0, 16 KB): below any staged tile (PK_STAGE_LO and up) */
+    if (wst_rows > 0 && (wst_rows & PK_STAGED_LATE)) pk_dev_dep_wait_staged();
+    if (wst_rows > 0 && (wst_rows & ~PK_STAGED_LATE) == kc)
+        pk_splitk_blocks<true>(x, x_stride, n_tok, kc, wst, N, acc, acc_stride, xs);
+    else
+        pk_splitk_blocks<false>(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, xs);
     /* Ordering as the runtime's event signal: the CTA's adds, a barrier, thread 0's acq_rel
      * increment; the last task's thread 0 has acquired every other task's increment before the
      * barrier after it. */

@@ -441,13 +441,16 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
-    case PK_TASK_LINEAR_SPLITK_RESIDUAL:
-        pk_sb_printf(o, "        pk_gen_call_linear_splitk(%s, %" PRIu64 ", n_tok, %u, %s, %" PRIu64 ", %u, ",
+    case PK_TASK_LINEAR_SPLITK_RESIDUAL: /* the weight is on the GPU transposed: task idx's block is rows
+                                          * [idx · kc, (idx + 1) · kc) of W^T [K, N] */
+        PK_ASSERT(v[PK_V_LSK_W].row0 == 0 && v[PK_V_LSK_W].dcol0 == (int64_t)v[PK_V_LSK_X].cols);
+        pk_sb_printf(o, "        pk_gen_call_linear_splitk(%s, %" PRIu64 ", n_tok, %u, %s + idx * %" PRIu64 "ull, %u, ",
                      tile_expr(&v[PK_V_LSK_X], 1, a, sizeof a), v[PK_V_LSK_X].rs, v[PK_V_LSK_X].cols,
-                     tile_expr(&v[PK_V_LSK_W], 1, b, sizeof b), v[PK_V_LSK_W].rs, v[PK_V_LSK_W].rows);
+                     base_expr(&v[PK_V_LSK_W], 1, b, sizeof b), (uint64_t)v[PK_V_LSK_X].cols * v[PK_V_LSK_W].rows,
+                     v[PK_V_LSK_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_LSK_ACC], 0, c, sizeof c),
                      v[PK_V_LSK_ACC].rs, base_expr(&v[PK_V_LSK_RES], 1, d, sizeof d), v[PK_V_LSK_RES].rs);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %d, S->counters + PK_GEN_NUM_EVENTS + %d, smem);\n",
+        pk_sb_printf(o, "%s, %" PRIu64 ", %d, S->counters + PK_GEN_NUM_EVENTS + %d, smem, wst, wst_rows);\n",
                      base_expr(&v[PK_V_LSK_OUT], 0, a, sizeof a), v[PK_V_LSK_OUT].rs, L->grid,
                      pk_graph_group_counter0(k, l));
         break;
@@ -616,6 +619,16 @@ static const char *claim_arg(const claim_info c, char *buf, size_t len) {
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const int after_attention = reads_attention(k, L);
+    if (L->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL) { /* task idx's rows of the transposed weight [K, N] */
+        const gview w = layer_view(k, L, PK_V_LSK_W);
+        const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype), row_bytes = (uint64_t)w.rows * es;
+        const uint64_t bytes = (uint64_t)w.cols * row_bytes;
+        if (row_bytes % 16 == 0 && bytes <= 0xffffffffu) {
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0}, /* %s (transposed) */\n",
+                         w.id, bytes, row_bytes, bytes, after_attention, L->name);
+            return;
+        }
+    }
     int v = weight_view(L->kind);
     if (v >= 0) {
         gview w = layer_view(k, L, v);

@@ -143,7 +143,42 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Uploads every weight buffer: attached tensors as they are, fused tensors in fused row order. */
+/* Uploads the transpose [K, N] of the attached weight t [N, K] (a split-K layer's: its tasks read
+ * blocks of columns, which the transpose holds as contiguous rows), TRANSPOSE_CHUNK bytes of it
+ * at a time through a host buffer. *done counts the bytes. */
+#define TRANSPOSE_CHUNK (8ull << 20)
+static pk_status upload_transposed(pk_kernel *k, pk_cuda_runtime *rt, const pk_tensor *t, uint64_t *done) {
+    char err[PK_ERR_MAX];
+    const uint64_t N = (uint64_t)t->dims[0], K = (uint64_t)t->dims[1], es = pk_dtype_size(t->dtype);
+    uint64_t kb = TRANSPOSE_CHUNK / (N * es);
+    if (kb < 1) kb = 1;
+    if (kb > K) kb = K;
+    char *buf = malloc(kb * N * es);
+    if (!buf) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory transposing '%s'", t->name);
+    const char *w = t->data;
+    for (uint64_t k0 = 0; k0 < K; k0 += kb) {
+        const uint64_t m = K - k0 < kb ? K - k0 : kb; /* rows k0 .. k0 + m - 1 of the transpose */
+        if (es == 2) { /* bf16: element copies, not a memcpy call each */
+            uint16_t *dst = (uint16_t *)(void *)buf;
+            const uint16_t *src = (const uint16_t *)(const void *)w;
+            for (uint64_t n = 0; n < N; n++)
+                for (uint64_t j = 0; j < m; j++) dst[j * N + n] = src[n * K + k0 + j];
+        } else {
+            for (uint64_t n = 0; n < N; n++)
+                for (uint64_t j = 0; j < m; j++) memcpy(buf + (j * N + n) * es, w + (n * K + k0 + j) * es, es);
+        }
+        if (rt->upload(rt->ctx, (uint32_t)t->id, k0 * N * es, buf, m * N * es, err, sizeof err) != 0) {
+            free(buf);
+            return pk_fail(k, PK_ERR_BACKEND, "pk_compile: uploading '%s' (transposed): %s", t->name, err);
+        }
+        *done += m * N * es;
+    }
+    free(buf);
+    return PK_OK;
+}
+
+/* Uploads every weight buffer: attached tensors as they are (a split-K layer's weight
+ * transposed), fused tensors in fused row order. */
 static pk_status upload_weights(pk_kernel *k, pk_cuda_runtime *rt) {
     char err[PK_ERR_MAX];
     const pk_cuda_buffers *b = &rt->bufs;
@@ -154,6 +189,11 @@ static pk_status upload_weights(pk_kernel *k, pk_cuda_runtime *rt) {
     for (int id = 0; id < b->n; id++) {
         if (b->kind[id] != PK_CUDA_BUF_WEIGHT) continue;
         const pk_tensor *t = k->tensors[id];
+        if (t->device_transposed) {
+            pk_status s = upload_transposed(k, rt, t, &done);
+            if (s != PK_OK) return s;
+            continue;
+        }
         /* (source, bytes) pieces in buffer order */
         int npieces = t->storage == PK_STORAGE_FUSED ? t->groups * t->nfused : 1;
         uint64_t off = 0, row_bytes = b->bytes[id] / (uint64_t)t->dims[0];

@@ -146,14 +146,22 @@ __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_st
                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
     pk_dev_silu_mul(x, x_stride, n_tok, I, i0, ncols, out, out_stride, smem);
 }
-/* LINEAR_SPLITK_RESIDUAL: the task's K block added to acc; the layer's last task writes out. */
+/* LINEAR_SPLITK_RESIDUAL: the task's K block added to acc; the layer's last task writes out.
+ * wt: the block's rows of the weight's transpose ([kc][N], uploaded transposed); wst_rows > 0: those
+ * rows staged at wst (static mode; with rows.cuh's PK_STAGED_LATE the task waits itself). */
 __device__ __noinline__ void pk_gen_call_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc,
-                                                      const pk_bf16 *w, int64_t w_stride, int N, float *acc,
-                                                      int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
-                                                      pk_bf16 *out, int64_t out_stride, int grid, pk_u64 *counter,
-                                                      char *smem) {
-    pk_dev_linear_splitk(x, x_stride, n_tok, kc, w, w_stride, N, acc, acc_stride, residual, res_stride, out,
-                         out_stride, grid, (unsigned long long *)counter, smem);
+                                                      const pk_bf16 *wt, int N, float *acc, int64_t acc_stride,
+                                                      const pk_bf16 *residual, int64_t res_stride, pk_bf16 *out,
+                                                      int64_t out_stride, int grid, pk_u64 *counter, char *smem,
+                                                      const pk_bf16 *wst, int wst_rows) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)wst, (void)wst_rows; /* never staged: pk_stage_weights stages nothing for the placeholders */
+    pk_dev_linear_splitk(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, residual, res_stride, out, out_stride, grid,
+                         (unsigned long long *)counter, smem);
+#else
+    pk_dev_linear_splitk(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, residual, res_stride, out, out_stride, grid,
+                         (unsigned long long *)counter, smem, wst, wst_rows);
+#endif
 }
 /* RMSNORM_LINEAR_SWIGLU's second half, after pk_gen_call_rmsnorm_linear wrote the task's gu tile:
  * its own call, so the GEMV's instance is the one rmsnorm_linear already has. */

@@ -193,16 +193,17 @@ __device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n
 }
 
 /* LINEAR_SPLITK_RESIDUAL: a thread per output column n, its sum over the block's k ascending (the
- * CPU's), added to acc with atomicAdd; the layer's last task (the counter) writes out and clears acc. */
-__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *w,
-                                     int64_t w_stride, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
-                                     int64_t res_stride, pk_bf16 *out, int64_t out_stride, int grid,
-                                     unsigned long long *counter, char *smem) {
+ * CPU's), added to acc with atomicAdd; the layer's last task (the counter) writes out and clears acc.
+ * wt: the block's rows of W^T ([kc][N]; the weight is uploaded transposed). */
+__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
+                                     float *acc, int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
+                                     pk_bf16 *out, int64_t out_stride, int grid, unsigned long long *counter,
+                                     char *smem) {
     (void)smem;
     for (int e = threadIdx.x; e < n_tok * N; e += PK_CUDA_THREADS) {
         const int t = e / N, n = e - t * N;
         float s = 0.0f;
-        for (int k = 0; k < kc; k++) s = __fadd_rn(s, __fmul_rn(pk_fb_act(x + t * x_stride + k), pk_fb_wt(w + (int64_t)n * w_stride + k)));
+        for (int k = 0; k < kc; k++) s = __fadd_rn(s, __fmul_rn(pk_fb_act(x + t * x_stride + k), pk_fb_wt(wt + (int64_t)k * N + n)));
         atomicAdd(acc + t * acc_stride + n, s);
     }
     __shared__ int last;
