@@ -195,9 +195,9 @@ __device__ void pk_splitk_blocks(const pk_bf16 *x, int64_t x_stride, int n_tok, 
 
 /* The task: its partial sums into acc, then, if its increment of `counter` completes the layer's
  * `grid` tasks of this step, the fold into out. wst_rows > 0: the block's kc rows of W^T staged at
- * wst (the runtime's copy, made before the task's dependency was met, or during the gate / up task
- * before it: runtime.cuh pk_stage_next); with PK_STAGED_LATE its dependency wait and the copies'
- * are the task's own (rows.cuh). Every thread calls it. */
+ * wst (the runtime's copy, made before the task's dependency wait, or with PK_STAGE_NEXT during the
+ * gate / up task before it); with PK_STAGED_LATE its dependency wait and the copies' are the task's
+ * own (rows.cuh). Every thread calls it. */
 __device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
                                      float *acc, int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
                                      pk_bf16 *out, int64_t out_stride, int grid, unsigned long long *counter,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/attention_decode_layout.h" /* PK_ATTD_G_MAX */
+#include "kernels/weight_ring_layout.h"      /* PK_WSTAGE_BYTES */
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/runtime.h"
@@ -616,6 +617,33 @@ static const char *claim_arg(const claim_info c, char *buf, size_t len) {
     return buf;
 }
 
+/* Layer L's GEMV weight tile as one contiguous range (whole rows of a plain or fused weight, tiles
+ * that follow each other): its view in *w, bytes, first offset and step per index (bytes); 0 when
+ * it has none (no weight, or rows not a multiple of 16 bytes, which neither the staging copy nor
+ * the bulk prefetch can take). */
+static int gemv_tile(const pk_kernel *k, const pk_layer *L, gview *w, uint64_t *bytes, uint64_t *off,
+                     uint64_t *step) {
+    const int v = weight_view(L->kind);
+    if (v < 0) return 0;
+    *w = layer_view(k, L, v);
+    if (w->id < 0) return 0;
+    const uint64_t es = pk_dtype_size(k->tensors[w->id]->dtype);
+    *bytes = (uint64_t)w->rows * w->rs * es, *off = (uint64_t)w->row0 * w->rs * es;
+    *step = (uint64_t)w->drow0 * w->rs * es;
+    return w->col0 == 0 && w->cols == w->rs && w->drow0 >= 0 && (w->rs * es) % 16 == 0 && *off % 16 == 0 &&
+           *step % 16 == 0 && *bytes <= 0xffffffffu;
+}
+
+/* Whether some GEMV layer's tile stages whole (<= PK_WSTAGE_BYTES: runtime.cuh pk_stage_weights). */
+static int stages_whole(const pk_kernel *k) {
+    for (int l = 0; l < k->nlayers; l++) {
+        gview w;
+        uint64_t bytes, off, step;
+        if (gemv_tile(k, &k->layers[l], &w, &bytes, &off, &step) && bytes <= PK_WSTAGE_BYTES) return 1;
+    }
+    return 0;
+}
+
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const int after_attention = reads_attention(k, L);
@@ -629,20 +657,14 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
             return;
         }
     }
-    int v = weight_view(L->kind);
-    if (v >= 0) {
-        gview w = layer_view(k, L, v);
-        uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
-        uint64_t bytes = (uint64_t)w.rows * w.rs * es, off = (uint64_t)w.row0 * w.rs * es;
-        uint64_t step = (uint64_t)w.drow0 * w.rs * es;
-        if (w.id >= 0 && w.col0 == 0 && w.cols == w.rs && w.drow0 >= 0 && (w.rs * es) % 16 == 0 && off % 16 == 0 &&
-            step % 16 == 0 && bytes <= 0xffffffffu) {
-            uint64_t row_bytes = (uint64_t)w.rs * es;
-            const claim_info c = claims[l];
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u}, /* %s */\n", w.id,
-                         bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0, L->name);
-            return;
-        }
+    gview w;
+    uint64_t bytes, off, step;
+    if (gemv_tile(k, L, &w, &bytes, &off, &step)) {
+        const uint64_t row_bytes = (uint64_t)w.rs * pk_dtype_size(k->tensors[w.id]->dtype);
+        const claim_info c = claims[l];
+        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u}, /* %s */\n", w.id,
+                     bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0, L->name);
+        return;
     }
     pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0}, /* %s */\n", after_attention, L->name);
 }
@@ -700,6 +722,10 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
     pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
+    if (!fallback && stages_whole(k)) /* the rule of docs/PERF.md session 17: on where a tile stages whole */
+        pk_sb_printf(o, "/* A GEMV tile of this graph stages whole in shared memory: its rows read with ld.shared\n"
+                        " * (linear.cuh). Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %%, 1.7B -1.2 %%. */\n"
+                        "#ifndef PK_LIN_WST_LDS\n#define PK_LIN_WST_LDS 1\n#endif\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
     if (fallback)
         pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");

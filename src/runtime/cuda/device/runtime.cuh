@@ -203,23 +203,18 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
  * Off by default: slower on the H200 in both of session 10's calls that measured it (Qwen3-0.6B
  * 1.3524 -> 1.3652 ms/token, later 1.1814 -> 1.1934: gate_up's span shrinks ~1 us per layer, but
  * attention and down grow, the copies issued during attention slowing its loads; docs/PERF.md
- * "Session 10"). 1: on (PK_NVCC_DEFINES).
- * A split-K task right after its gate / up task (local_next: pk_gen_sched_local_dep) is staged this
- * way whatever PK_STAGE_NEXT says (PK_SPLITK_STAGE_EARLY, default 1): it has no wait of its own to
- * hide its copies behind (Qwen3-0.6B: 48 KB of the transposed down_proj per task). */
+ * "Session 10"). 1: on (PK_NVCC_DEFINES). It also stages a split-K task during the gate / up task
+ * before it (that task's only dependency): measured as no gain on the Qwen3-0.6B (session 17,
+ * same call: 1.0256-1.0276 ms/token with, 1.0229-1.0277 without). */
 #ifndef PK_STAGE_NEXT
 #define PK_STAGE_NEXT 0
 #endif
-#ifndef PK_SPLITK_STAGE_EARLY
-#define PK_SPLITK_STAGE_EARLY 1
-#endif
 __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
-                                             bool local_next, char *smem, uint32_t *off) {
-#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !(PK_STAGE_NEXT || PK_SPLITK_STAGE_EARLY)
-    (void)S, (void)t, (void)t_off, (void)next, (void)local_next, (void)smem, (void)off;
+                                             char *smem, uint32_t *off) {
+#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_STAGE_NEXT
+    (void)S, (void)t, (void)t_off, (void)next, (void)smem, (void)off;
     return 0;
 #else
-    if (!PK_STAGE_NEXT && !local_next) return 0;
     pk_gen_prefetch p, q;
     if (!pk_task_tile(S, t, &p) || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
     const char *src = pk_task_tile(S, next, &q);
@@ -544,8 +539,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (t_end) /* the attention's stage above t's bytes */
                 early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off);
             else if (tile_staged && stage_next && i + 1 < hi)
-                next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], pk_gen_sched_local_dep[i + 1], smem,
-                                          &next_off);
+                next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
