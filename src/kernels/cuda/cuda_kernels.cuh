@@ -54,12 +54,15 @@
  * __device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
  *                                        const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
  *                                        int64_t res_stride, pk_bf16 *out, int64_t out_stride, char *smem);
- * __device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt,
- *                                      int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
- *                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride, int grid,
- *                                      unsigned long long *counter, char *smem);
- *   (the add, and the fold by the layer's last task: cpu_kernels.h's pk_cpu_linear_splitk_*; wt is
- *   the block's rows of the weight's transpose [kc][N], which the CUDA backend uploads)
+ * __device__ void pk_dev_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc,
+ *                                          const pk_bf16 *wt, int N, float *acc, int64_t acc_stride,
+ *                                          char *smem);   (+ const pk_bf16 *wst, int wst_rows: staged)
+ * __device__ void pk_dev_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride,
+ *                                             const pk_bf16 *residual, int64_t res_stride, pk_bf16 *out,
+ *                                             int64_t out_stride);
+ *   (cpu_kernels.h's pk_cpu_linear_splitk_add / _finish; wt is the block's rows of the weight's
+ *   transpose [kc][N], which the CUDA backend uploads; the runtime runs _finish in the layer's last
+ *   task)
  * __device__ void pk_dev_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0, int ncols,
  *                                 pk_bf16 *out, int64_t out_stride, char *smem);
  * __device__ void pk_dev_swiglu_blocks(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,

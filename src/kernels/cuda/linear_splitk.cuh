@@ -2,7 +2,7 @@
  * pk_cpu_linear_splitk_add / _finish): one task's partial sums over its K block,
  *   acc[t, n] += Σ_{k < kc} x[t, k] · W[n, k]   (fp32; x at the block's first column),
  * added to the layer's fp32 accumulator in L2 with red.global.add; then the layer's last task to
- * finish (a completion counter, as the split attention's fold) writes
+ * finish (the runtime's completion counter, as for the split attention's fold) writes
  *   out[t, n] = bf16(bf16(acc[t, n]) + residual[t, n]) and clears acc for the next step.
  *
  * Why: the MLP's down projection split over K (its input features) needs only the columns of
@@ -136,8 +136,8 @@ __device__ void pk_splitk_block(const pk_bf16 *x, int64_t x_stride, int t0, int 
  * Four columns per thread and step, four steps' loads issued before any store (the stores could
  * alias the next loads, so nvcc would not move them up itself): one L2 round trip for up to
  * 16 · PK_CUDA_THREADS outputs (Qwen3-8B's 4096). */
-__device__ void pk_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
-                                 int64_t res_stride, pk_bf16 *out, int64_t out_stride) {
+__device__ void pk_dev_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
+                                            int64_t res_stride, pk_bf16 *out, int64_t out_stride) {
     const bool quad = N % 4 == 0 && acc_stride % 4 == 0 && res_stride % 4 == 0 && out_stride % 4 == 0 &&
                       pk_dev_aligned16(acc) && ((uintptr_t)residual & 7u) == 0 && ((uintptr_t)out & 7u) == 0;
     if (!quad) {
@@ -193,33 +193,20 @@ __device__ void pk_splitk_blocks(const pk_bf16 *x, int64_t x_stride, int n_tok, 
     }
 }
 
-/* The task: its partial sums into acc, then, if its increment of `counter` completes the layer's
- * `grid` tasks of this step, the fold into out. wst_rows > 0: the block's kc rows of W^T staged at
- * wst (the runtime's copy, made before the task's dependency wait, or with PK_STAGE_NEXT during the
- * gate / up task before it); with PK_STAGED_LATE its dependency wait and the copies' are the task's
- * own (rows.cuh). Every thread calls it. */
-__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
-                                     float *acc, int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
-                                     pk_bf16 *out, int64_t out_stride, int grid, unsigned long long *counter,
-                                     char *smem, const pk_bf16 *wst, int wst_rows) {
+/* The task's partial sums into acc. wst_rows > 0: the block's kc rows of W^T staged at wst (the
+ * runtime's copy, made before the task's dependency wait, or with PK_STAGE_NEXT during the gate /
+ * up task before it); with PK_STAGED_LATE its dependency wait and the copies' are the task's own
+ * (rows.cuh). Every thread calls it; the caller then learns from the layer's completion counter
+ * whether this was the layer's last task, which runs pk_dev_linear_splitk_finish. */
+__device__ void pk_dev_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt,
+                                         int N, float *acc, int64_t acc_stride, char *smem, const pk_bf16 *wst,
+                                         int wst_rows) {
     float *xs = (float *)smem; /* [0, 16 KB): below any staged tile (PK_STAGE_LO and up) */
     if (wst_rows > 0 && (wst_rows & PK_STAGED_LATE)) pk_dev_dep_wait_staged();
     if (wst_rows > 0 && (wst_rows & ~PK_STAGED_LATE) == kc)
         pk_splitk_blocks<true>(x, x_stride, n_tok, kc, wst, N, acc, acc_stride, xs);
     else
         pk_splitk_blocks<false>(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, xs);
-    /* Ordering as the runtime's event signal: the CTA's adds, a barrier, thread 0's acq_rel
-     * increment; the last task's thread 0 has acquired every other task's increment before the
-     * barrier after it. */
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long old;
-        asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-        last = (old + 1) % (unsigned long long)grid == 0;
-    }
-    __syncthreads();
-    if (last) pk_splitk_finish(n_tok, N, acc, acc_stride, residual, res_stride, out, out_stride);
 }
 
 #endif /* PK_CUDA_LINEAR_SPLITK_CUH */

@@ -156,12 +156,12 @@ __device__ __noinline__ void pk_gen_call_linear_splitk(const pk_bf16 *x, int64_t
                                                       const pk_bf16 *wst, int wst_rows) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)wst, (void)wst_rows; /* never staged: pk_stage_weights stages nothing for the placeholders */
-    pk_dev_linear_splitk(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, residual, res_stride, out, out_stride, grid,
-                         (unsigned long long *)counter, smem);
+    pk_dev_linear_splitk_add(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, smem);
 #else
-    pk_dev_linear_splitk(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, residual, res_stride, out, out_stride, grid,
-                         (unsigned long long *)counter, smem, wst, wst_rows);
+    pk_dev_linear_splitk_add(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, smem, wst, wst_rows);
 #endif
+    if (pk_last_of(counter, (pk_u64)grid)) /* the layer's last task of the step */
+        pk_dev_linear_splitk_finish(n_tok, N, acc, acc_stride, residual, res_stride, out, out_stride);
 }
 /* RMSNORM_LINEAR_SWIGLU's second half, after pk_gen_call_rmsnorm_linear wrote the task's gu tile:
  * its own call, so the GEMV's instance is the one rmsnorm_linear already has. */
@@ -220,11 +220,7 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);
 #endif
-    __shared__ int last;
-    __syncthreads(); /* every thread's tile writes are issued */
-    if (threadIdx.x == 0) last = (pk_atom_add_acq_rel(counter, 1) + 1) % (pk_u64)nsplit == 0;
-    __syncthreads();
-    if (!last) return;
+    if (!pk_last_of(counter, (pk_u64)nsplit)) return;
 #if PK_GEN_FALLBACK_KERNELS
     pk_dev_attention_combine(s->n_tok, nheads, p->head_dim, nsplit, group_part, part_stride, group_out, out_stride);
 #else

@@ -193,12 +193,10 @@ __device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n
 }
 
 /* LINEAR_SPLITK_RESIDUAL: a thread per output column n, its sum over the block's k ascending (the
- * CPU's), added to acc with atomicAdd; the layer's last task (the counter) writes out and clears acc.
- * wt: the block's rows of W^T ([kc][N]; the weight is uploaded transposed). */
-__device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt, int N,
-                                     float *acc, int64_t acc_stride, const pk_bf16 *residual, int64_t res_stride,
-                                     pk_bf16 *out, int64_t out_stride, int grid, unsigned long long *counter,
-                                     char *smem) {
+ * CPU's), added to acc with atomicAdd (wt: the block's rows of W^T [kc][N]; the weight is uploaded
+ * transposed); the layer's last task (the caller's completion counter) writes out and clears acc. */
+__device__ void pk_dev_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt,
+                                         int N, float *acc, int64_t acc_stride, char *smem) {
     (void)smem;
     for (int e = threadIdx.x; e < n_tok * N; e += PK_CUDA_THREADS) {
         const int t = e / N, n = e - t * N;
@@ -206,15 +204,9 @@ __device__ void pk_dev_linear_splitk(const pk_bf16 *x, int64_t x_stride, int n_t
         for (int k = 0; k < kc; k++) s = __fadd_rn(s, __fmul_rn(pk_fb_act(x + t * x_stride + k), pk_fb_wt(wt + (int64_t)k * N + n)));
         atomicAdd(acc + t * acc_stride + n, s);
     }
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long old;
-        asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-        last = (old + 1) % (unsigned long long)grid == 0;
-    }
-    __syncthreads();
-    if (!last) return;
+}
+__device__ void pk_dev_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
+                                            int64_t res_stride, pk_bf16 *out, int64_t out_stride) {
     for (int e = threadIdx.x; e < n_tok * N; e += PK_CUDA_THREADS) {
         const int t = e / N, n = e - t * N;
         float *a = acc + t * acc_stride + n;

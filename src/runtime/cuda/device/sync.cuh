@@ -77,6 +77,20 @@ __device__ __forceinline__ void pk_red_add_release(pk_u64 *p, pk_u64 v) {
     asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Whether the calling CTA's task is the last of `n` to finish in this step, by a completion
+ * counter that counts every such task of every step (pk_graph_group_counter0: the split
+ * attention's groups, a split-K layer). Ordering as the event signal: the CTA's writes, a
+ * barrier, thread 0's acq_rel increment; the last task's thread 0 has acquired every other
+ * task's increment before the barrier after it, so the whole CTA then sees their writes (read
+ * them through L2). Every thread calls it and gets the same answer. */
+__device__ __forceinline__ bool pk_last_of(pk_u64 *counter, pk_u64 n) {
+    __shared__ int last;
+    __syncthreads(); /* every thread's writes are issued */
+    if (threadIdx.x == 0) last = (pk_atom_add_acq_rel(counter, 1) + 1) % n == 0;
+    __syncthreads();
+    return last != 0;
+}
+
 __device__ __forceinline__ int pk_ld_volatile_int(const int *p) { return *(const volatile int *)p; }
 
 #ifdef PK_DEBUG_SPIN_LIMIT
