@@ -160,6 +160,14 @@ static void test_kv_splits(const weights *w) {
 enum { NREQ = 3, NEW = 12 };
 static const int prompt_len[NREQ] = {5, 19, 1};
 
+/* Runs the NREQ requests on k, NEW tokens each, into out; req gets their results. */
+static pk_status run_requests(pk_kernel *k, int32_t prompts[NREQ][32], pk_request req[NREQ], int32_t out[NREQ][NEW]) {
+    for (int i = 0; i < NREQ; i++)
+        req[i] = (pk_request){.prompt = prompts[i], .prompt_len = prompt_len[i], .max_new_tokens = NEW,
+                              .output = out[i]};
+    return pk_run(k, req, NREQ, NULL, NULL);
+}
+
 /* Layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer): the reference's greedy
  * tokens in both modes, several worker counts, with the attention split too. Not compared bit for
  * bit across runs: the accumulator's adds come in the order the tasks finish. Each step's last task
@@ -175,10 +183,7 @@ static void test_splitk(const weights *w, int32_t prompts[NREQ][32], int32_t exp
         for (int rep = 0; rep < 2; rep++) {
             int32_t out[NREQ][NEW];
             pk_request req[NREQ];
-            for (int i = 0; i < NREQ; i++)
-                req[i] = (pk_request){.prompt = prompts[i], .prompt_len = prompt_len[i], .max_new_tokens = NEW,
-                                      .output = out[i]};
-            pk_status s = pk_run(k, req, NREQ, NULL, NULL);
+            pk_status s = run_requests(k, prompts, req, out);
             CHECK(s == PK_OK, "splitk run %zu: %s", ri, pk_kernel_error(k));
             for (int i = 0; i < NREQ; i++)
                 CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
@@ -227,10 +232,7 @@ int main(void) {
         pk_kernel *k = build(&w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, 0, 0, &lt);
         int32_t out[NREQ][NEW];
         pk_request req[NREQ];
-        for (int i = 0; i < NREQ; i++)
-            req[i] = (pk_request){.prompt = prompts[i], .prompt_len = prompt_len[i], .max_new_tokens = NEW,
-                                  .output = out[i]};
-        pk_status s = pk_run(k, req, NREQ, NULL, NULL);
+        pk_status s = run_requests(k, prompts, req, out);
         CHECK(s == PK_OK, "run %zu: %s", ri, pk_kernel_error(k));
         for (int i = 0; i < NREQ; i++) {
             CHECK(req[i].num_output == NEW && req[i].finish == PK_FINISH_LENGTH, "run %zu request %d: %d tokens, finish %d",
