@@ -447,13 +447,16 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
     return sh_nseg ? ring : nullptr;
 }
 
-/* 1 (default): a task whose event has one trigger, the task before it on its worker
- * (pk_gen_sched_local_dep: a split-K task after its gate / up task), runs without polling the
- * event: the worker finished that task itself, and the barrier at its end made its writes
- * visible to the whole CTA (and what it had acquired before). 0: it polls as every task
- * (PK_NVCC_DEFINES, to compare). Never with the debug build's spin limit (its stall test). */
+/* 1: a task whose event has one trigger, the task before it on its worker (pk_gen_sched_local_dep:
+ * a split-K task after its gate / up task, an argmax task after its LM-head task) runs without
+ * polling the event: the worker finished that task itself, and the barrier at its end made its
+ * writes visible to the whole CTA (and what it had acquired before). 0 (default): it polls as
+ * every task. Off because the table read on every task's path cost more than the polls it saves
+ * (session 17, same call against session 16's build: Qwen3-8B +0.5-1.0 %); the split-K
+ * measurements of docs/PERF.md session 17 had it on (PK_NVCC_DEFINES=-DPK_LOCAL_DEP=1). Never
+ * with the debug build's spin limit (its stall test). */
 #ifndef PK_LOCAL_DEP
-#define PK_LOCAL_DEP 1
+#define PK_LOCAL_DEP 0
 #endif
 #ifdef PK_DEBUG_SPIN_LIMIT
 #undef PK_LOCAL_DEP
