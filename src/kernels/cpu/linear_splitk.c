@@ -9,7 +9,10 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
-enum { SPLITK_NR = 8 }; /* weight rows per inner loop: independent sums in flight */
+enum {
+    SPLITK_NR = 8,   /* weight rows per inner loop: independent sums in flight */
+    SPLITK_KC = 512, /* k chunk of x converted to fp32 at a time */
+};
 
 static void add_f32(float *dst, float v) {
     _Atomic uint32_t *a = (_Atomic uint32_t *)(void *)dst;
@@ -24,13 +27,13 @@ static void add_f32(float *dst, float v) {
 
 void pk_cpu_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *w,
                               int64_t w_stride, int N, float *acc, int64_t acc_stride) {
-    float xs[512]; /* one token's x block, converted once per chunk of k */
+    float xs[SPLITK_KC]; /* one token's x block, converted once per chunk of k */
     for (int t = 0; t < n_tok; t++) {
         for (int n0 = 0; n0 < N; n0 += SPLITK_NR) {
             const int nr = N - n0 < SPLITK_NR ? N - n0 : SPLITK_NR;
             float sum[SPLITK_NR] = {0};
-            for (int k0 = 0; k0 < kc; k0 += (int)(sizeof xs / sizeof xs[0])) {
-                const int kn = kc - k0 < (int)(sizeof xs / sizeof xs[0]) ? kc - k0 : (int)(sizeof xs / sizeof xs[0]);
+            for (int k0 = 0; k0 < kc; k0 += SPLITK_KC) {
+                const int kn = kc - k0 < SPLITK_KC ? kc - k0 : SPLITK_KC;
                 for (int k = 0; k < kn; k++) xs[k] = pk_bf16_to_f32(x[t * x_stride + k0 + k]);
                 for (int r = 0; r < nr; r++) {
                     const pk_bf16 *wr = w + (int64_t)(n0 + r) * w_stride + k0;

@@ -36,6 +36,13 @@ static int live_rows(const pk_view *v, int n_tok) {
     return end > (int)v->row0 ? end - (int)v->row0 : 0;
 }
 
+/* Whether the calling task is the last of `n` to finish in this step, by its completion counter
+ * (pk_graph_group_counter0; it counts every such task of every step): the acq_rel increment makes
+ * every other task's writes, made before its own increment, visible to the last one. */
+static int last_of(_Atomic uint64_t *counter, uint64_t n) {
+    return (atomic_fetch_add_explicit(counter, 1, memory_order_acq_rel) + 1) % n == 0;
+}
+
 void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *group_counters) {
     const pk_view *v = t->views;
     const pk_layer_params *p = &k->graph.layer_params[t->layer];
@@ -89,10 +96,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         pk_cpu_linear_splitk_add(tile(k, &v[PK_V_LSK_X]), (int64_t)v[PK_V_LSK_X].row_stride, n,
                                  (int)v[PK_V_LSK_X].cols, tile(k, &v[PK_V_LSK_W]), (int64_t)v[PK_V_LSK_W].row_stride,
                                  (int)v[PK_V_LSK_W].rows, base(k, acc), (int64_t)acc->row_stride);
-        /* The layer's last task to finish writes out (the acq_rel increment makes every other
-         * task's adds, made before its own increment, visible here). */
-        _Atomic uint64_t *c = group_counters + pk_graph_group_counter0(k, (int)t->layer);
-        if ((atomic_fetch_add_explicit(c, 1, memory_order_acq_rel) + 1) % (uint64_t)p->grid == 0)
+        /* the layer's last task to finish writes out */
+        if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), p->grid))
             pk_cpu_linear_splitk_finish(n, (int)v[PK_V_LSK_W].rows, base(k, acc), (int64_t)acc->row_stride,
                                         base(k, &v[PK_V_LSK_RES]), (int64_t)v[PK_V_LSK_RES].row_stride,
                                         base(k, &v[PK_V_LSK_OUT]), (int64_t)v[PK_V_LSK_OUT].row_stride);
@@ -135,10 +140,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                                      (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
                                      base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, tile(k, &v[PK_V_ATT_OUT]),
                                      (int64_t)v[PK_V_ATT_OUT].row_stride);
-            /* The group's last task to finish folds its S partial tiles (the acq_rel increment
-             * makes every other task's tile, written before its own increment, visible here). */
-            _Atomic uint64_t *c = group_counters + pk_graph_group_counter0(k, (int)t->layer) + group;
-            if ((atomic_fetch_add_explicit(c, 1, memory_order_acq_rel) + 1) % (uint64_t)S == 0) {
+            /* the group's last task to finish folds its S partial tiles */
+            if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer) + group, (uint64_t)S)) {
                 const float *part = (const float *)base(k, &v[PK_V_ATT_OUT]) + (int64_t)group * S * nheads * (D + 2);
                 pk_bf16 *out = (pk_bf16 *)base(k, &v[PK_V_ATTP_COMBINED]) + (int64_t)group * nheads * D;
                 pk_cpu_attention_combine(n, nheads, D, S, part, (int64_t)v[PK_V_ATT_OUT].row_stride, out,

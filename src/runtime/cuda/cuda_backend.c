@@ -143,30 +143,26 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Uploads the transpose [K, N] of the attached weight t [N, K] (a split-K layer's: its tasks read
- * blocks of columns, which the transpose holds as contiguous rows), TRANSPOSE_CHUNK bytes of it
- * at a time through a host buffer. *done counts the bytes. */
+/* Uploads the transpose [K, N] of the attached bf16 weight t [N, K] (a split-K layer's, which
+ * pk_linear_splitk_with_residual_layer takes only in bf16: its tasks read blocks of columns, which
+ * the transpose holds as contiguous rows), TRANSPOSE_CHUNK bytes of it at a time through a host
+ * buffer. *done counts the bytes. */
 #define TRANSPOSE_CHUNK (8ull << 20)
 static pk_status upload_transposed(pk_kernel *k, pk_cuda_runtime *rt, const pk_tensor *t, uint64_t *done) {
     char err[PK_ERR_MAX];
-    const uint64_t N = (uint64_t)t->dims[0], K = (uint64_t)t->dims[1], es = pk_dtype_size(t->dtype);
+    PK_ASSERT(t->dtype == PK_DTYPE_BF16);
+    const uint64_t N = (uint64_t)t->dims[0], K = (uint64_t)t->dims[1], es = sizeof(uint16_t);
     uint64_t kb = TRANSPOSE_CHUNK / (N * es);
     if (kb < 1) kb = 1;
     if (kb > K) kb = K;
     char *buf = malloc(kb * N * es);
     if (!buf) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory transposing '%s'", t->name);
-    const char *w = t->data;
+    uint16_t *dst = (uint16_t *)(void *)buf;
+    const uint16_t *src = t->data;
     for (uint64_t k0 = 0; k0 < K; k0 += kb) {
         const uint64_t m = K - k0 < kb ? K - k0 : kb; /* rows k0 .. k0 + m - 1 of the transpose */
-        if (es == 2) { /* bf16: element copies, not a memcpy call each */
-            uint16_t *dst = (uint16_t *)(void *)buf;
-            const uint16_t *src = (const uint16_t *)(const void *)w;
-            for (uint64_t n = 0; n < N; n++)
-                for (uint64_t j = 0; j < m; j++) dst[j * N + n] = src[n * K + k0 + j];
-        } else {
-            for (uint64_t n = 0; n < N; n++)
-                for (uint64_t j = 0; j < m; j++) memcpy(buf + (j * N + n) * es, w + (n * K + k0 + j) * es, es);
-        }
+        for (uint64_t n = 0; n < N; n++)
+            for (uint64_t j = 0; j < m; j++) dst[j * N + n] = src[n * K + k0 + j];
         if (rt->upload(rt->ctx, (uint32_t)t->id, k0 * N * es, buf, m * N * es, err, sizeof err) != 0) {
             free(buf);
             return pk_fail(k, PK_ERR_BACKEND, "pk_compile: uploading '%s' (transposed): %s", t->name, err);
