@@ -195,7 +195,8 @@ pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w
  * producers of its columns of x: after pk_rmsnorm_linear_swiglu_layer with the same grid, task i
  * follows that layer's task i alone (the down projection needs no wait on the whole MLP
  * activation). The fp32 additions come in the order the tasks finish, so the sum's rounding
- * may differ from run to run (a bf16 ulp of out, rarely). */
+ * may differ from run to run (a bf16 ulp of out, rarely). The GPU stores W transposed, so W
+ * cannot also be read by another kind of layer (PK_ERR_INVALID_ARGUMENT). */
 pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
                                                pk_tensor *residual, pk_tensor *out, int grid);
 
