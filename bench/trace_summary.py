@@ -14,6 +14,9 @@ per layer kind (layer name and output tensor, numbers replaced by #), averaged o
           (signal, counter propagation, the consumer's poll and its barrier)
   skew    last start - first start within the layer (workers that were still busy elsewhere)
   span    first start to last end of the layer
+  end+    this layer's last end - the previous layer's last end: what the layer adds to the step's
+          critical path (Σ end+ = the step, from its first start; spans overlap when a layer's
+          tasks start before the previous layer ends, as deferred waits and early stages do)
 and the step time (first task start to last task end, and from step to step), so that
 step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
 """
@@ -58,6 +61,7 @@ def main():
         layers = sorted(by_step[s].items(), key=lambda kv: min(t[0] for t in kv[1]))
         prev_end = None
         first = min(t[0] for _, ts in layers for t in ts)
+        prev_last = first
         last = max(t[1] for _, ts in layers for t in ts)
         step_spans.append(last - first)
         step_starts.append(first)
@@ -68,6 +72,7 @@ def main():
             du = [t[2] for t in ts]
             gap = min(st) - prev_end if prev_end is not None else 0.0
             prev_end = max(en)
+            inc, prev_last = max(en) - prev_last, max(prev_last, max(en))
             kind = re.sub(r"\d+", "#", name.split(".", 1)[1])
             k = kinds[kind]
             k["tasks"].append(len(ts))
@@ -76,6 +81,7 @@ def main():
             k["gap"].append(gap)
             k["skew"].append(max(st) - min(st))
             k["span"].append(max(en) - min(st))
+            k["inc"].append(inc)
             rows.append((name, len(ts), sum(du) / len(du), max(du), gap, max(st) - min(st), max(en) - min(st)))
             if kind not in order:
                 order.append(kind)
@@ -83,17 +89,20 @@ def main():
     nst = len(use)
     print(f"trace {path}: steps {use[0]}..{use[-1]} ({nst} steps; all times in us)")
     print(f"{'layer kind':48s} {'n/step':>6s} {'tasks':>6s} {'dur':>7s} {'dmax':>7s} {'gap':>7s} {'skew':>7s} "
-          f"{'span':>7s} {'Σspan':>8s} {'Σgap':>8s}")
-    tot_span = tot_gap = 0.0
+          f"{'span':>7s} {'Σspan':>8s} {'Σgap':>8s} {'end+':>7s} {'Σend+':>8s}")
+    tot_span = tot_gap = tot_inc = 0.0
     for kind in order:
         k = kinds[kind]
         per_step = len(k["span"]) / nst
         ss, sg = sum(k["span"]) / nst, sum(k["gap"]) / nst
         tot_span += ss
         tot_gap += sg
+        si = sum(k["inc"]) / nst
+        tot_inc += si
         print(f"{kind[:48]:48s} {per_step:6.0f} {mean(k['tasks']):6.0f} {mean(k['dur']):7.2f} {mean(k['dmax']):7.2f} "
-              f"{mean(k['gap']):7.2f} {mean(k['skew']):7.2f} {mean(k['span']):7.2f} {ss:8.1f} {sg:8.1f}")
-    print(f"{'total':48s} {'':6s} {'':6s} {'':7s} {'':7s} {'':7s} {'':7s} {'':7s} {tot_span:8.1f} {tot_gap:8.1f}")
+              f"{mean(k['gap']):7.2f} {mean(k['skew']):7.2f} {mean(k['span']):7.2f} {ss:8.1f} {sg:8.1f} "
+              f"{mean(k['inc']):7.2f} {si:8.1f}")
+    print(f"{'total':48s} {'':6s} {'':6s} {'':7s} {'':7s} {'':7s} {'':7s} {'':7s} {tot_span:8.1f} {tot_gap:8.1f} {'':7s} {tot_inc:8.1f}")
     print(f"step (first start .. last end): mean {mean(step_spans):.1f} us")
     if len(step_starts) > 1:
         d = [b - a for a, b in zip(step_starts, step_starts[1:])]

@@ -722,10 +722,14 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
     pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
-    if (!fallback && stages_whole(k)) /* the rule of docs/PERF.md session 17: on where a tile stages whole */
+    /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
+     * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
+    if (!fallback && stages_whole(k))
         pk_sb_printf(o, "/* A GEMV tile of this graph stages whole in shared memory: its rows read with ld.shared\n"
-                        " * (linear.cuh). Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %%, 1.7B -1.2 %%. */\n"
-                        "#ifndef PK_LIN_WST_LDS\n#define PK_LIN_WST_LDS 1\n#endif\n\n");
+                        " * (linear.cuh), and the dispatch switch inlined into the workers (dispatch.cuh).\n"
+                        " * Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %% and -0.9 %%, 1.7B -1.2 %% and -0.3 %%. */\n"
+                        "#ifndef PK_LIN_WST_LDS\n#define PK_LIN_WST_LDS 1\n#endif\n"
+                        "#ifndef PK_GEN_RUN_TASK_INLINE\n#define PK_GEN_RUN_TASK_INLINE 1\n#endif\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
     if (fallback)
         pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");

@@ -33,7 +33,10 @@ __constant__ void *pk_gen_cbuf[PK_GEN_NUM_BUFFERS];
 
 /* The generated pk_gen_run_task (the switch over layers) is a call of its own by default;
  * PK_GEN_RUN_TASK_INLINE=1 inlines it into the workers (the call-throughs it calls stay
- * __noinline__): one call level less after every dependency wait (PK_NVCC_DEFINES, to compare). */
+ * __noinline__): one call level less after every dependency wait. codegen.c defines it 1 for the
+ * graphs whose GEMV tiles stage whole (the small models: Qwen3-0.6B -0.9 %, 1.7B -0.3 %, same call,
+ * docs/PERF.md session 18); the 8B keeps the call (session 10: +0.3 % inlined). PK_NVCC_DEFINES
+ * sets either value for any graph, to compare. */
 #ifndef PK_GEN_RUN_TASK_INLINE
 #define PK_GEN_RUN_TASK_INLINE 0
 #endif
