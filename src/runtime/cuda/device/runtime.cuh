@@ -76,16 +76,21 @@ __device__ __forceinline__ int pk_step_rows(const pk_dev_state *S) {
     return __ldcg((const int *)PK_GEN_BUFS(S)[PK_GEN_STEP_INFO_BUF] + PK_STEP_INFO_NUM_TOKENS);
 }
 
-__device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, uint32_t t, pk_u64 step, pk_u64 t0) {
-    pk_u64 n = S->trace_n[w]; /* only this worker's thread 0 writes it */
-    if (n < S->trace_cap) {
-        pk_gen_trace_rec *r = &S->trace[(pk_u64)w * S->trace_cap + n];
+/* One trace record (thread 0). The caller reads %globaltimer for t1 before its signal and calls
+ * this after it, and keeps the worker's record count *n in a register (read once from
+ * S->trace_n): a record's stores, and above all a load of the count from L2, before the signal
+ * would sit on every hand-off's path, and did — the Qwen3-0.6B ran 18 % slower traced than not
+ * (docs/PERF.md session 18), which made traces of the small models misleading. */
+__device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u64 *n, uint32_t t, pk_u64 step,
+                                         pk_u64 t0, pk_u64 t1) {
+    if (*n < S->trace_cap) {
+        pk_gen_trace_rec *r = &S->trace[(pk_u64)w * S->trace_cap + *n];
         r->task = t;
         r->step = (uint32_t)step;
         r->start_ns = t0;
-        r->end_ns = pk_dev_globaltimer();
+        r->end_ns = t1;
     }
-    S->trace_n[w] = n + 1;
+    S->trace_n[w] = ++*n;
 }
 
 /* Off by default: on the H200 (Qwen3-0.6B shape, docs/PERF.md) 128 KB per task made decode
@@ -474,6 +479,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
     const bool tracing = S->trace != nullptr;
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
+    pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
     pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
     uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
     /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
@@ -582,7 +588,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 ring_seg = ring_seg + 1 == ring->nseg ? 0 : ring_seg + 1;
             }
             if (threadIdx.x == 0) {
-                if (tracing) pk_trace(S, w, t, step, t0);
+                const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
                 if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
                     pk_red_add_release(&S->counters[task.trig_event], 1);
                 } else {
@@ -592,6 +598,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                         pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
                     }
                 }
+                if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
             }
         }
     }
@@ -601,6 +608,7 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
     __shared__ uint32_t sh_task;
     __shared__ pk_u64 sh_step;
     const bool tracing = S->trace != nullptr;
+    pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
     for (;;) {
         if (threadIdx.x == 0) {
             sh_task = pk_ring_pop(S, &S->worker_q[w]);
@@ -614,10 +622,11 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         pk_gen_run_task(S, t, pk_gen_tasks[t], smem, 0, PK_CUDA_SMEM_BYTES, n_tok);
         __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
         if (threadIdx.x == 0) {
-            if (tracing) pk_trace(S, w, t, sh_step, t0);
+            const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
             const uint32_t e = pk_gen_tasks[t].trig_event;
             pk_u64 old = pk_atom_add_acq_rel(&S->counters[e], 1);
             if ((old + 1) % pk_gen_events[e].num_triggers == 0) pk_ring_push(S, &S->sched_q[e % S->S], e);
+            if (tracing) pk_trace(S, w, &trace_n, t, sh_step, t0, t1);
         }
     }
 }
