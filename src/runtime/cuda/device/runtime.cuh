@@ -79,8 +79,8 @@ __device__ __forceinline__ int pk_step_rows(const pk_dev_state *S) {
 /* One trace record (thread 0). The caller reads %globaltimer for t1 before its signal and calls
  * this after it, and keeps the worker's record count *n in a register (read once from
  * S->trace_n): a record's stores, and above all a load of the count from L2, before the signal
- * would sit on every hand-off's path, and did — the Qwen3-0.6B ran 18 % slower traced than not
- * (docs/PERF.md session 18), which made traces of the small models misleading. */
+ * sat on every hand-off's path — traced, the Qwen3-0.6B ran 3.0 % slower than untraced, now 0.6 %
+ * (docs/PERF.md session 18, same call). */
 __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u64 *n, uint32_t t, pk_u64 step,
                                          pk_u64 t0, pk_u64 t1) {
     if (*n < S->trace_cap) {
