@@ -19,6 +19,9 @@ per layer kind (layer name and output tensor, numbers replaced by #), averaged o
           tasks start before the previous layer ends, as deferred waits and early stages do)
 and the step time (first task start to last task end, and from step to step), so that
 step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
+The window is the run's LAST steps, its longest contexts: a decode step grows with its position
+(the attention's rows), so the last line compares the window's steps with all of the trace's
+(`pk bench` reports the median over all decode steps).
 """
 import re
 import sys
@@ -108,6 +111,15 @@ def main():
         d = [b - a for a, b in zip(step_starts, step_starts[1:])]
         print(f"step to step (first task start): mean {mean(d):.1f} us; between steps (prepare_next_step and "
               f"the BEGIN hand-off): {mean(d) - mean(step_spans[:-1]):.1f} us")
+    starts = defaultdict(lambda: float("inf"))
+    for s, _, t0, _, _ in recs:
+        starts[s] = min(starts[s], t0)
+    order_all = sorted(starts)
+    if len(order_all) > 2:
+        every = sorted(starts[b] - starts[a] for a, b in zip(order_all, order_all[1:]))
+        print(f"step to step over all {len(every)} pairs of the trace: median {every[len(every) // 2]:.1f} us, "
+              f"first {starts[order_all[1]] - starts[order_all[0]]:.1f}, last {starts[order_all[-1]] - starts[order_all[-2]]:.1f} "
+              f"(the window above is the last {nst})")
     if show_layers:
         print(f"\nlayers of step {use[-1]}:")
         for r in rows:

@@ -265,7 +265,8 @@ static void test_bench_cli(void) {
         out[sn] = '\0';
         if (sf) fclose(sf);
         unlink(sp);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "attention>") && strstr(out, "step (first start"),
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "attention>") && strstr(out, "step (first start") &&
+                  strstr(out, "end+") && strstr(out, "step to step over all"),
               "trace_summary.py: %s", out);
     }
     unlink(trace);
