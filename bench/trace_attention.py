@@ -19,13 +19,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--end", type=int, default=None,
+                    help="the window's last step (default: the run's last; its longest contexts, where the "
+                         "attention's stage may no longer fit beside a qkv tile: docs/PERF.md session 18)")
     ap.add_argument("--groups", action="store_true",
                     help="also: the tasks split by what their worker ran before (a task of the layer before, "
                          "or something earlier) and by their index in the layer: count, start and duration means")
     a = ap.parse_args()
     with open(a.trace) as f:
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted({e["args"]["step"] for e in ev})[-a.steps:]
+    steps = sorted(s for s in {e["args"]["step"] for e in ev} if a.end is None or s <= a.end)[-a.steps:]
     ev = sorted((e for e in ev if e["args"]["step"] in steps), key=lambda e: e["ts"])
     layer_of = lambda e: e["name"].rsplit(".", 1)[0]
     order, layer_end = [], collections.defaultdict(float)

@@ -3,9 +3,9 @@
 `pk generate --trace FILE` or `pk bench --trace FILE`; one event per task, named "<layer>.<index>",
 args.step = the step).
 
-    python3 bench/trace_summary.py TRACE.json [--steps N] [--layers]
+    python3 bench/trace_summary.py TRACE.json [--steps N] [--end STEP] [--layers]
 
-For the last N steps (default 8; pure decode when the run generated more than N tokens) it prints,
+For the last N steps up to STEP (default: the run's last step) (N default 8; pure decode when the run generated more than N tokens) it prints,
 per layer kind (layer name and output tensor, numbers replaced by #), averaged over layers and steps:
   tasks   tasks per layer
   dur     mean / max task duration (the task's own time: from its dependency being met to its
@@ -19,9 +19,10 @@ per layer kind (layer name and output tensor, numbers replaced by #), averaged o
           tasks start before the previous layer ends, as deferred waits and early stages do)
 and the step time (first task start to last task end, and from step to step), so that
 step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
-The window is the run's LAST steps, its longest contexts: a decode step grows with its position
-(the attention's rows), so the last line compares the window's steps with all of the trace's
-(`pk bench` reports the median over all decode steps).
+The window is the run's LAST steps, its longest contexts, unless --end moves it: a decode step
+grows with its position (the attention's rows; on the Qwen3-0.6B at --max-seq 288 the steps from
+position 252 on run 10-14 % longer, docs/PERF.md session 18), so the last line compares the
+window's steps with all of the trace's (`pk bench` reports the median over all decode steps).
 """
 import re
 import sys
@@ -38,11 +39,14 @@ def main():
     args = sys.argv[1:]
     if not args:
         raise SystemExit(__doc__)
-    nsteps, show_layers, path = 8, False, None
+    nsteps, show_layers, path, end = 8, False, None, None
     i = 0
     while i < len(args):
-        if args[i] == "--steps":
-            nsteps = int(args[i + 1])
+        if args[i] in ("--steps", "--end"):
+            if args[i] == "--steps":
+                nsteps = int(args[i + 1])
+            else:
+                end = int(args[i + 1])
             i += 2
             continue
         if args[i] == "--layers":
@@ -52,6 +56,8 @@ def main():
         i += 1
     recs = load(path)
     steps = sorted({r[0] for r in recs})
+    if end is not None:
+        steps = [s for s in steps if s <= end]
     use = steps[-nsteps:] if len(steps) > nsteps else steps
     by_step = defaultdict(lambda: defaultdict(list))
     for s, layer, t0, t1, d in recs:
