@@ -106,6 +106,14 @@ static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *
 /* A layer may write t only if pk owns it, no layer writes it yet, no earlier layer reads it (that
  * layer would run first and read the last step's values), and it is not decode state that
  * prepare_next_step fills (pk_step_output excepted). */
+/* The first layer that reads tensor `id` and is not of kind `except_kind` (-1: any kind), or -1. */
+static int reader_of(const pk_kernel *k, int id, int except_kind) {
+    for (int l = 0; l < k->nlayers; l++)
+        for (int i = 0; i < k->layers[l].ninputs; i++)
+            if (k->layers[l].inputs[i] == id && (int)k->layers[l].kind != except_kind) return l;
+    return -1;
+}
+
 static pk_status check_writable(layer_builder *b, const char *role, const pk_tensor *t) {
     pk_kernel *k = b->k;
     if (t->storage != PK_STORAGE_OWNED)
@@ -121,13 +129,12 @@ static pk_status check_writable(layer_builder *b, const char *role, const pk_ten
                        "%s: %s '%s' is decode state pk fills each step; of pk's tensors only "
                        "pk_step_output(k) can be a layer's output",
                        b->fn, role, t->name);
-    for (int l = 0; l < k->nlayers; l++)
-        for (int i = 0; i < k->layers[l].ninputs; i++)
-            if (k->layers[l].inputs[i] == t->id)
-                return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
-                               "%s: %s '%s' is read by layer %s, added before it: add the layer that "
-                               "writes a tensor before the layers that read it",
-                               b->fn, role, t->name, k->layers[l].name);
+    const int reader = reader_of(k, t->id, -1);
+    if (reader >= 0)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is read by layer %s, added before it: add the layer that "
+                       "writes a tensor before the layers that read it",
+                       b->fn, role, t->name, k->layers[reader].name);
     return PK_OK;
 }
 
@@ -323,13 +330,12 @@ pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_te
                        "%s: weight '%s' is a fused tensor: a split over K takes column blocks, which only a "
                        "plain weight has",
                        b.fn, w->name);
-    for (int l = 0; l < k->nlayers; l++)
-        for (int i = 0; i < k->layers[l].ninputs; i++)
-            if (k->layers[l].inputs[i] == w->id && k->layers[l].kind != PK_TASK_LINEAR_SPLITK_RESIDUAL)
-                return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
-                               "%s: weight '%s' is read by layer %s: a split-K layer's weight is stored transposed "
-                               "on the GPU, so no other kind of layer can read it",
-                               b.fn, w->name, k->layers[l].name);
+    const int other = reader_of(k, w->id, PK_TASK_LINEAR_SPLITK_RESIDUAL);
+    if (other >= 0)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: weight '%s' is read by layer %s: a split-K layer's weight is stored transposed "
+                       "on the GPU, so no other kind of layer can read it",
+                       b.fn, w->name, k->layers[other].name);
     TRY(check_writable(&b, "out", out)); /* before the accumulator is made */
     char name[PK_NAME_MAX];
     snprintf(name, sizeof name, "pk.splitk%d.acc", k->nlayers);
