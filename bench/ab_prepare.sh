@@ -21,14 +21,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 : "${OLD:?OLD=<commit> to compare against}"
-MODELS=${MODELS:-qwen3-0.6b}
-CONTEXTS=${CONTEXTS:-160}
-MAX_SEQ=${MAX_SEQ:-288}
-GEN=${GEN:-128}
-THREADS=${THREADS:-132}
-VARIANTS=${VARIANTS:-}
 # shellcheck source=scripts/gpu_env.sh
 . scripts/gpu_env.sh
+pk_ab_settings
 
 old=$(git rev-parse --short "$OLD")
 wt=/tmp/pk-ab-$old

@@ -13,18 +13,13 @@
 #      folder: the full bench output is copied there).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-MODELS=${MODELS:-qwen3-0.6b}
-CONTEXTS=${CONTEXTS:-160}
-MAX_SEQ=${MAX_SEQ:-288}
-GEN=${GEN:-128}
-THREADS=${THREADS:-132}
-VARIANTS=${VARIANTS:-}
 ROUNDS=${ROUNDS:-3}
 log=${OUT:-/tmp}/ab_run.log
 mkdir -p .gpu/cache && chmod 700 .gpu/cache
 if ! tar -xJf .dev/gpu.tar.xz || ! tar -xJf .dev/gpu-old.tar.xz; then echo "ab_run: unpacking the kernels failed"; exit 1; fi
 # shellcheck source=scripts/gpu_env.sh
 . scripts/gpu_env.sh
+pk_ab_settings
 pk_gpu_paths
 export PK_CACHE_DIR=$PWD/.gpu/cache
 for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null & done

@@ -65,3 +65,15 @@ else:
     print(f"part at token {k + 1} ({len(a)} cpu, {len(b)} cuda)")
 PY
 }
+
+# The settings of a same-call A/B (bench/ab_prepare.sh compiles the kernels, bench/ab_run.sh runs
+# them): both must use the same ones, since they are part of what each kernel is compiled for.
+# Sets MODELS, CONTEXTS, MAX_SEQ, GEN, THREADS and VARIANTS from the environment or the defaults.
+pk_ab_settings() {
+    MODELS=${MODELS:-qwen3-0.6b}
+    CONTEXTS=${CONTEXTS:-160}
+    MAX_SEQ=${MAX_SEQ:-288}
+    GEN=${GEN:-128}
+    THREADS=${THREADS:-132}
+    VARIANTS=${VARIANTS:-}
+}
