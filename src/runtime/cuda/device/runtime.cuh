@@ -51,16 +51,31 @@ __device__ __forceinline__ void pk_claims_reset(void) {
     for (int c = 0; c < PK_GEN_NUM_CLAIM_CTRS; c++) pk_gen_claim_ctr[c] = 0;
 }
 
-/* prepare_next_step: returns 1 if another step was planned. One thread. Its start is the end
- * of the step that ran (one %globaltimer store when step times are on). */
-__device__ int pk_prepare_next_step(const pk_dev_state *S) {
-    pk_step_state *s = S->step;
+/* prepare_next_step, the part the next step needs: reads the sampled tokens, plans the next
+ * step and writes its step tensors; returns 1 if another step was planned. One thread. Its start
+ * is the end of the step that ran (one %globaltimer store when step times are on). It runs on a
+ * copy of the state struct: the PK_HD code reads and writes the state's fields one after another
+ * through a pointer the compiler must assume aliases the arrays it stores to, so every field read
+ * after a store was a dependent round trip to L2 (the acquire of every wait drops the SM's L1);
+ * the copy's loads go out together, its fields then live in local memory, and it is written back
+ * once at the end (nobody else reads the state during the step: the host after the kernel). */
+__device__ __noinline__ int pk_step_advance(const pk_dev_state *S) {
+    pk_step_state s = *S->step;
     pk_claims_reset();
-    pk_step_mark_end(s, pk_dev_globaltimer());
-    pk_step_finish(s);
-    __threadfence_system(); /* the emitted tokens (mapped memory) before their count */
-    *S->host_nemitted = s->nemitted;
-    return pk_step_plan(s);
+    pk_step_mark_end(&s, pk_dev_globaltimer());
+    pk_step_finish(&s);
+    const int more = pk_step_plan(&s);
+    *S->step = s;
+    return more;
+}
+
+/* prepare_next_step, the part only the host waits for: publishes the tokens pk_step_advance
+ * appended (mapped memory) to the host's poll. After the next step's BEGIN: the system-scope
+ * fence waits for the mapped stores to land, which the next step need not wait for. One thread,
+ * the one that ran pk_step_advance. */
+__device__ __forceinline__ void pk_step_publish(const pk_dev_state *S) {
+    __threadfence_system(); /* the emitted tokens before their count */
+    *S->host_nemitted = S->step->nemitted;
 }
 
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
@@ -170,9 +185,9 @@ __device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, c
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-/* Offset low (off = PK_STAGE_LO, not the default PK_CUDA_SMEM_BYTES) when the next task's
+/* Offset low (off = pk_stage_lo's, not the default PK_CUDA_SMEM_BYTES) when the next task's
  * attention is to stage above the tile (pk_att_early): only when the tile's GEMV leaves
- * [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free (pk_stage_lo_ok) and the tile ends below the area's top. */
+ * [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free and the tile ends below the area's top. */
 #define PK_STAGE_LO (16u << 10)
 __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem, uint32_t off) {
 #if PK_GEN_FALLBACK_KERNELS
@@ -255,15 +270,25 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
 #ifndef PK_ATT_EARLY
 #define PK_ATT_EARLY 1
 #endif
-/* Whether task t's staged one-token GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free: it uses
- * linear's header and xs [K] bf16 of the kernels' area (pk_lin_rows<XN, 1, ...>). */
-__device__ __forceinline__ bool pk_stage_lo_ok(const pk_dev_state *S, uint32_t t) {
+/* Where task t's tile is staged when an attention is to stage above it (0: not moved low). Its
+ * staged one-token GEMV uses linear's header and xs [K] bf16 of the kernels' area
+ * (pk_lin_rows<XN, 1, ...>), so the tile may start right above them, on a 128-byte line: for
+ * the Qwen3-0.6B's qkv tile (K 1024) at 4,608 bytes instead of PK_STAGE_LO's 16 KB, which leaves
+ * the attention's stage above it room for 272 positions instead of 252 (attention_decode_layout.h:
+ * 548 bytes per position at D 128, G 2; a 160 + 128 run's steps past 252 ran 10-14 % longer,
+ * docs/PERF.md session 18). Tiles whose GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free move;
+ * PK_STAGE_LO_FIT 0: they go to PK_STAGE_LO itself (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_STAGE_LO_FIT
+#define PK_STAGE_LO_FIT 1
+#endif
+__device__ __forceinline__ uint32_t pk_stage_lo(const pk_dev_state *S, uint32_t t) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)S, (void)t;
-    return false;
+    return 0;
 #else
     pk_gen_prefetch p;
-    return pk_task_tile(S, t, &p) && p.row_bytes && PK_LIN_HDR + p.row_bytes <= PK_STAGE_LO;
+    if (!pk_task_tile(S, t, &p) || !p.row_bytes || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
+    return PK_STAGE_LO_FIT ? (PK_LIN_HDR + p.row_bytes + 127u) & ~127u : PK_STAGE_LO;
 #endif
 }
 /* The end of the bytes task t uses while it runs: its tile staged whole at wst_off, or the async
@@ -475,7 +500,7 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
 #endif
 
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
-    __shared__ int sh_stop;
+    __shared__ int sh_stop, sh_rows;
     const uint32_t lo = pk_gen_sched_offset[w], hi = pk_gen_sched_offset[w + 1];
     const bool tracing = S->trace != nullptr;
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
@@ -493,16 +518,19 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     uint32_t early_off = 0;
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
-        pk_wait_event(S, PK_GEN_BEGIN_EVENT, step, 0);
-        if (threadIdx.x == 0) sh_stop = pk_ld_volatile_int(S->terminate);
+        /* BEGIN, then what prepare_next_step wrote before it: whether to stop and the step's rows
+         * (read once per step, not after every task's wait), two loads in one round trip */
+        if (threadIdx.x == 0) {
+            pk_wait_event_thread(S, PK_GEN_BEGIN_EVENT, step, 0);
+            sh_stop = pk_ld_volatile_int(S->terminate);
+            sh_rows = pk_step_rows(S);
+        }
         __syncthreads();
         if (sh_stop) {
             if (ring && threadIdx.x == 0) pk_wring_quiesce(ring, ring_pos);
             break;
         }
-        /* the step's rows (prepare_next_step wrote them before BEGIN): read once per step, not
-         * after every task's wait */
-        const int n_tok = pk_step_rows(S);
+        const int n_tok = sh_rows;
         /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
         const bool stage_next = !ring && n_tok == 1;
         next_rows = early_rows = 0;
@@ -539,7 +567,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     pk_gen_prefetches[task.layer].claim_rows)
                     staged = pk_lin_pre_task(S, t, smem, n_tok); /* claim mode before whole-tile staging */
                 if (!staged) {
-                    if (att_next && pk_stage_lo_ok(S, t)) wst_off = PK_STAGE_LO;
+                    const uint32_t low_off = att_next ? pk_stage_lo(S, t) : 0u;
+                    if (low_off) wst_off = low_off;
                     tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
                 }
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
@@ -562,7 +591,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             /* a task after its one trigger on this worker neither waits nor defers (PK_LOCAL_DEP) */
             const bool local = PK_LOCAL_DEP && pk_gen_sched_local_dep[i];
             const bool late = !local && pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
-            if (!late && !local) pk_wait_event(S, task.dep_event, need, t);
+            /* a root task's BEGIN was waited for above (need = step: BEGIN has one trigger) */
+            const bool begun = task.dep_event == PK_GEN_BEGIN_EVENT && t != PK_DEBUG_STALL_TASK;
+            if (!late && !local && !begun) pk_wait_event(S, task.dep_event, need, t);
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
 #endif
@@ -594,8 +625,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 } else {
                     pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
                     if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
-                        if (!pk_prepare_next_step(S)) *(volatile int *)S->terminate = 1;
+                        if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
                         pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                        pk_step_publish(S);
                     }
                 }
                 if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
@@ -666,12 +698,14 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
             if (!pk_ring_try_pop(&S->sched_q[q], &e)) continue;
             if (e >= PK_GEN_NUM_EVENTS) return; /* EXIT */
             if (e == PK_GEN_END_EVENT) {
-                if (!pk_prepare_next_step(S)) {
+                if (!pk_step_advance(S)) {
+                    pk_step_publish(S);
                     pk_terminate_all(S);
                     return;
                 }
                 *(volatile pk_u64 *)S->cur_step = *(volatile pk_u64 *)S->cur_step + 1;
                 pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                pk_step_publish(S);
                 e = PK_GEN_BEGIN_EVENT;
             }
             pk_dispatch_event(S, e, &rr);

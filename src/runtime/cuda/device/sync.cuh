@@ -119,28 +119,32 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
 #define PK_SPIN_CHECK(S, task, event, counter, threshold)
 #endif
 
-/* Thread 0 waits until counters[event] >= threshold (acquire; rows.cuh's pk_dev_spin_until:
- * the poll and its sleeps); then the CTA syncs. Every thread of the CTA must call it. */
+/* One thread waits until counters[event] >= threshold (acquire; rows.cuh's pk_dev_spin_until:
+ * the poll and its sleeps; with the debug build's time limit). */
+__device__ __forceinline__ void pk_wait_event_thread(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
+                                                     uint32_t task) {
+#ifdef PK_DEBUG_SPIN_LIMIT
+    pk_u64 c = pk_ld_acquire(&S->counters[event]);
+    if (c < threshold) {
+        PK_SPIN_BEGIN
+        unsigned ns = PK_SPIN_SLEEP_NS;
+        do {
+            __nanosleep(ns);
+            ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
+            c = pk_ld_acquire(&S->counters[event]);
+            PK_SPIN_CHECK(S, task, event, c, threshold)
+        } while (c < threshold);
+    }
+#else
+    (void)task;
+    pk_dev_spin_until(&S->counters[event], threshold);
+#endif
+}
+
+/* Thread 0 waits (pk_wait_event_thread); then the CTA syncs. Every thread of the CTA must call it. */
 __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
                                               uint32_t task) {
-    if (threadIdx.x == 0) {
-#ifdef PK_DEBUG_SPIN_LIMIT
-        pk_u64 c = pk_ld_acquire(&S->counters[event]);
-        if (c < threshold) {
-            PK_SPIN_BEGIN
-            unsigned ns = PK_SPIN_SLEEP_NS;
-            do {
-                __nanosleep(ns);
-                ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
-                c = pk_ld_acquire(&S->counters[event]);
-                PK_SPIN_CHECK(S, task, event, c, threshold)
-            } while (c < threshold);
-        }
-#else
-        (void)task;
-        pk_dev_spin_until(&S->counters[event], threshold);
-#endif
-    }
+    if (threadIdx.x == 0) pk_wait_event_thread(S, event, threshold, task);
     __syncthreads();
 }
 
