@@ -683,6 +683,19 @@ static void test_linear(uint64_t *seed) {
     linear_case(NORM_LIN, 4096, 1, 0, 3, 44, 0, seed);
     linear_case(SILU_LIN_RES, 12288, 1, 0, 5, 36, 3, seed);
     linear_case(SILU_LIN, 3072, 1, 0, 64, 64, 0, seed);
+    /* the one-token tiles of the small models, which static mode stages whole: the Qwen3-0.6B's
+     * qkv (32 rows), gate / up (48), o_proj and down (8), the 1.7B's o_proj (16), pk-tiny's K 256
+     * and 768, 90 rows of K 512, fused segments (layout 3), a single row */
+    linear_case(NORM_LIN, 1024, 1, 0, 3, 32, 0, seed);
+    linear_case(NORM_LIN, 1024, 1, 0, 0, 48, 0, seed);
+    linear_case(LIN_RES, 2048, 1, 0, 5, 8, 0, seed);
+    linear_case(SILU_LIN_RES, 3072, 1, 0, 2, 8, 0, seed);
+    linear_case(LIN_RES, 2048, 1, 0, 0, 16, 0, seed);
+    linear_case(NORM_LIN, 256, 1, 0, 1, 4, 0, seed);
+    linear_case(LIN, 768, 1, 0, 0, 12, 0, seed);
+    linear_case(NORM_LIN, 512, 1, 0, 7, 90, 0, seed);
+    linear_case(LIN_RES, 1024, 1, 3, 2, 20, 0, seed);
+    linear_case(SILU_LIN, 1024, 1, 0, 0, 1, 0, seed);
     /* claim mode (run 3) over many groups, and a last group with spare rows (130 = 32 · 4 + 2) */
     linear_case(SILU_LIN_RES, 3072, 1, 0, 0, 1000, 0, seed);
     linear_case(NORM_LIN, 4096, 1, 0, 2, 130, 0, seed);

@@ -381,6 +381,13 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         for (int i = 0; i < CW; i++)
 #pragma unroll
             for (int r = 0; r < NT; r++) acc[i][r] = 0.0f;
+        /* the lane that writes output (j, r) reads its residual now, not after the sums: its L2
+         * round trip overlaps the rounds instead of ending the task (as pk_lin_rows_async) */
+        const int jw = j0 + lane / NT, rw = lane % NT;
+        const bool writes = active && sub == 0 && lane < CW * NT && jw < a.ncols && rw < nt;
+        const float res = a.residual && writes
+                              ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + (t0 + rw) * a.res_stride + jw))
+                              : 0.0f;
 
         for (int k0 = 0; k0 < K; k0 += kcmax) {
             const int kc = K - k0 < kcmax ? K - k0 : kcmax, ldx = full ? Kp : (kc + 7) / 8 * 8;
@@ -416,16 +423,10 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             if (sub == 0)
                 for (int s = 1; s < S; s++) mine += pb[(warp + s) * 32 + lane];
         }
-        if (active && sub == 0 && lane < CW * NT) {
-            int j = j0 + lane / NT, r = lane % NT;
-            if (j < a.ncols && r < nt) {
-                int64_t t = t0 + r;
-                float y = mine;
-                if (a.residual)
-                    y = pk_dev_round_bf16(y) +
-                        pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
-                a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
-            }
+        if (writes) {
+            float y = mine;
+            if (a.residual) y = pk_dev_round_bf16(y) + res;
+            a.out[(t0 + rw) * a.out_stride + jw] = pk_dev_f32_to_bf16(y);
         }
     }
 #ifdef PK_LIN_TWICE
