@@ -58,13 +58,11 @@ compile() {
         done
         wait
     done
-    for d in "$cache"/*/; do # the carry holds kernel.so files only
-        rm -rf "$d"kernel.cu "$d"common "$d"kernels "$d"runtime "$d"pk.h "$d"pk_abi.h
-    done
+    pk_cache_strip "$cache" # the carry holds kernel.so files only
 }
 
-mkdir -p .gpu/lib .dev
-cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
+mkdir -p .dev
+pk_gpu_libs
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
 compile build/pk "$PWD/.gpu/cache" "${variants[@]}"

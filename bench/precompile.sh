@@ -22,9 +22,9 @@ GEN=${GEN:-128}
 # shellcheck source=scripts/gpu_env.sh
 . scripts/gpu_env.sh
 make -s # builds build/tests/gpu/test_cuda_e2e too
-mkdir -p .gpu/lib .gpu/cache .gpu/logs
+mkdir -p .gpu/cache .gpu/logs
 chmod 700 .gpu/cache
-cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
+pk_gpu_libs
 [ "${FRESH:-1}" = 1 ] && rm -rf .gpu/cache/* .gpu/logs/*
 export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache
 [ "${HARNESS:-1}" = 1 ] && bash tests/cuda/build.sh .dev/cuda >/dev/null &
@@ -61,10 +61,7 @@ for m in $MODELS; do
     done
 done
 wait
-for d in .gpu/cache/*/; do
-    rm -rf "$d"kernel.cu "$d"common "$d"kernels "$d"runtime "$d"pk.h "$d"pk_abi.h
-    [ -f "$d"kernel.so ] || { echo "precompile: no kernel.so in $d" >&2; exit 1; }
-done
+pk_cache_strip .gpu/cache
 echo "precompiled $(ls .gpu/cache | wc -l) kernels: $(du -sh .gpu | cut -f1) in .gpu"
 if [ "${PACK:-0}" = 1 ]; then
     mkdir -p .dev

@@ -5,7 +5,8 @@ args.step = the step).
 
     python3 bench/trace_summary.py TRACE.json [--steps N] [--end STEP] [--layers]
 
-For the last N steps up to STEP (default: the run's last step) (N default 8; pure decode when the run generated more than N tokens) it prints,
+For the last N steps (default 8; pure decode when the run generated more than N tokens) up to
+STEP (default: the run's last) it prints,
 per layer kind (layer name and output tensor, numbers replaced by #), averaged over layers and steps:
   tasks   tasks per layer
   dur     mean / max task duration (the task's own time: from its dependency being met to its
@@ -42,11 +43,12 @@ def main():
     nsteps, show_layers, path, end = 8, False, None, None
     i = 0
     while i < len(args):
-        if args[i] in ("--steps", "--end"):
-            if args[i] == "--steps":
-                nsteps = int(args[i + 1])
-            else:
-                end = int(args[i + 1])
+        if args[i] == "--steps":
+            nsteps = int(args[i + 1])
+            i += 2
+            continue
+        if args[i] == "--end":
+            end = int(args[i + 1])
             i += 2
             continue
         if args[i] == "--layers":

@@ -77,3 +77,20 @@ pk_ab_settings() {
     THREADS=${THREADS:-132}
     VARIANTS=${VARIANTS:-}
 }
+
+# The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
+# may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
+pk_gpu_libs() {
+    mkdir -p .gpu/lib
+    cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
+}
+
+# Strips a kernel cache folder to its kernel.so files (the device tool carries 64 MiB at most):
+# each entry's generated sources go; an entry without kernel.so is an error (returns 1).
+pk_cache_strip() {
+    local d
+    for d in "$1"/*/; do
+        rm -rf "$d"kernel.cu "$d"common "$d"kernels "$d"runtime "$d"pk.h "$d"pk_abi.h
+        [ -f "$d"kernel.so ] || { echo "pk_cache_strip: no kernel.so in $d" >&2; return 1; }
+    done
+}

@@ -103,9 +103,6 @@ static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *
     return PK_OK;
 }
 
-/* A layer may write t only if pk owns it, no layer writes it yet, no earlier layer reads it (that
- * layer would run first and read the last step's values), and it is not decode state that
- * prepare_next_step fills (pk_step_output excepted). */
 /* The first layer that reads tensor `id` and is not of kind `except_kind` (-1: any kind), or -1. */
 static int reader_of(const pk_kernel *k, int id, int except_kind) {
     for (int l = 0; l < k->nlayers; l++)
@@ -114,6 +111,9 @@ static int reader_of(const pk_kernel *k, int id, int except_kind) {
     return -1;
 }
 
+/* A layer may write t only if pk owns it, no layer writes it yet, no earlier layer reads it (that
+ * layer would run first and read the last step's values), and it is not decode state that
+ * prepare_next_step fills (pk_step_output excepted). */
 static pk_status check_writable(layer_builder *b, const char *role, const pk_tensor *t) {
     pk_kernel *k = b->k;
     if (t->storage != PK_STORAGE_OWNED)
