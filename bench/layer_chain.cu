@@ -11,13 +11,19 @@
  * timed in seconds instead of a 10-minute kernel build, and its gain read against the model's
  * span minus bytes.
  *
- *   nvcc -O3 -arch=sm_90a -o build/layer_chain bench/layer_chain.cu && build/layer_chain [layers]
+ *   nvcc -O3 -arch=sm_90a -o build/layer_chain bench/layer_chain.cu && build/layer_chain [blocks [variant [shape]]]
  *
  * The layer kinds are the Qwen3-8B shape's on 132 workers, as pk's model builder tiles them:
  * qkv 96 tiles of 64 rows [4096], the attention 8 tasks (a spin of ATT_NS, no bytes), o_proj 128
  * tiles of 32 rows [4096], gate_up 132 tiles of 186 rows [4096], down 128 tiles of 32 rows
  * [12288]; every layer instance has its own weights (36 layers: 13.5 GB, no L2 reuse).
- * Variants (argv[2], default all): see the `variants` table.
+ * Shapes (argv[3]): 8b (default) or 1.7b (kinds_1p7b). Variants (argv[2], a substring of the
+ * name; default all): see the `variants` table. `chain` (session 20): a worker's stream runs on
+ * into its next task's tile — the next task's first NS - 1 steps are issued as this task's last
+ * ones are read, into the slots they leave, so no ring drains at a task boundary. Measured on the
+ * H200 (two runs each): 8B 96.5 / 96.7 -> 103.3 / 100.8 us per block, 1.7B 35.5 / 35.8 -> 36.3 /
+ * 35.4: no gain (why not measured; poll_latency.cu's finding, that a load waits for the SM's own
+ * copies in flight, is the suspect), so pk does not chain its rings.
  */
 #include "micro.cuh"
 #include <string.h>
@@ -27,7 +33,13 @@ enum { THREADS = 256, WARPS = 8, NS = 12, ATT_NS = 8000 };
 typedef struct {
     int ntasks, first, rows, K; /* tasks on workers first .. first + ntasks - 1; rows [K] bf16 per task; K 0: attention */
 } kind_t;
-static const kind_t kinds[5] = {{96, 0, 64, 4096}, {8, 96, 0, 0}, {128, 0, 32, 4096}, {132, 0, 186, 4096}, {128, 0, 32, 12288}};
+static const kind_t kinds_8b[5] = {{96, 0, 64, 4096}, {8, 96, 0, 0}, {128, 0, 32, 4096}, {132, 0, 186, 4096}, {128, 0, 32, 12288}};
+/* Qwen3-1.7B as pk tiles it for 132 workers (model.c): qkv 64 tiles of 64 rows [2048] (streamed,
+ * so the attention gets workers of its own), o_proj 128 of 16 [2048], gate_up 128 of 96 [2048],
+ * down 128 of 16 [6144] */
+static const kind_t kinds_1p7b[5] = {{64, 0, 64, 2048}, {8, 64, 0, 0}, {128, 0, 16, 2048}, {128, 0, 96, 2048}, {128, 0, 16, 6144}};
+static kind_t kinds[5];
+static int att_ns = ATT_NS;
 static const char *kind_names[5] = {"qkv", "attention", "o_proj", "gate_up", "down"};
 
 typedef struct {
@@ -36,7 +48,7 @@ typedef struct {
 } layer_t;
 
 /* variant flags */
-enum { V_L2_EARLY = 1, V_DELAY = 2 };
+enum { V_L2_EARLY = 1, V_DELAY = 2, V_CHAIN = 4 };
 /* The copies' evict-first L2 policy (pk's): 1 raised "illegal instruction" on the H200 in this
  * kernel (session 15; as pk's rings did in session 8), so the model copies without it. */
 #ifndef LC_HINT
@@ -55,6 +67,7 @@ struct stream_t {
     const char *base; /* tile, plus this lane's 16 bytes */
     int K2, nj, nsteps, warp;
     uint32_t ring; /* this lane's entry of slot 0, row 0 */
+    int slot0;     /* the ring slot of step 0 (V_CHAIN: steps continue the task before's slots) */
     __device__ void init(const layer_t &L, int t, char *smem) {
         const int lane = threadIdx.x % 32;
         warp = threadIdx.x / 32;
@@ -64,6 +77,7 @@ struct stream_t {
         const int ngroups = L.rows / 4, rounds = (ngroups - warp + WARPS - 1) / WARPS;
         nsteps = rounds * nj;
         ring = (uint32_t)__cvta_generic_to_shared(smem + 8192 + warp * NS * 2048 + lane * 16);
+        slot0 = 0;
     }
     __device__ __forceinline__ const char *src(int i, int r) const {
         const int g = warp + WARPS * (i / nj), j = i % nj;
@@ -78,11 +92,11 @@ struct stream_t {
             for (int r = 0; r < 4; r++)
 #if LC_HINT
                 asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
-                                 ring + (uint32_t)(((i % NS) * 4 + r) * 512)),
+                                 ring + (uint32_t)((((slot0 + i) % NS) * 4 + r) * 512)),
                              "l"(src(i, r)), "l"(pol)
                              : "memory");
 #else
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ring + (uint32_t)(((i % NS) * 4 + r) * 512)),
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ring + (uint32_t)((((slot0 + i) % NS) * 4 + r) * 512)),
                              "l"(src(i, r))
                              : "memory");
 #endif
@@ -97,6 +111,7 @@ struct stream_t {
     }
 };
 
+__constant__ int att_ns_dev;
 __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers, int nlayers, int flags,
                                                            int arg, int early_pct, const uint4 *x,
                                                            unsigned long long *ctr, unsigned long long *rec,
@@ -105,18 +120,38 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
     __shared__ unsigned long long sh_cnt;
     const int w = blockIdx.x;
     uint32_t acc = 0;
+    int slot0 = 0;       /* V_CHAIN: the slot of this task's step 0 */
+    bool pre = false;    /* V_CHAIN: this task's first NS - 1 steps were issued by the task before */
     for (int l = 0; l < nlayers; l++) {
         const layer_t L = layers[l];
         const int t = w - L.first; /* this worker's task of the layer */
         if (t < 0 || t >= L.ntasks) continue;
         const unsigned long long need = l ? (unsigned long long)layers[l - 1].ntasks : 0;
-        stream_t q;
+        stream_t q, qn;
         const bool early = (flags & V_L2_EARLY) && L.K && l;
         unsigned long long c0 = 0;
         if (early && threadIdx.x == 0) c0 = ld_acquire(&ctr[l - 1]); /* before the copies: not queued behind them */
         if (L.K) {
             q.init(L, t, smem);
-            for (int i = 0; i < NS - 1; i++) q.issue(i);
+            q.slot0 = slot0;
+            if (!pre)
+                for (int i = 0; i < NS - 1; i++) q.issue(i);
+        }
+        pre = false;
+        /* V_CHAIN: the worker's next task streams too: its first NS - 1 steps go out as this
+         * task's last ones are read, into the slots they leave (this warp's ring continues) */
+        bool chain = false;
+        if ((flags & V_CHAIN) && L.K && q.nsteps >= NS - 1) {
+            for (int l2 = l + 1; l2 < nlayers; l2++) {
+                const layer_t &N = layers[l2];
+                if (w < N.first || w >= N.first + N.ntasks) continue;
+                if (N.K) {
+                    qn.init(N, w - N.first, smem);
+                    qn.slot0 = (slot0 + q.nsteps) % NS;
+                    chain = qn.nsteps >= NS - 1;
+                }
+                break;
+            }
         }
         if (early) { /* the layer before is far from done: fetch the next stages into L2 */
             if (threadIdx.x == 0) sh_cnt = c0;
@@ -144,12 +179,21 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
                 asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
                 for (int r = 0; r < 4; r++)
                     acc += *(const uint32_t *)(smem + 8192 + q.warp * NS * 2048 + (threadIdx.x % 32) * 16 +
-                                               ((i % NS) * 4 + r) * 512);
-                q.issue(i + NS - 1);
+                                               (((slot0 + i) % NS) * 4 + r) * 512);
+                if (chain && i + NS - 1 >= q.nsteps)
+                    qn.issue(i + NS - 1 - q.nsteps);
+                else
+                    q.issue(i + NS - 1);
             }
-            asm volatile("cp.async.wait_all;" ::: "memory");
+            if (chain) { /* the next task's first steps stay in flight */
+                slot0 = qn.slot0;
+                pre = true;
+            } else {
+                asm volatile("cp.async.wait_all;" ::: "memory");
+                slot0 = 0;
+            }
         } else {
-            while (now_ns() - t0 < ATT_NS) {
+            while (now_ns() - t0 < (uint64_t)att_ns_dev) {
             }
         }
         __syncthreads();
@@ -165,6 +209,10 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
 
 int main(int argc, char **argv) {
     const int nblk = argc > 1 ? atoi(argv[1]) : 36; /* transformer blocks */
+    const bool small = argc > 3 && strcmp(argv[3], "1.7b") == 0; /* argv[3]: the shape, 8b (default) or 1.7b */
+    memcpy(kinds, small ? kinds_1p7b : kinds_8b, sizeof kinds);
+    att_ns = small ? 5500 : ATT_NS; /* the attention task's span (pk's traces: ~6 / ~8 us) */
+    CHECK(cudaMemcpyToSymbol(att_ns_dev, &att_ns, sizeof att_ns));
     const int nlayers = nblk * 5;
     int nsm = 0;
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
@@ -211,6 +259,7 @@ int main(int argc, char **argv) {
         {"l2_early 22 st <50%", V_L2_EARLY, 22, 50},
         {"delay 1000 ns", V_DELAY, 1000, 0},
         {"delay 2000 ns", V_DELAY, 2000, 0},
+        {"chain", V_CHAIN, 0, 0},
     };
     const int nv = (int)(sizeof variants / sizeof variants[0]);
     printf("layer_chain: %d blocks x 5 layers, %.2f GB of weights; per kind: span (first start to last end of the "
