@@ -683,6 +683,11 @@ static void test_linear(uint64_t *seed) {
     linear_case(NORM_LIN, 4096, 1, 0, 3, 44, 0, seed);
     linear_case(SILU_LIN_RES, 12288, 1, 0, 5, 36, 3, seed);
     linear_case(SILU_LIN, 3072, 1, 0, 64, 64, 0, seed);
+    /* 16-31 columns: 2-row groups (the Qwen3-1.7B's down_proj, 16 rows [6144]), a ragged last
+     * round (12 groups), a spare column (21 columns) */
+    linear_case(LIN_RES, 6144, 1, 0, 16, 16, 0, seed);
+    linear_case(SILU_LIN_RES, 3072, 1, 0, 3, 24, 0, seed);
+    linear_case(NORM_LIN, 2048, 1, 0, 1, 21, 0, seed);
     /* the one-token tiles of the small models, which static mode stages whole: the Qwen3-0.6B's
      * qkv (32 rows), gate / up (48), o_proj and down (8), the 1.7B's o_proj (16), pk-tiny's K 256
      * and 768, 90 rows of K 512, fused segments (layout 3), a single row */

@@ -225,6 +225,8 @@ typedef struct shape {
 } shape;
 static const shape shapes[] = {
     {"qwen3-0.6b", 151936, 1024, 28, 16, 8, 128, 3072},
+    /* down_proj tiles of 16 rows [6144]: the async GEMV's 2-row groups (linear.cuh) */
+    {"qwen3-1.7b", 151936, 2048, 28, 16, 8, 128, 6144},
     {"qwen3-8b", 151936, 4096, 36, 32, 8, 128, 12288},
 };
 enum { BIG_T = 16, BIG_SEQ = 64, BIG_NREQ = 2, BIG_NEW = 6 };
@@ -533,7 +535,7 @@ static int has_gpu(void) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "--big") || !strcmp(mode, "--precompile-big")) {
-        /* --big NAME [WORKERS]: NAME qwen3-0.6b or qwen3-8b; the CPU runs 16 threads */
+        /* --big NAME [WORKERS]: NAME qwen3-0.6b, qwen3-1.7b or qwen3-8b; the CPU runs 16 threads */
         int pre = !strcmp(mode, "--precompile-big");
         const char *nm = argc > 2 ? argv[2] : "qwen3-0.6b";
         int workers = argc > 3 ? atoi(argv[3]) : 132;

@@ -469,6 +469,20 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #ifndef PK_LIN_ASYNC_STAGES
 #define PK_LIN_ASYNC_STAGES 12
 #endif
+/* Tiles of 16-31 columns (the Qwen3-1.7B's down_proj: 16 rows [6144], 196 KB per task) have
+ * fewer 4-row groups than warps: they take 2-row groups, with twice the stages so the rings keep
+ * the same bytes in flight (192 KB at 24). Without it such tiles took pk_lin_rows from global
+ * memory, nothing issued before the wait (1.7B down: 10.4 us per task, 19 GB/s per SM; session
+ * 20). The sums are pk_lin_rows<1, 2, 8>'s, which takes those tiles otherwise: the same bits.
+ * 0: off (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_LIN_ASYNC_CW2
+#define PK_LIN_ASYNC_CW2 1
+#endif
+#define PK_LIN_ASYNC_STAGES2 (2 * PK_LIN_ASYNC_STAGES)
+/* The group width the async path takes for a tile of ncols (4, or 2 below 32 columns). */
+__device__ __forceinline__ int pk_lin_async_cw(int ncols) {
+    return PK_LIN_ASYNC_CW2 && ncols < 4 * PK_DEV_WARPS ? 2 : 4;
+}
 
 /* The copy of one 16-byte chunk. PK_LIN_ASYNC_HINT 1 (default): with the weight loads' evict-first
  * L2 policy operand (pk_dev_cp_async_w16), so that the weights streamed through L2 (Qwen3-8B: 16 GB
@@ -591,8 +605,10 @@ __device__ inline int pk_lin_async_pre_cw(const pk_bf16 *base, int K, int ncols,
 }
 
 /* Static mode, before a linear task's dependency wait (runtime.cuh): pk_lin_async_pre_cw with
- * the group width pk_lin_tile will take. */
+ * the group width pk_lin_tile will take (pk_lin_async_cw; both widths' rings are the same bytes). */
 __device__ inline int pk_lin_async_pre(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
+    if (pk_lin_async_cw(ncols) == 2)
+        return pk_lin_async_pre_cw<2, PK_LIN_ASYNC_STAGES2>(base, K, ncols, n_tok, smem);
     return pk_lin_async_pre_cw<4, PK_LIN_ASYNC_STAGES>(base, K, ncols, n_tok, smem);
 }
 
@@ -612,6 +628,7 @@ __device__ inline bool pk_lin_async_ok(const pk_lin_args &a) {
 
 /* pk_lin_async_ok with the group width pk_lin_async_pre takes. */
 __device__ inline bool pk_lin_async_take(const pk_lin_args &a) {
+    if (pk_lin_async_cw(a.ncols) == 2) return pk_lin_async_ok<2, PK_LIN_ASYNC_STAGES2>(a);
     return pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a);
 }
 
@@ -1039,6 +1056,11 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
                     pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, false>(a, smem);
             } else
                 pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
+        } else if (PK_LIN_ASYNC_CW2 && nt == 1 && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
+            if (a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE) /* 2-row groups: 16-31 columns */
+                pk_lin_rows_async<XN, 2, PK_LIN_ASYNC_STAGES2, true>(a, smem);
+            else
+                pk_lin_rows_async<XN, 2, PK_LIN_ASYNC_STAGES2, false>(a, smem);
         } else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
         else if (nt == 2)
