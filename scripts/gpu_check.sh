@@ -6,7 +6,7 @@
 #      src/kernels/cuda task kernels and the runtime's placeholder kernels, 100 repeated
 #      generations bit-identical, EOS, a Perfetto trace;
 #   3. the debug build: a wait stalled on purpose must be reported, not hang;
-#   4. with BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes (132 workers), CUDA
+#   4. with BIG="qwen3-0.6b qwen3-8b" (or qwen3-1.7b): random-weight models of those shapes (132 workers), CUDA
 #      static and dynamic vs the CPU backend: tokens and logits;
 #   5. every CUDA task kernel against its CPU kernel over a shape sweep (tests/cuda; KERNELS=0 skips);
 #   6. logits against transformers under teacher forcing, pk-tiny and the BIG shapes
@@ -89,7 +89,7 @@ summary=$(grep -E '^cuda_e2e_stall: [0-9]+ passed' "$OUT/stall.log" | tail -n 1)
 note "debug stall (exit $rc)" "${summary:-no summary (hang or crash)}"
 fi
 
-# BIG="qwen3-0.6b qwen3-8b": random-weight models of those shapes, 132 workers, CUDA vs CPU
+# BIG="qwen3-0.6b qwen3-8b" (qwen3-1.7b too): random-weight models of those shapes, 132 workers, CUDA vs CPU
 for shape in ${BIG:-}; do
     echo "== $shape-shaped random model: CUDA vs CPU"
     limit=100; [ "$shape" = qwen3-8b ] && limit=200
