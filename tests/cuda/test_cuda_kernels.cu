@@ -677,7 +677,8 @@ static void test_linear(uint64_t *seed) {
     linear_case(LIN_RES, 1024, 1, 1, 0, 144, 0, seed);
     linear_case(SILU_LIN_RES, 3072, 1, 2, 6, 48, 3, seed);
     /* decode tiles the async path takes in run 1 (contiguous rows, K a multiple of 256, >= 32
-     * columns): one round, ragged rounds, many rounds, the 8B down projection's K */
+     * columns in 4-row groups, 16-31 in 2-row groups): one round, ragged rounds, many rounds, the
+     * 8B down projection's K */
     linear_case(LIN, 1024, 1, 0, 0, 32, 0, seed);
     linear_case(LIN_RES, 2048, 1, 0, 7, 297, 0, seed);
     linear_case(NORM_LIN, 4096, 1, 0, 3, 44, 0, seed);
