@@ -15,8 +15,9 @@
 #   MODELS="qwen3-8b" bash bench/ab_run.sh
 #   carry ["build/pk", "build/pk-old", ".dev/gpu.tar.xz", ".dev/gpu-old.tar.xz"]
 # Env: OLD (required), MODELS (qwen3-0.6b), CONTEXTS (160), MAX_SEQ (288), GEN (128), THREADS
-#      (132), VARIANTS ('|'-separated PK_NVCC_DEFINES values for this build, "" = its default; the
-#      old build gets its default only). Models are bench/shape_model.py's zero-weight stand-ins in
+#      (132), VARIANTS ('|'-separated variants of this build: PK_NVCC_DEFINES values, or "env
+#      NAME=VALUE ..." for environment knobs such as PK_QKV_GRID; "" = its default; the old build
+#      gets its default only: scripts/gpu_env.sh pk_with_variant). Models are bench/shape_model.py's zero-weight stand-ins in
 #      /tmp/z-<model> (the kernel depends on the shapes only). An 8B kernel takes ~6 minutes here.
 set -eu
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ compile() {
     for v in "$@"; do
         for s in 0 3; do
             for w in "$THREADS" 8; do
-                PK_NVCC_DEFINES="$v" PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$cache" "$pk" generate \
+                PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$cache" pk_with_variant "$v" "$pk" generate \
                     --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 --kv-splits $s \
                     --logits /dev/null --backend cuda --threads "$w" >/dev/null 2>&1 &
             done
@@ -50,7 +51,7 @@ compile() {
             for ctx in $CONTEXTS; do # compiles, then stops at "no CUDA GPU": expected; anything else is not
                 local log
                 log=$(mktemp)
-                PK_NVCC_DEFINES="$v" PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$cache" "$pk" bench --model "/tmp/z-$m" \
+                PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$cache" pk_with_variant "$v" "$pk" bench --model "/tmp/z-$m" \
                     --backend cuda --threads "$THREADS" --context "$ctx" --max-seq "$MAX_SEQ" --gen "$GEN" >"$log" 2>&1 || true
                 grep -q "no CUDA GPU found" "$log" || { echo "ab_prepare: $pk, $m, context $ctx, '$v':" >&2; cat "$log" >&2; }
                 rm -f "$log"

@@ -45,7 +45,7 @@ for r in $(seq "$ROUNDS"); do
             runs+=("pk-old|")
             for run in "${runs[@]}"; do
                 b=${run%%|*} v=${run#*|}
-                out=$(PK_NVCC_DEFINES="$v" "build/$b" bench --backend cuda --threads "$THREADS" --context "$ctx" \
+                out=$(pk_with_variant "$v" "build/$b" bench --backend cuda --threads "$THREADS" --context "$ctx" \
                     --max-seq "$MAX_SEQ" --gen "$GEN" --model "/tmp/$m" 2>&1)
                 printf '== round %s %s %s %s %s\n%s\n' "$r" "$b" "${v:-default}" "$m" "$ctx" "$out" >>"$log"
                 ms=$(printf '%s\n' "$out" | awk '/^decode /{print $3}')

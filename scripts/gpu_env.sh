@@ -78,6 +78,19 @@ pk_ab_settings() {
     VARIANTS=${VARIANTS:-}
 }
 
+# Runs "$@" as variant $1 of an A/B (VARIANTS' entries): "env NAME=VALUE ..." runs it with those
+# environment variables (a model-builder knob such as PK_QKV_GRID, which changes the graph and so
+# the kernel); anything else is PK_NVCC_DEFINES (device-code macros); "" is the build's default.
+pk_with_variant() {
+    local v=$1
+    shift
+    # shellcheck disable=SC2086 # the env variant's assignments are words of their own
+    case $v in
+    "env "*) env ${v#env } PK_NVCC_DEFINES= "$@" ;;
+    *) PK_NVCC_DEFINES="$v" "$@" ;;
+    esac
+}
+
 # The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
 # may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
 pk_gpu_libs() {
