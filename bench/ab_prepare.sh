@@ -17,8 +17,9 @@
 # Env: OLD (required), MODELS (qwen3-0.6b), CONTEXTS (160), MAX_SEQ (288), GEN (128), THREADS
 #      (132), VARIANTS ('|'-separated variants of this build: PK_NVCC_DEFINES values, or "env
 #      NAME=VALUE ..." for environment knobs such as PK_QKV_GRID; "" = its default; the old build
-#      gets its default only: scripts/gpu_env.sh pk_with_variant). Models are bench/shape_model.py's zero-weight stand-ins in
-#      /tmp/z-<model> (the kernel depends on the shapes only). An 8B kernel takes ~6 minutes here.
+#      gets its default only: scripts/gpu_env.sh pk_with_variant). Models are
+#      bench/shape_model.py's zero-weight stand-ins in /tmp/z-<model> (the kernel depends on the
+#      shapes only). An 8B kernel takes ~6 minutes here.
 set -eu
 cd "$(dirname "$0")/.."
 : "${OLD:?OLD=<commit> to compare against}"

@@ -14,9 +14,10 @@
  *   nvcc -O3 -arch=sm_90a -o build/layer_chain bench/layer_chain.cu && build/layer_chain [blocks [variant [shape]]]
  *
  * The layer kinds are the Qwen3-8B shape's on 132 workers, as pk's model builder tiles them:
- * qkv 96 tiles of 64 rows [4096], the attention 8 tasks (a spin of ATT_NS, no bytes), o_proj 128
- * tiles of 32 rows [4096], gate_up 132 tiles of 186 rows [4096], down 128 tiles of 32 rows
- * [12288]; every layer instance has its own weights (36 layers: 13.5 GB, no L2 reuse).
+ * qkv 96 tiles of 64 rows [4096], the attention 8 tasks (a spin of ATT_NS, no bytes; 5.5 us for
+ * the 1.7B shape), o_proj 128 tiles of 32 rows [4096], gate_up 132 tiles of 186 rows [4096], down
+ * 128 tiles of 32 rows [12288]; every layer instance has its own weights (36 layers: 13.5 GB, no
+ * L2 reuse).
  * Shapes (argv[3]): 8b (default) or 1.7b (kinds_1p7b). Variants (argv[2], a substring of the
  * name; default all): see the `variants` table. `chain` (session 20): a worker's stream runs on
  * into its next task's tile — the next task's first NS - 1 steps are issued as this task's last
@@ -38,8 +39,7 @@ static const kind_t kinds_8b[5] = {{96, 0, 64, 4096}, {8, 96, 0, 0}, {128, 0, 32
  * so the attention gets workers of its own), o_proj 128 of 16 [2048], gate_up 128 of 96 [2048],
  * down 128 of 16 [6144] */
 static const kind_t kinds_1p7b[5] = {{64, 0, 64, 2048}, {8, 64, 0, 0}, {128, 0, 16, 2048}, {128, 0, 96, 2048}, {128, 0, 16, 6144}};
-static kind_t kinds[5];
-static int att_ns = ATT_NS;
+static kind_t kinds[5]; /* the shape's, chosen in main */
 static const char *kind_names[5] = {"qkv", "attention", "o_proj", "gate_up", "down"};
 
 typedef struct {
@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
     const int nblk = argc > 1 ? atoi(argv[1]) : 36; /* transformer blocks */
     const bool small = argc > 3 && strcmp(argv[3], "1.7b") == 0; /* argv[3]: the shape, 8b (default) or 1.7b */
     memcpy(kinds, small ? kinds_1p7b : kinds_8b, sizeof kinds);
-    att_ns = small ? 5500 : ATT_NS; /* the attention task's span (pk's traces: ~6 / ~8 us) */
+    const int att_ns = small ? 5500 : ATT_NS; /* the attention task's span (pk's traces: ~6 / ~8 us) */
     CHECK(cudaMemcpyToSymbol(att_ns_dev, &att_ns, sizeof att_ns));
     const int nlayers = nblk * 5;
     int nsm = 0;
