@@ -351,6 +351,9 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const int S = PK_DEV_WARPS / G, grp = warp / S, sub = warp % S;
     const int vl = sub * 32 + lane, nvl = 32 * S;
     const int rounds = (ngroups + G - 1) / G;
+    /* read once: the rounds' output stores may alias *a.w for the compiler, which then reloaded it
+     * every round (ncu, session 20: 1.9 % of the 0.6B kernel's stall samples) */
+    const int64_t row_stride = (int64_t)a.w->row_stride;
 
     if (full) {
         pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
@@ -372,7 +375,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         for (int i = 0; i < CW; i++) {
             int j = j0 + i < a.ncols ? j0 + i : a.ncols - 1; /* a spare column repeats the last */
             wr[i] = !active ? a.w->seg[0]
-                    : sm    ? a.wst + (int64_t)j * (int64_t)a.w->row_stride
+                    : sm    ? a.wst + (int64_t)j * row_stride
                             : pk_dev_rows_get(a.w, (uint32_t)(a.n0 + j));
             vec = vec && pk_dev_aligned16(wr[i]);
         }
@@ -999,6 +1002,16 @@ __device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_li
     __syncthreads(); /* xs, scale_s and the rings are free for the next task */
 }
 
+/* pk_lin_rows_async with its first stages issued before the wait (pk_lin_async_pre: the runtime's
+ * PK_WST_ASYNC / PK_WST_ASYNC_LATE) or not. */
+template <int XN, int CW, int NS>
+__device__ __forceinline__ void pk_lin_rows_async_any(const pk_lin_args &a, char *smem) {
+    if (a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE)
+        pk_lin_rows_async<XN, CW, NS, true>(a, smem);
+    else
+        pk_lin_rows_async<XN, CW, NS, false>(a, smem);
+}
+
 /* Always inlined (into each kind's call-through): builds where ptxas kept pk_lin_tile a separate
  * function gave wrong GEMV results in the persistent kernel — every pk-tiny decode step (relative
  * L2 1.21) in session 8's failing combination and in session 10's first build of this version,
@@ -1048,19 +1061,14 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
     }
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-        if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
-            if (pk_lin_async_take(a)) {
-                if (a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE)
-                    pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, true>(a, smem);
-                else
-                    pk_lin_rows_async<XN, 4, PK_LIN_ASYNC_STAGES, false>(a, smem);
-            } else
-                pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
-        } else if (PK_LIN_ASYNC_CW2 && nt == 1 && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
-            if (a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE) /* 2-row groups: 16-31 columns */
-                pk_lin_rows_async<XN, 2, PK_LIN_ASYNC_STAGES2, true>(a, smem);
+        const bool wide_ok = a.K <= 1024 || PK_LIN_WIDE;
+        if (nt == 1 && wide_ok && a.ncols >= 4 * PK_DEV_WARPS) {
+            if (pk_lin_async_take(a))
+                pk_lin_rows_async_any<XN, 4, PK_LIN_ASYNC_STAGES>(a, smem);
             else
-                pk_lin_rows_async<XN, 2, PK_LIN_ASYNC_STAGES2, false>(a, smem);
+                pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
+        } else if (PK_LIN_ASYNC_CW2 && nt == 1 && wide_ok && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
+            pk_lin_rows_async_any<XN, 2, PK_LIN_ASYNC_STAGES2>(a, smem); /* 2-row groups: 16-31 columns */
         } else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
         else if (nt == 2)
