@@ -534,10 +534,13 @@ __device__ __forceinline__ int pk_lin_async_bytes(int ns) { return PK_DEV_WARPS 
 /* Whether one token's tile of ncols rows [K], contiguous from base, takes the async path with NS
  * stages of CW-row groups: at least one group per warp (ncols >= CW · WARPS: one warp per group,
  * no split-K, as pk_lin_rows takes such tiles), every lane the same number of chunks per row
- * (K / 8 a multiple of 32), 16-byte aligned rows, and the rings fit this launch. */
+ * (K / 8 a multiple of 32), 16-byte aligned rows, and the rings fit this launch. With
+ * -DPK_LIN_WIDE=0 rows longer than 1024 stay on pk_lin_rows (pk_lin_tile's branches), so neither
+ * the stages before the wait nor the async path may take them. */
 template <int CW, int NS>
 __device__ __forceinline__ bool pk_lin_async_fits(const pk_bf16 *base, int K, int ncols, int n_tok) {
-    return PK_LIN_ASYNC && n_tok == 1 && ncols >= CW * PK_DEV_WARPS && K % 256 == 0 && pk_dev_aligned16(base) &&
+    return PK_LIN_ASYNC && (PK_LIN_WIDE || K <= 1024) && n_tok == 1 && ncols >= CW * PK_DEV_WARPS &&
+           K % 256 == 0 && pk_dev_aligned16(base) &&
            (uint32_t)(pk_lin_async_off(K) + pk_lin_async_bytes<CW>(NS)) <= pk_dev_dynamic_smem();
 }
 
