@@ -1064,13 +1064,12 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
     }
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
         int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-        const bool wide_ok = a.K <= 1024 || PK_LIN_WIDE;
-        if (nt == 1 && wide_ok && a.ncols >= 4 * PK_DEV_WARPS) {
+        if (nt == 1 && (a.K <= 1024 || PK_LIN_WIDE) && a.ncols >= 4 * PK_DEV_WARPS) {
             if (pk_lin_async_take(a))
                 pk_lin_rows_async_any<XN, 4, PK_LIN_ASYNC_STAGES>(a, smem);
             else
                 pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
-        } else if (PK_LIN_ASYNC_CW2 && nt == 1 && wide_ok && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
+        } else if (PK_LIN_ASYNC_CW2 && nt == 1 && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
             pk_lin_rows_async_any<XN, 2, PK_LIN_ASYNC_STAGES2>(a, smem); /* 2-row groups: 16-31 columns */
         } else if (nt == 1)
             pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
