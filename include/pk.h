@@ -31,7 +31,7 @@ typedef enum pk_status {
     PK_ERR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, bad enum or config value */
     PK_ERR_SHAPE = 2,            /* tensor shapes do not fit the layer */
     PK_ERR_STRIDE = 3,           /* strides are not row-major */
-    PK_ERR_GRID = 4,             /* grid < 1 or does not divide the dimension it splits */
+    PK_ERR_GRID = 4,             /* grid < 1, or does not divide the dimension it splits (linear family's N: exceeds it) */
     PK_ERR_DTYPE = 5,            /* unknown dtype, or one the layer does not take */
     PK_ERR_STATE = 6,            /* call out of order: a layer after compile, run before compile */
     PK_ERR_NO_MEMORY = 7,
@@ -155,7 +155,9 @@ pk_tensor *pk_step_output(pk_kernel *k);
 
 /* ---- layers ------------------------------------------------------------------------------
  * Each layer splits into `grid` tasks along the dimension its comment names; the grid must
- * divide that dimension. A tensor may be written by one layer only, and a layer may only read
+ * divide that dimension, except the linear family's N (rmsnorm_linear, linear,
+ * linear_with_residual, silu_mul_linear_with_residual), which takes any grid up to N: task i
+ * gets rows [i·N / grid, (i + 1)·N / grid), ⌊N/grid⌋ or ⌈N/grid⌉ of them. A tensor may be written by one layer only, and a layer may only read
  * tensors that are inputs or written by earlier layers. Activations are [T, ·] bf16. */
 
 /* out[t, :] = weight[tokens[t], :].  tokens must be pk_step_tokens(k) (the step's ids, which pk_run

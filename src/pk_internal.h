@@ -58,6 +58,11 @@ typedef struct pk_split {
     int parts;
 } pk_split;
 
+/* Where tile i of `parts` starts in an extent E: i·E / parts (tile i ends where i + 1 starts).
+ * Equal tiles when parts divides E, else tiles of ⌊E/parts⌋ and ⌈E/parts⌉ spread evenly. The
+ * CUDA generated code computes the same expression (codegen.c). */
+static inline int64_t pk_split_start(int64_t E, int parts, int64_t i) { return i * E / parts; }
+
 typedef struct pk_layer {
     pk_task_kind kind;
     char name[PK_NAME_MAX];     /* "L3.attention": index and kind, for traces */

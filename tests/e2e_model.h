@@ -86,8 +86,10 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
 /* Adds the model's tensors and layers to k (made with e2e_config's T, page_size, num_pages): fused
  * QKV with RMSNorm, attention with q/k norms, o_proj + residual, fused gate/up with RMSNorm,
  * silu·mul + down + residual (layer 0: silu·mul in the down_proj tasks; layer 1: in the gate/up
- * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids (5, 4,
- * 2, 8, 10) on purpose; kv_splits: the attention's split over the KV length (0: none); splitk: layer 1's
+ * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids on
+ * purpose, and the linear family's uneven ones (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows): qkv 6 (256 rows;
+ * tiles cross the fused KV groups' and q / k / v's boundaries, and the attention's two events take
+ * three tiles each), o_proj 6, gate|up 9, down 7 and 3, LM head 3; kv_splits: the attention's split over the KV length (0: none); splitk: layer 1's
  * down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up layer's grid 5: each task
  * follows one gate/up task), else by rows. Returns the logits tensor [T, V]. */
 static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits,
@@ -103,7 +105,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
                                 e2e_attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
         pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
         pk_tensor *qkv = e2e_act(k, NAME("qkv%d"), T, QKV);
-        pk_rmsnorm_linear_layer(k, h, e2e_attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 4);
+        pk_rmsnorm_linear_layer(k, h, e2e_attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 6);
         int64_t cache_dims[4] = {c->num_pages, c->page_size, HKV, D};
         pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
         pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
@@ -114,7 +116,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         pk_tensor *kn = e2e_attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
         pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
         pk_tensor *h2 = e2e_act(k, NAME("h_attn%d"), T, H);
-        pk_linear_with_residual_layer(k, att, e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 8);
+        pk_linear_with_residual_layer(k, att, e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 6);
         pk_tensor *gu_in[2] = {e2e_attach(k, NAME("wg%d"), w->wg[l], I, H),
                                e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
         pk_tensor *mlp_norm = e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0);
@@ -123,8 +125,8 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         if (l == 0) { /* gate|up, then silu·mul inside every down_proj task */
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
             pk_tensor *gu = e2e_act(k, NAME("gu%d"), T, 2 * I);
-            pk_rmsnorm_linear_layer(k, h2, mlp_norm, wgu, gu, EPS, 10);
-            pk_silu_mul_linear_with_residual_layer(k, gu, wd, h2, h3, 5);
+            pk_rmsnorm_linear_layer(k, h2, mlp_norm, wgu, gu, EPS, 9);
+            pk_silu_mul_linear_with_residual_layer(k, gu, wd, h2, h3, 7);
         } else { /* silu·mul in the gate|up layer: 5 tasks of 40 features, blocks of 8 gate / up rows */
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
             pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
@@ -132,14 +134,14 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
             if (splitk)
                 pk_linear_splitk_with_residual_layer(k, act, wd, h2, h3, 5);
             else
-                pk_linear_with_residual_layer(k, act, wd, h2, h3, 5);
+                pk_linear_with_residual_layer(k, act, wd, h2, h3, 3);
         }
         h = h3;
 #undef NAME
     }
     pk_tensor *logits = e2e_act(k, "logits", T, V);
     pk_rmsnorm_linear_layer(k, h, e2e_attach(k, "final_norm", w->final_norm, H, 0),
-                            e2e_attach(k, "lm_head", w->lm_head, V, H), logits, EPS, 1);
+                            e2e_attach(k, "lm_head", w->lm_head, V, H), logits, EPS, 3);
     pk_argmax_layer(k, logits, pk_step_output(k), 1);
     return logits;
 }

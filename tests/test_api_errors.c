@@ -377,18 +377,18 @@ static void test_layers(void) {
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl_k, o24, 1e-6f, 1), PK_ERR_SHAPE, "wl_k", "[24, 17]", "[*, 16]");
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o25, 1e-6f, 1), PK_ERR_SHAPE, "o25", "[8, 25]", "[8, 24]");
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl_f32, o24, 1e-6f, 1), PK_ERR_DTYPE, "wl_f32", "fp32");
-    EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, 1e-6f, 5), PK_ERR_GRID, "grid 5", "24");
+    EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, 1e-6f, 25), PK_ERR_GRID, "grid 25", "exceeds", "(24)");
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, 1e-6f, 0), PK_ERR_GRID, "grid 0");
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, NULL, wl, o24, 1e-6f, 1), PK_ERR_INVALID_ARGUMENT, "norm weight", "NULL");
     EXPECT(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, NAN, 1), PK_ERR_INVALID_ARGUMENT, "eps");
-    OK(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, 1e-6f, 6));
+    OK(k, pk_rmsnorm_linear_layer(k, n, nw, wl, o24, 1e-6f, 5)); /* tiles of 4 and 5 rows */
 
     /* linear */
     pk_tensor *wlin = w2(k, "wlin", H, 24), *a16 = act(k, "a16", H), *wlin_k = w2(k, "wlin_k", H, 23);
     EXPECT(k, pk_linear_layer(k, o24, wlin_k, a16, 1), PK_ERR_SHAPE, "wlin_k", "[16, 23]", "[*, 24]");
     EXPECT(k, pk_linear_layer(k, o24, wlin, h17, 1), PK_ERR_SHAPE, "h17", "[8, 17]", "[8, 16]");
     EXPECT(k, pk_linear_layer(k, x_f32, wlin, a16, 1), PK_ERR_DTYPE, "x_f32", "fp32");
-    EXPECT(k, pk_linear_layer(k, o24, wlin, a16, 7), PK_ERR_GRID, "grid 7", "16");
+    EXPECT(k, pk_linear_layer(k, o24, wlin, a16, 17), PK_ERR_GRID, "grid 17", "(16)");
     EXPECT(k, pk_linear_layer(k, o24, wlin, foreign, 1), PK_ERR_INVALID_ARGUMENT, "foreign", "another kernel");
     EXPECT(k, pk_linear_layer(k, o24, w2(k, "wsq", 24, 24), o24, 1), PK_ERR_INVALID_ARGUMENT, "o24");
     OK(k, pk_linear_layer(k, o24, wlin, a16, 8));
@@ -397,9 +397,9 @@ static void test_layers(void) {
     pk_tensor *wr = w2(k, "wr", H, H), *r = act(k, "r", H);
     EXPECT(k, pk_linear_with_residual_layer(k, a16, wr, h17, r, 1), PK_ERR_SHAPE, "residual", "h17", "[8, 17]", "[8, 16]");
     EXPECT(k, pk_linear_with_residual_layer(k, a16, wr, NULL, r, 1), PK_ERR_INVALID_ARGUMENT, "residual", "NULL");
-    EXPECT(k, pk_linear_with_residual_layer(k, a16, wr, n, r, 3), PK_ERR_GRID, "grid 3", "16");
+    EXPECT(k, pk_linear_with_residual_layer(k, a16, wr, n, r, 17), PK_ERR_GRID, "grid 17", "(16)");
     EXPECT(k, pk_linear_with_residual_layer(k, a16, wr, n, n, 1), PK_ERR_INVALID_ARGUMENT, "'n'");
-    OK(k, pk_linear_with_residual_layer(k, a16, wr, h, r, 4));
+    OK(k, pk_linear_with_residual_layer(k, a16, wr, h, r, 3)); /* tiles of 5 and 6 rows */
 
     /* silu_mul: x [T, 2I] → [T, I] */
     pk_tensor *gu = act(k, "gu", 2 * I), *gu_odd = act(k, "gu_odd", 2 * I + 1), *m = act(k, "m", I), *m13 = act(k, "m13", I + 1);
@@ -414,7 +414,7 @@ static void test_layers(void) {
     EXPECT(k, pk_silu_mul_linear_with_residual_layer(k, gu, wd_k, r, r2, 1), PK_ERR_SHAPE, "wd_k", "[16, 24]",
            "[*, 12]");
     EXPECT(k, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h17, r2, 1), PK_ERR_SHAPE, "h17", "[8, 16]");
-    EXPECT(k, pk_silu_mul_linear_with_residual_layer(k, gu, wd, r, r2, 6), PK_ERR_GRID, "grid 6", "16");
+    EXPECT(k, pk_silu_mul_linear_with_residual_layer(k, gu, wd, r, r2, 17), PK_ERR_GRID, "grid 17", "(16)");
     OK(k, pk_silu_mul_linear_with_residual_layer(k, gu, wd, r, r2, 2));
 
     /* A tensor written twice; a tensor read by a layer before a later layer writes it. */

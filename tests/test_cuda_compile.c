@@ -35,7 +35,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
  * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up),
- * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual, argmax. */
+ * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual, argmax; the
+ * linear family also with uneven grids (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows). */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
@@ -51,7 +52,7 @@ static pk_kernel *build(const char *cache_dir) {
     pk_rmsnorm_layer(k, h0, weight(k, "norm0", H, 0), hn, 1e-6f, 2);
     pk_tensor *in[3] = {weight(k, "wq", HQ * D, H), weight(k, "wk", HKV * D, H), weight(k, "wv", HKV * D, H)};
     pk_rmsnorm_linear_layer(k, hn, weight(k, "attn_norm", H, 0), pk_fuse_tensors(k, "wqkv", in, 3, 0, HKV), qkv,
-                            1e-6f, 4);
+                            1e-6f, 5); /* uneven: tiles of 25 and 26 rows across the KV groups */
     int64_t cd[4] = {pk_kernel_config(k)->num_pages, c.page_size, HKV, D};
     pk_tensor *kcache = pk_new_tensor(k, "k_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
     pk_tensor *vcache = pk_new_tensor(k, "v_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
@@ -59,13 +60,13 @@ static pk_kernel *build(const char *cache_dir) {
     pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = 10000.0f,
                               .qk_norm_eps = 1e-6f};
     pk_attention_layer(k, qkv, kcache, vcache, weight(k, "q_norm", D, 0), weight(k, "k_norm", D, 0), att, &ap, 2);
-    pk_linear_with_residual_layer(k, att, weight(k, "wo", H, HQ * D), h0, h1, 4);
+    pk_linear_with_residual_layer(k, att, weight(k, "wo", H, HQ * D), h0, h1, 3); /* uneven */
     pk_tensor *gin[2] = {weight(k, "wg", I, H), weight(k, "wu", I, H)};
     pk_rmsnorm_linear_layer(k, h1, weight(k, "mlp_norm", H, 0), pk_fuse_tensors(k, "wgu", gin, 2, 0, 1), gu, 1e-6f, 4);
     pk_tensor *m = act(k, "m", I), *h2 = act(k, "h2", H), *h3 = act(k, "h3", H), *logits = act(k, "logits", V);
     pk_silu_mul_layer(k, gu, m, 2);
-    pk_linear_layer(k, m, weight(k, "wm", H, I), h2, 2);
-    pk_silu_mul_linear_with_residual_layer(k, gu, weight(k, "wd", H, I), h2, h3, 4);
+    pk_linear_layer(k, m, weight(k, "wm", H, I), h2, 3); /* uneven */
+    pk_silu_mul_linear_with_residual_layer(k, gu, weight(k, "wd", H, I), h2, h3, 5); /* uneven */
     /* a second attention block, split over the KV length (attention_partial, its last tasks fold) */
     pk_tensor *qkv2 = act(k, "qkv2", QKV), *att2 = act(k, "att2", HQ * D), *h4 = act(k, "h4", H);
     pk_tensor *kcache2 = pk_new_tensor(k, "k_cache2", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
@@ -81,7 +82,7 @@ static pk_kernel *build(const char *cache_dir) {
     pk_rmsnorm_linear_swiglu_layer(k, h4, weight(k, "mlp_norm2", H, 0), pk_fuse_tensors(k, "wgu2", gin2, 2, 0, 4),
                                    I / 4, m2, 1e-6f, 2);
     pk_linear_splitk_with_residual_layer(k, m2, weight(k, "wd2", H, I), h4, h5, 2); /* task i after gate|up task i */
-    pk_rmsnorm_linear_layer(k, h5, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2);
+    pk_rmsnorm_linear_layer(k, h5, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 3); /* uneven */
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
     return k;

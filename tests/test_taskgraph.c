@@ -196,6 +196,8 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
 #define FRESH(n) actf(k, "t%d", nt++, T, (n))
 #define W(d0, d1) weightf(k, "w%d", nt++, (d0), (d1))
 #define DIV(n) rand_div(seed, (n))
+/* the linear family's N: a divisor, or half the time any grid up to N (uneven tiles) */
+#define ROWS(n) (check_rand_u64(seed) % 2 ? rand_div(seed, (n)) : 1 + (int)(check_rand_u64(seed) % (uint64_t)(n)))
     pk_tensor *h = FRESH(H);
     pk_tensor *w = W(V, H);
     OK(pk_embedding_layer(k, pk_step_tokens(k), w, h, DIV(H)));
@@ -208,32 +210,32 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
             pk_tensor *a = FRESH(I);
             w1 = W(I, H);
             w2 = W(H, I);
-            OK(pk_rmsnorm_linear_layer(k, h, nw, w1, a, 1e-6f, DIV(I)));
-            OK(pk_linear_with_residual_layer(k, a, w2, h, h2, DIV(H)));
+            OK(pk_rmsnorm_linear_layer(k, h, nw, w1, a, 1e-6f, ROWS(I)));
+            OK(pk_linear_with_residual_layer(k, a, w2, h, h2, ROWS(H)));
         } else if (kind == 1) { /* rmsnorm → linear → silu_mul → linear_with_residual */
             pk_tensor *n = FRESH(H), *gu = FRESH(2 * I), *m = FRESH(I);
             w1 = W(2 * I, H);
             w2 = W(H, I);
             OK(pk_rmsnorm_layer(k, h, nw, n, 1e-6f, DIV(T)));
-            OK(pk_linear_layer(k, n, w1, gu, DIV(2 * I)));
+            OK(pk_linear_layer(k, n, w1, gu, ROWS(2 * I)));
             OK(pk_silu_mul_layer(k, gu, m, DIV(I)));
-            OK(pk_linear_with_residual_layer(k, m, w2, h, h2, DIV(H)));
+            OK(pk_linear_with_residual_layer(k, m, w2, h, h2, ROWS(H)));
         } else if (kind == 2) { /* rmsnorm_linear → silu_mul_linear_with_residual */
             pk_tensor *gu = FRESH(2 * I);
             w1 = W(2 * I, H);
             w2 = W(H, I);
-            OK(pk_rmsnorm_linear_layer(k, h, nw, w1, gu, 1e-6f, DIV(2 * I)));
-            OK(pk_silu_mul_linear_with_residual_layer(k, gu, w2, h, h2, DIV(H)));
+            OK(pk_rmsnorm_linear_layer(k, h, nw, w1, gu, 1e-6f, ROWS(2 * I)));
+            OK(pk_silu_mul_linear_with_residual_layer(k, gu, w2, h, h2, ROWS(H)));
         } else if (kind == 3) { /* a plain projection of the stream */
             w1 = W(H, H);
-            OK(pk_linear_layer(k, h, w1, h2, DIV(H)));
+            OK(pk_linear_layer(k, h, w1, h2, ROWS(H)));
         } else if (kind == 4) { /* row-split rmsnorms (gcd events), the first one the residual */
             pk_tensor *x1 = FRESH(H), *x2 = FRESH(H);
             w1 = W(H, 0);
             w2 = W(H, H);
             OK(pk_rmsnorm_layer(k, h, nw, x1, 1e-6f, DIV(T)));
             OK(pk_rmsnorm_layer(k, x1, w1, x2, 1e-6f, DIV(T)));
-            OK(pk_linear_with_residual_layer(k, x2, w2, x1, h2, DIV(H)));
+            OK(pk_linear_with_residual_layer(k, x2, w2, x1, h2, ROWS(H)));
         } else if (kind == 5) { /* the same with a linear between */
             pk_tensor *x1 = FRESH(H), *x2 = FRESH(H), *x3 = FRESH(I);
             pk_tensor *w3 = W(I, H);
@@ -241,19 +243,20 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
             w2 = W(H, I);
             OK(pk_rmsnorm_layer(k, h, nw, x1, 1e-6f, DIV(T)));
             OK(pk_rmsnorm_layer(k, x1, w1, x2, 1e-6f, DIV(T)));
-            OK(pk_linear_layer(k, x2, w3, x3, DIV(I)));
-            OK(pk_linear_with_residual_layer(k, x3, w2, x1, h2, DIV(H)));
+            OK(pk_linear_layer(k, x2, w3, x3, ROWS(I)));
+            OK(pk_linear_with_residual_layer(k, x3, w2, x1, h2, ROWS(H)));
         } else { /* the stream becomes a row-split rmsnorm output */
             OK(pk_rmsnorm_layer(k, h, nw, h2, 1e-6f, DIV(T)));
         }
         h = h2;
     }
     pk_tensor *lg = FRESH(V), *nw = W(H, 0), *lm = W(V, H);
-    OK(pk_rmsnorm_linear_layer(k, h, nw, lm, lg, 1e-6f, DIV(V)));
+    OK(pk_rmsnorm_linear_layer(k, h, nw, lm, lg, 1e-6f, ROWS(V)));
     OK(pk_argmax_layer(k, lg, pk_step_output(k), DIV(V)));
 #undef FRESH
 #undef W
 #undef DIV
+#undef ROWS
     return k;
 }
 

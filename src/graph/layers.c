@@ -159,6 +159,15 @@ static pk_status check_grid(layer_builder *b, const char *what, int64_t extent) 
     return PK_OK;
 }
 
+/* The linear family's N takes any grid up to N: tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows (build.c's
+ * make_view), so a GEMV layer can have one task per SM (132 on the H200) whatever N divides into. */
+static pk_status check_grid_rows(layer_builder *b, const char *what, int64_t extent) {
+    if (extent < b->l.grid)
+        return pk_fail(b->k, PK_ERR_GRID, "%s: grid %d exceeds %s (%lld): every task needs a row", b->fn,
+                       b->l.grid, what, (long long)extent);
+    return PK_OK;
+}
+
 static pk_status commit(layer_builder *b, const char *kind_name) {
     pk_kernel *k = b->k;
     if (k->nlayers == k->layers_cap) {
@@ -234,7 +243,7 @@ static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_ten
     TRY(check_tensor(b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
     *N = w->dims[0];
     TRY(check_tensor(b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, *N}));
-    TRY(check_grid(b, "the output features N", *N));
+    TRY(check_grid_rows(b, "the output features N", *N));
     if (x) TRY(add_input(b, "x", x, WHOLE));
     return PK_OK;
 }

@@ -71,10 +71,14 @@ static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) 
  * layer). So when the tiles at `target` would stream, the grid drops to at most target -
  * att_tasks tiles, leaving the attention tasks workers of their own (the schedule puts them
  * there), as long as that keeps at least half the tiles. Measured (session 13, same call):
- * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles). */
-static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks) {
+ * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles).
+ * With uneven tiles (the linear family takes any grid, layers.c) the grid is target - att_tasks
+ * itself: 124 tiles of 33-34 rows for the Qwen3-1.7B's 4096 instead of 64 of 64, 49-50 of the
+ * 8B's 6144 instead of 64 (docs/PERF.md session 22). PK_UNEVEN_TILES=0: divisors only, as before. */
+static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int uneven) {
     const int g = pick_grid(rows, target);
     if (rows / g * K * 2 <= (int64_t)PK_WSTAGE_BYTES || att_tasks >= target) return g;
+    if (uneven) return rows < target - att_tasks ? (int)rows : target - att_tasks;
     const int g2 = pick_grid(rows, target - att_tasks);
     return 2 * g2 >= g ? g2 : g;
 }
@@ -86,6 +90,7 @@ typedef struct builder {
     size_t err_len;
     int target;     /* tasks per layer to aim for */
     int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
+    int uneven;     /* GPU GEMV grids need not divide N (PK_UNEVEN_TILES=0: they must, as before) */
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
@@ -179,8 +184,8 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     const int att_grid = pick_grid(Hkv, t);
     ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, att_grid, (int)D, (int)(Hq / Hkv));
     float eps = (float)c->rms_norm_eps;
-    const int qkv_grid = b->qkv_target ? pick_grid(qkv->dims[1], b->qkv_target)
-                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits)
+    const int qkv_grid = b->qkv_target ? (b->uneven ? b->qkv_target : pick_grid(qkv->dims[1], b->qkv_target))
+                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits, b->uneven)
                                       : pick_grid(qkv->dims[1], t);
     if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
         !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, att_grid)) ||
@@ -307,10 +312,12 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
+    const char *uneven = getenv("PK_UNEVEN_TILES");
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
-    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0, cuda, swiglu,
+    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
+                 cuda && !(uneven && strcmp(uneven, "0") == 0), cuda, swiglu,
                  swiglu && splitk && strcmp(splitk, "1") == 0, 0};
     if (!build(&b)) {
         pk_model_free(m);

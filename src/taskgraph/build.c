@@ -76,19 +76,20 @@ static pk_view make_view(const pk_kernel *k, int id, pk_split split, int i) {
     }
     v.rows = (uint32_t)rows;
     v.cols = (uint32_t)cols;
-    if (split.dim == 0 || (split.dim >= 0 && t->ndim == 1)) {
-        int64_t n = (t->ndim == 1 ? cols : rows) / split.parts;
-        if (t->ndim == 1) {
-            v.col0 = (uint32_t)(n * i);
-            v.cols = (uint32_t)n;
-        } else {
-            v.row0 = (uint32_t)(n * i);
-            v.rows = (uint32_t)n;
-        }
-    } else if (split.dim == 1) {
-        int64_t n = cols / split.parts;
-        v.col0 = (uint32_t)(n * i);
-        v.cols = (uint32_t)n;
+    if (split.dim < 0 || (split.dim > 1 && t->ndim >= 2)) return v;
+    /* Tile i is [i·E / parts, (i + 1)·E / parts) of the split dimension's extent E: equal tiles
+     * when parts divides E, else ⌊E/parts⌋ or ⌈E/parts⌉ (the linear family's uneven grids,
+     * layers.c). Two splits of one tensor into parts p = e·a and q = e·b then agree on the e
+     * chunks [j·E / e, (j + 1)·E / e): edge_events' chunks are whole. */
+    const int along_rows = split.dim == 0 && t->ndim >= 2;
+    const int64_t E = along_rows ? rows : cols, lo = pk_split_start(E, split.parts, i),
+                  hi = pk_split_start(E, split.parts, i + 1);
+    if (along_rows) {
+        v.row0 = (uint32_t)lo;
+        v.rows = (uint32_t)(hi - lo);
+    } else {
+        v.col0 = (uint32_t)lo;
+        v.cols = (uint32_t)(hi - lo);
     }
     return v;
 }

@@ -160,7 +160,13 @@ typedef struct gview {
     uint32_t rows, cols; /* tile */
     uint32_t trows;      /* rows of the whole tensor */
     int64_t row0, col0;  /* task 0's */
-    int64_t drow0, dcol0; /* per task index */
+    int64_t drow0, dcol0; /* per task index (equal tiles) */
+    /* Uneven tiles (the linear family's grids that do not divide N: build.c's make_view): task
+     * idx's rows (split_rows) or columns start at idx · split_ext / split_parts, and its extent
+     * is the next task's start less its own; rows / cols above are then the largest tile's. */
+    int split_rows, split_cols;
+    int64_t split_ext;
+    int split_parts;
 } gview;
 
 static const char *ctype_of(pk_dtype d) {
@@ -189,6 +195,22 @@ static gview layer_view(const pk_kernel *k, const pk_layer *L, int v) {
     g.trows = (uint32_t)(t->ndim >= 2 ? t->dims[0] : 1);
     g.row0 = v0->row0;
     g.col0 = v0->col0;
+    const pk_split sp = v < L->ninputs ? L->in_split[v] : L->out_split[v - L->ninputs];
+    const int64_t ext = sp.dim == 0 && t->ndim >= 2 ? (int64_t)g.trows : (int64_t)v0->row_stride; /* 1-D: numel */
+    if (L->grid > 1 && sp.dim >= 0 && sp.dim <= 1 && ext % sp.parts != 0) {
+        /* build.c tiles by pk_split_start: check every tile against the expression emitted */
+        g.split_rows = sp.dim == 0 && t->ndim >= 2, g.split_cols = !g.split_rows;
+        g.split_ext = ext, g.split_parts = sp.parts;
+        for (int i = 0; i < L->grid; i++) {
+            const pk_view *vi = &G->tasks[L->first_task + i].views[v];
+            const int64_t lo = pk_split_start(ext, sp.parts, i), n = pk_split_start(ext, sp.parts, i + 1) - lo;
+            PK_ASSERT(g.split_rows ? (vi->row0 == lo && vi->rows == n && vi->col0 == g.col0 && vi->cols == g.cols)
+                                   : (vi->col0 == lo && vi->cols == n && vi->row0 == g.row0 && vi->rows == g.rows));
+            if (g.split_rows && vi->rows > g.rows) g.rows = vi->rows;
+            if (g.split_cols && vi->cols > g.cols) g.cols = vi->cols;
+        }
+        return g;
+    }
     if (L->grid > 1) {
         const pk_view *v1 = &G->tasks[L->first_task + 1].views[v];
         g.drow0 = (int64_t)v1->row0 - g.row0;
@@ -203,6 +225,9 @@ static gview layer_view(const pk_kernel *k, const pk_layer *L, int v) {
     return g;
 }
 
+/* Whether g's tiles are uneven (their offsets and extents are the split's expressions). */
+static int uneven(const gview *g) { return g->split_rows || g->split_cols; }
+
 /* "(const T *)B[id]" */
 static const char *base_expr(const gview *g, int is_const, char *buf, size_t len) {
     if (g->id < 0) {
@@ -213,12 +238,19 @@ static const char *base_expr(const gview *g, int is_const, char *buf, size_t len
     return buf;
 }
 
-/* "(T *)B[id] + off + idx * step" */
+/* "(T *)B[id] + off + idx * step", or for uneven tiles "(T *)B[id] + off + idx * E / G * rs" (rows;
+ * columns: without "* rs"): the task's first element. */
 static const char *tile_expr(const gview *g, int is_const, char *buf, size_t len) {
     int64_t off = g->row0 * (int64_t)g->rs + g->col0, step = g->drow0 * (int64_t)g->rs + g->dcol0;
     int n = snprintf(buf, len, "((%s%s *)B[%d]", is_const ? "const " : "", g->ctype, g->id);
+    if (uneven(g)) off = g->split_rows ? g->col0 : g->row0 * (int64_t)g->rs;
     if (off) n += snprintf(buf + n, len - (size_t)n, " + %" PRId64, off);
-    if (step) n += snprintf(buf + n, len - (size_t)n, " + idx * %" PRId64, step);
+    if (uneven(g)) {
+        n += snprintf(buf + n, len - (size_t)n, " + idx * %" PRId64 " / %d", g->split_ext, g->split_parts);
+        if (g->split_rows) n += snprintf(buf + n, len - (size_t)n, " * %" PRIu64, g->rs);
+    } else if (step) {
+        n += snprintf(buf + n, len - (size_t)n, " + idx * %" PRId64, step);
+    }
     snprintf(buf + n, len - (size_t)n, ")");
     return buf;
 }
@@ -231,6 +263,26 @@ static const char *index_expr(int64_t first, int64_t step, char *buf, size_t len
         snprintf(buf, len, "(int)(idx * %" PRId64 ")", step);
     else
         snprintf(buf, len, "(int)(%" PRId64 " + idx * %" PRId64 ")", first, step);
+    return buf;
+}
+
+/* A task's first row of g: index_expr's, or "(int)(idx * E / G)" for uneven rows
+ * (pk_split_start's expression). */
+static const char *row0_expr(const gview *g, char *buf, size_t len) {
+    if (g->split_rows) {
+        snprintf(buf, len, "(int)(idx * %" PRId64 " / %d)", g->split_ext, g->split_parts);
+        return buf;
+    }
+    return index_expr(g->row0, g->drow0, buf, len);
+}
+
+/* A task's number of rows of g: a literal, or "(int)((idx + 1) * E / G - idx * E / G)". */
+static const char *rows_expr(const gview *g, char *buf, size_t len) {
+    if (g->split_rows)
+        snprintf(buf, len, "(int)((idx + 1) * %" PRId64 " / %d - idx * %" PRId64 " / %d)", g->split_ext,
+                 g->split_parts, g->split_ext, g->split_parts);
+    else
+        snprintf(buf, len, "%u", g->rows);
     return buf;
 }
 
@@ -393,7 +445,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160], c[160], d[160], e[96], f[96];
+    char a[160], b[160], c[160], d[160], e[96], f[96], g[96];
     emit_layer_comment(o, k, L);
     switch (L->kind) {
     case PK_TASK_EMBEDDING:
@@ -419,8 +471,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
-        pk_sb_printf(o, "%s, %u, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", index_expr(v[PK_V_NL_W].row0, v[PK_V_NL_W].drow0, c, sizeof c),
-                     v[PK_V_NL_W].rows, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", row0_expr(&v[PK_V_NL_W], c, sizeof c),
+                     rows_expr(&v[PK_V_NL_W], g, sizeof g), tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs,
+                     claim_arg(claims[l], f, sizeof f));
         if (L->kind == PK_TASK_RMSNORM_LINEAR_SWIGLU) {
             pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
                          v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
@@ -429,16 +482,16 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
                      v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
-                     index_expr(v[PK_V_LIN_W].row0, v[PK_V_LIN_W].drow0, b, sizeof b), v[PK_V_LIN_W].rows,
+                     row0_expr(&v[PK_V_LIN_W], b, sizeof b), rows_expr(&v[PK_V_LIN_W], g, sizeof g),
                      tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", v[PK_V_LR_X].cols,
-                     base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, index_expr(v[PK_V_LR_W].row0, v[PK_V_LR_W].drow0, b, sizeof b),
-                     v[PK_V_LR_W].rows);
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_LR_X].cols,
+                     base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, row0_expr(&v[PK_V_LR_W], b, sizeof b),
+                     rows_expr(&v[PK_V_LR_W], g, sizeof g));
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
@@ -463,9 +516,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_SML_W]);
-        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %u, ", v[PK_V_SML_X].cols / 2,
+        pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_SML_X].cols / 2,
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
-                     index_expr(v[PK_V_SML_W].row0, v[PK_V_SML_W].drow0, b, sizeof b), v[PK_V_SML_W].rows);
+                     row0_expr(&v[PK_V_SML_W], b, sizeof b), rows_expr(&v[PK_V_SML_W], g, sizeof g));
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
                      v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(claims[l], f, sizeof f));
         break;
@@ -568,7 +621,7 @@ static claim_info claim_of_layer(const pk_kernel *k, const pk_layer *L) {
     default: return c;
     }
     const gview w = layer_view(k, L, weight_view(L->kind)), out = layer_view(k, L, ov);
-    if (w.id < 0 || out.id < 0 || w.col0 != 0 || w.cols != w.rs || out.cols != w.rows) return c;
+    if (uneven(&w) || w.id < 0 || out.id < 0 || w.col0 != 0 || w.cols != w.rs || out.cols != w.rows) return c;
     const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
     if ((w.rs * es) % 16 != 0 || ((uint64_t)w.row0 * w.rs * es) % 16 != 0) return c;
     if (L->grid > 1 && (w.drow0 != (int64_t)w.rows || out.drow0 != 0 || out.dcol0 != w.drow0)) return c;
@@ -620,7 +673,8 @@ static const char *claim_arg(const claim_info c, char *buf, size_t len) {
 /* Layer L's GEMV weight tile as one contiguous range (whole rows of a plain or fused weight, tiles
  * that follow each other): its view in *w, bytes, first offset and step per index (bytes); 0 when
  * it has none (no weight, or rows not a multiple of 16 bytes, which neither the staging copy nor
- * the bulk prefetch can take). */
+ * the bulk prefetch can take). Uneven tiles: bytes is the largest tile's, the step 0 (the device
+ * computes each task's rows: pk_gen_prefetch's split_rows, split_parts). */
 static int gemv_tile(const pk_kernel *k, const pk_layer *L, gview *w, uint64_t *bytes, uint64_t *off,
                      uint64_t *step) {
     const int v = weight_view(L->kind);
@@ -630,6 +684,10 @@ static int gemv_tile(const pk_kernel *k, const pk_layer *L, gview *w, uint64_t *
     const uint64_t es = pk_dtype_size(k->tensors[w->id]->dtype);
     *bytes = (uint64_t)w->rows * w->rs * es, *off = (uint64_t)w->row0 * w->rs * es;
     *step = (uint64_t)w->drow0 * w->rs * es;
+    if (uneven(w)) {
+        *off = 0, *step = 0;
+        if (!w->split_rows) return 0;
+    }
     return w->col0 == 0 && w->cols == w->rs && w->drow0 >= 0 && (w->rs * es) % 16 == 0 && *off % 16 == 0 &&
            *step % 16 == 0 && *bytes <= 0xffffffffu;
 }
@@ -652,7 +710,7 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
         const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype), row_bytes = (uint64_t)w.rows * es;
         const uint64_t bytes = (uint64_t)w.cols * row_bytes;
         if (row_bytes % 16 == 0 && bytes <= 0xffffffffu) {
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0}, /* %s (transposed) */\n",
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0, 0, 0}, /* %s (transposed) */\n",
                          w.id, bytes, row_bytes, bytes, after_attention, L->name);
             return;
         }
@@ -662,11 +720,12 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
     if (gemv_tile(k, L, &w, &bytes, &off, &step)) {
         const uint64_t row_bytes = (uint64_t)w.rs * pk_dtype_size(k->tensors[w.id]->dtype);
         const claim_info c = claims[l];
-        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u}, /* %s */\n", w.id,
-                     bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0, L->name);
+        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u, %" PRId64 "u, %du}, /* %s */\n",
+                     w.id, bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0,
+                     w.split_rows ? w.split_ext : 0, w.split_rows ? w.split_parts : 0, L->name);
         return;
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0}, /* %s */\n", after_attention, L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0, 0, 0}, /* %s */\n", after_attention, L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -797,7 +856,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "\n");
     pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
                     " * offset step per task index, reads an attention output, claim mode's rows per chunk (0: tile mode), tasks per chunk,\n"
-                    " * first counter}. */\n");
+                    " * first counter, uneven tiles' weight rows and grid (0: equal tiles)}. */\n");
     const uint32_t nctr = claims[k->nlayers].ctr0;
     pk_sb_printf(o, "/* Claim mode's counters (linear.cuh), one per chunk of a layer's tasks that signal one event,\n"
                     " * zeroed before every step. */\n"

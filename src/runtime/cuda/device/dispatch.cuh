@@ -56,7 +56,9 @@ typedef struct pk_gen_task {
 
 /* A layer's weight tiles as byte ranges, for the shared-memory staging and the L2 prefetch of
  * runtime.cuh (codegen.c's emit_prefetch_entry):
- * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none. */
+ * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none.
+ * Uneven tiles (split_parts != 0): rows [idx · split_rows / split_parts, (idx + 1) · ...) of the
+ * weight, off0 + their bytes (pk_task_tile); bytes is then the largest tile's. */
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
@@ -66,6 +68,7 @@ typedef struct pk_gen_prefetch {
     uint32_t claim_rows;      /* claim mode (linear.cuh): rows per chunk of tasks signalling one event; 0: tile mode */
     uint32_t claim_tpc;       /* tasks per chunk (consecutive indices) */
     uint32_t claim_ctr0;      /* the layer's first counter in pk_gen_claim_ctr (one per chunk) */
+    uint32_t split_rows, split_parts; /* uneven tiles: the weight's rows and the layer's grid; 0: equal */
 } pk_gen_prefetch;
 
 /* A plain weight of `rows` rows of `stride` elements at base. */

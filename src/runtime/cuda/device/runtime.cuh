@@ -122,6 +122,12 @@ __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint3
     if (task.layer >= PK_GEN_NUM_LAYERS) return nullptr;
     *p = pk_gen_prefetches[task.layer];
     if (p->bytes == 0) return nullptr;
+    if (p->split_parts) { /* uneven tiles: codegen's rows_expr, the same bits */
+        const pk_u64 r0 = (pk_u64)task.index * p->split_rows / p->split_parts,
+                     r1 = ((pk_u64)task.index + 1) * p->split_rows / p->split_parts;
+        p->bytes = (uint32_t)((r1 - r0) * p->row_bytes);
+        return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + r0 * p->row_bytes;
+    }
     return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
 }
 
