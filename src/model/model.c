@@ -91,6 +91,7 @@ typedef struct builder {
     int target;     /* tasks per layer to aim for */
     int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
     int uneven;     /* GPU GEMV grids need not divide N (PK_UNEVEN_TILES=0: they must, as before) */
+    int oproj_grid; /* PK_OPROJ_GRID in the environment, with uneven tiles: the o_proj's grid (0: pick_grid's) */
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
@@ -189,7 +190,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
                                       : pick_grid(qkv->dims[1], t);
     if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
         !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, att_grid)) ||
-        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, pick_grid(H, t))))
+        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, b->oproj_grid ? b->oproj_grid : pick_grid(H, t))))
         return 0;
     if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
                                                              gu_grid)) ||
@@ -312,13 +313,14 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
-    const char *uneven = getenv("PK_UNEVEN_TILES");
+    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID");
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
-                 cuda && !(uneven && strcmp(uneven, "0") == 0), cuda, swiglu,
+                 cuda && !(uneven && strcmp(uneven, "0") == 0), 0, cuda, swiglu,
                  swiglu && splitk && strcmp(splitk, "1") == 0, 0};
+    if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
