@@ -90,7 +90,7 @@ typedef struct builder {
     size_t err_len;
     int target;     /* tasks per layer to aim for */
     int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
-    int uneven;     /* GPU GEMV grids need not divide N (PK_UNEVEN_TILES=0: they must, as before) */
+    int uneven;     /* PK_UNEVEN_TILES=1: GPU GEMV grids need not divide N (off: no gain measured, session 22) */
     int oproj_grid; /* PK_OPROJ_GRID in the environment, with uneven tiles: the o_proj's grid (0: pick_grid's) */
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
@@ -318,7 +318,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
-                 cuda && !(uneven && strcmp(uneven, "0") == 0), 0, cuda, swiglu,
+                 cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
                  swiglu && splitk && strcmp(splitk, "1") == 0, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {

@@ -684,12 +684,12 @@ static int gemv_tile(const pk_kernel *k, const pk_layer *L, gview *w, uint64_t *
     const uint64_t es = pk_dtype_size(k->tensors[w->id]->dtype);
     *bytes = (uint64_t)w->rows * w->rs * es, *off = (uint64_t)w->row0 * w->rs * es;
     *step = (uint64_t)w->drow0 * w->rs * es;
-    if (uneven(w)) {
-        *off = 0, *step = 0;
-        if (!w->split_rows) return 0;
+    if (uneven(w)) { /* the device computes each task's rows in 32 bits (pk_task_tile_uneven) */
+        *off = 0, *step = UINT64_MAX;
+        if (!w->split_rows || (uint64_t)w->split_ext * (uint64_t)w->split_parts > UINT32_MAX) return 0;
     }
     return w->col0 == 0 && w->cols == w->rs && w->drow0 >= 0 && (w->rs * es) % 16 == 0 && *off % 16 == 0 &&
-           *step % 16 == 0 && *bytes <= 0xffffffffu;
+           (*step % 16 == 0 || uneven(w)) && *bytes <= 0xffffffffu;
 }
 
 /* Whether some GEMV layer's tile stages whole (<= PK_WSTAGE_BYTES: runtime.cuh pk_stage_weights). */
@@ -702,6 +702,17 @@ static int stages_whole(const pk_kernel *k) {
     return 0;
 }
 
+/* Whether some GEMV layer's weight tiles are uneven and staged (its prefetch entry's step is
+ * PK_GEN_STEP_UNEVEN). */
+static int has_uneven_tiles(const pk_kernel *k) {
+    for (int l = 0; l < k->nlayers; l++) {
+        gview w;
+        uint64_t bytes, off, step;
+        if (gemv_tile(k, &k->layers[l], &w, &bytes, &off, &step) && uneven(&w)) return 1;
+    }
+    return 0;
+}
+
 static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const int after_attention = reads_attention(k, L);
@@ -710,7 +721,7 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
         const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype), row_bytes = (uint64_t)w.rows * es;
         const uint64_t bytes = (uint64_t)w.cols * row_bytes;
         if (row_bytes % 16 == 0 && bytes <= 0xffffffffu) {
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0, 0, 0}, /* %s (transposed) */\n",
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0}, /* %s (transposed) */\n",
                          w.id, bytes, row_bytes, bytes, after_attention, L->name);
             return;
         }
@@ -720,12 +731,13 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
     if (gemv_tile(k, L, &w, &bytes, &off, &step)) {
         const uint64_t row_bytes = (uint64_t)w.rs * pk_dtype_size(k->tensors[w.id]->dtype);
         const claim_info c = claims[l];
-        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %" PRIu64 "ull, %d, %u, %u, %u, %" PRId64 "u, %du}, /* %s */\n",
-                     w.id, bytes, row_bytes, off, step, after_attention, c.rows, c.tpc, c.ctr0,
-                     w.split_rows ? w.split_ext : 0, w.split_rows ? w.split_parts : 0, L->name);
+        char st[32];
+        snprintf(st, sizeof st, uneven(&w) ? "PK_GEN_STEP_UNEVEN" : "%" PRIu64 "ull", step);
+        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %s, %d, %u, %u, %u}, /* %s */\n", w.id,
+                     bytes, row_bytes, off, st, after_attention, c.rows, c.tpc, c.ctr0, L->name);
         return;
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0, 0, 0}, /* %s */\n", after_attention, L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0}, /* %s */\n", after_attention, L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -780,7 +792,10 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  pk_graph_group_counter0(k, k->nlayers));
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
-    pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n\n", fallback);
+    pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n", fallback);
+    /* Only a graph with uneven weight tiles compiles runtime.cuh's branch for them: with it in
+     * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
+    pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n\n", has_uneven_tiles(k));
     /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
      * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
     if (!fallback && stages_whole(k))
@@ -856,7 +871,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "\n");
     pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
                     " * offset step per task index, reads an attention output, claim mode's rows per chunk (0: tile mode), tasks per chunk,\n"
-                    " * first counter, uneven tiles' weight rows and grid (0: equal tiles)}. */\n");
+                    " * first counter}. An uneven layer's step is PK_GEN_STEP_UNEVEN, its rows and grid in pk_gen_splits. */\n");
     const uint32_t nctr = claims[k->nlayers].ctr0;
     pk_sb_printf(o, "/* Claim mode's counters (linear.cuh), one per chunk of a layer's tasks that signal one event,\n"
                     " * zeroed before every step. */\n"
@@ -865,6 +880,19 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l, claims);
     pk_sb_printf(o, "};\n\n");
+    if (has_uneven_tiles(k)) {
+        pk_sb_printf(o, "/* Uneven layers' splits {weight rows, grid} (pk_task_tile_uneven); {0, 1} for the others. */\n");
+        pk_sb_printf(o, "__device__ const pk_gen_split pk_gen_splits[%d] = {", g->nlayers);
+        for (int l = 0; l < g->nlayers; l++) {
+            const int v = weight_view(k->layers[l].kind);
+            const gview w = v >= 0 ? layer_view(k, &k->layers[l], v) : (gview){.id = -1};
+            if (w.id >= 0 && w.split_rows)
+                pk_sb_printf(o, "%s{%" PRId64 "u, %du}", l ? ", " : "", w.split_ext, w.split_parts);
+            else
+                pk_sb_printf(o, "%s{0, 1}", l ? ", " : "");
+        }
+        pk_sb_printf(o, "};\n\n");
+    }
 
     (void)e;
 

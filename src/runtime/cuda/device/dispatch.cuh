@@ -57,8 +57,14 @@ typedef struct pk_gen_task {
 /* A layer's weight tiles as byte ranges, for the shared-memory staging and the L2 prefetch of
  * runtime.cuh (codegen.c's emit_prefetch_entry):
  * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none.
- * Uneven tiles (split_parts != 0): rows [idx · split_rows / split_parts, (idx + 1) · ...) of the
- * weight, off0 + their bytes (pk_task_tile); bytes is then the largest tile's. */
+ * Uneven tiles: step PK_GEN_STEP_UNEVEN, and the tile is rows [idx · rows / parts, (idx + 1) ·
+ * rows / parts) of the weight (pk_gen_splits[layer], pk_task_tile); bytes is the largest tile's.
+ * (Two more fields here, or the uneven branch in pk_task_tile in every kernel, made the 0.6B, whose
+ * tiles are all equal, 1.6-1.8 % slower in same-call A/Bs: session 22.) */
+#define PK_GEN_STEP_UNEVEN (~0ull)
+#ifndef PK_GEN_UNEVEN
+#define PK_GEN_UNEVEN 0 /* kernel.cu defines it: 1 when a layer's tiles are uneven */
+#endif
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
@@ -68,8 +74,12 @@ typedef struct pk_gen_prefetch {
     uint32_t claim_rows;      /* claim mode (linear.cuh): rows per chunk of tasks signalling one event; 0: tile mode */
     uint32_t claim_tpc;       /* tasks per chunk (consecutive indices) */
     uint32_t claim_ctr0;      /* the layer's first counter in pk_gen_claim_ctr (one per chunk) */
-    uint32_t split_rows, split_parts; /* uneven tiles: the weight's rows and the layer's grid; 0: equal */
 } pk_gen_prefetch;
+
+/* An uneven layer's split (its weight's rows, its grid; rows · grid < 2^32, codegen.c). */
+typedef struct pk_gen_split {
+    uint32_t rows, parts;
+} pk_gen_split;
 
 /* A plain weight of `rows` rows of `stride` elements at base. */
 __device__ __forceinline__ pk_rows pk_gen_rows(const void *base, uint32_t rows, uint64_t stride) {

@@ -115,6 +115,19 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u
 #endif
 #define PK_PREFETCH_CHUNK (32u << 10)
 
+#if PK_GEN_UNEVEN
+/* An uneven layer's tile (pk_gen_splits): rows [idx · rows / parts, (idx + 1) · rows / parts), as
+ * codegen's rows_expr; sets p->bytes to this task's. Compiled only into graphs that have one
+ * (codegen's PK_GEN_UNEVEN), out of line. */
+__device__ __noinline__ const char *pk_task_tile_uneven(const pk_dev_state *S, const pk_gen_task task,
+                                                        pk_gen_prefetch *p) {
+    const pk_gen_split sp = pk_gen_splits[task.layer];
+    const uint32_t r0 = task.index * sp.rows / sp.parts, r1 = (task.index + 1) * sp.rows / sp.parts;
+    p->bytes = (r1 - r0) * p->row_bytes;
+    return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + (pk_u64)r0 * p->row_bytes;
+}
+#endif
+
 /* Task t's weight tile (codegen's pk_gen_prefetches entry in *p) and its first byte; NULL when
  * the task has no tile (BEGIN, a kind without weight rows, rows not a multiple of 16 bytes). */
 __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint32_t t, pk_gen_prefetch *p) {
@@ -122,12 +135,9 @@ __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint3
     if (task.layer >= PK_GEN_NUM_LAYERS) return nullptr;
     *p = pk_gen_prefetches[task.layer];
     if (p->bytes == 0) return nullptr;
-    if (p->split_parts) { /* uneven tiles: codegen's rows_expr, the same bits */
-        const pk_u64 r0 = (pk_u64)task.index * p->split_rows / p->split_parts,
-                     r1 = ((pk_u64)task.index + 1) * p->split_rows / p->split_parts;
-        p->bytes = (uint32_t)((r1 - r0) * p->row_bytes);
-        return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + r0 * p->row_bytes;
-    }
+#if PK_GEN_UNEVEN
+    if (p->step == PK_GEN_STEP_UNEVEN) return pk_task_tile_uneven(S, task, p);
+#endif
     return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
 }
 
