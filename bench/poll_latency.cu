@@ -12,12 +12,19 @@
  *
  * Copy methods: `cpasync` (per-thread 16-byte cp.async.cg with the evict-first policy, the
  * GEMV's async path: 8 warps x 4 rows x 512 B per stage), `bulk` (the same bytes as 512-byte
- * cp.async.bulk copies, lane 0 of each warp, one mbarrier per stage), `none`.
+ * cp.async.bulk copies, lane 0 of each warp, one mbarrier per stage), `none`, and `paced`
+ * (session 22): cp.async as `cpasync`, but only PACE stages issued before the poll and the rest
+ * refilled while it waits — each poll iteration first waits (cp.async.wait_group) for its oldest
+ * stages and issues as many new ones, so at most PACE stages are in flight ahead of the poll; the
+ * stages left when the flag is seen go out at once; `pacedx`: the same, those stages issued after
+ * the x loads (`pacedxh`: with pk's evict-first hint, its policy made at each copy). Question: does the worker then see the event (and x) sooner, with the same bytes
+ * landed by then?
  */
 #include "micro.cuh"
 
 enum { THREADS = 256, WARPS = THREADS / 32, STAGE_BYTES = 16 << 10, MAX_STAGES = 12, ROW_BYTES = 8192 };
-enum { M_NONE = 0, M_CPASYNC = 1, M_BULK = 2 };
+enum { M_NONE = 0, M_CPASYNC = 1, M_BULK = 2, M_PACED = 3, M_PACED_X = 4, M_PACED_XH = 5 };
+enum { PACE = 3 }; /* paced: stages in flight ahead of the poll (48 KB) */
 
 /* rec per block: [0] flag store time (block 0) / poll success (others), [1] x loaded, [2] copies
  * landed, [3] checksum */
@@ -55,7 +62,33 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
         }
     }
     __syncthreads();
-    for (int s = 0; s < stages; s++) {
+    const bool paced = method == M_PACED || method == M_PACED_X || method == M_PACED_XH;
+    const int first = paced ? (stages < PACE ? stages : PACE) : stages;
+    /* stage s, cp.async: 4 rows x 512 B of this warp, one group. Without the evict-first hint:
+     * with it, this loop raised "illegal instruction" on the H200 (as session 8's rings and
+     * layer_chain.cu's copies did; not understood) */
+    auto issue_cp = [&](int s) {
+        char *st = smem + s * STAGE_BYTES + warp * 2048;
+        const char *src = tile + (uint64_t)(warp * 4) * ROW_BYTES + s * 512;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t d = (uint32_t)__cvta_generic_to_shared(st + i * 512 + lane * 16);
+            if (method == M_PACED_XH) { /* the hint with a policy made at the copy, as pk's rows.cuh does */
+                uint64_t p;
+                asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+                asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d),
+                             "l"(src + (uint64_t)i * ROW_BYTES + lane * 16), "l"(p)
+                             : "memory");
+            } else {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d),
+                             "l"(src + (uint64_t)i * ROW_BYTES + lane * 16)
+                             : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    if (paced)
+        for (int s = 0; s < first; s++) issue_cp(s);
+    for (int s = 0; s < stages && !paced; s++) {
         char *st = smem + s * STAGE_BYTES + warp * 2048;
         const char *src = tile + (uint64_t)(warp * 4) * ROW_BYTES + s * 512;
         if (method == M_CPASYNC) {
@@ -78,7 +111,33 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
         }
     }
     __shared__ uint64_t sh_det;
-    if (threadIdx.x == 0) {
+    int issued = first;
+    if (paced) { /* the whole CTA: poll, then refill the stages that landed */
+        __shared__ int sh_seen;
+        for (;;) {
+            if (threadIdx.x == 0) {
+                unsigned long long c;
+                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(c) : "l"(flag) : "memory");
+                sh_seen = c != 0;
+                if (c) sh_det = now_ns();
+            }
+            __syncthreads();
+            const int seen = sh_seen;
+            __syncthreads(); /* sh_seen is read by all before thread 0 writes it again */
+            if (seen) break;
+            if (issued == stages) {
+                __nanosleep(32);
+                continue;
+            }
+            /* the oldest stage landed (PACE - 1 may stay pending), then one more, up to PACE per poll */
+            for (int k = 0; k < PACE && issued < stages; k++) {
+                asm volatile("cp.async.wait_group %0;" ::"n"(PACE - 1) : "memory");
+                issue_cp(issued++);
+            }
+        }
+        if (method == M_PACED)
+            while (issued < stages) issue_cp(issued++); /* the rest at once, as the GEMV's rounds would */
+    } else if (threadIdx.x == 0) {
         unsigned long long c;
         do {
             asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(c) : "l"(flag) : "memory");
@@ -96,7 +155,8 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
     atomicXor(&sh_acc, acc);
     __syncthreads();
     const uint64_t t_x = now_ns();
-    if (method == M_CPASYNC) {
+    while (issued < stages) issue_cp(issued++); /* pacedx: the rest after x */
+    if (method == M_CPASYNC || paced) {
         asm volatile("cp.async.wait_all;" ::: "memory");
     } else if (method == M_BULK) {
         for (int s = 0; s < stages; s++) {
@@ -141,13 +201,13 @@ int main(void) {
     unsigned long long *h = (unsigned long long *)malloc(32 * nsm);
     double *lat = (double *)malloc(sizeof(double) * nsm * 16), *xt = (double *)malloc(sizeof(double) * nsm * 16),
            *ct = (double *)malloc(sizeof(double) * nsm * 16);
-    const char *mname[] = {"none", "cpasync", "bulk"};
-    const int stage_counts[] = {0, 2, 5, 11};
+    const char *mname[] = {"none", "cpasync", "bulk", "paced", "pacedx", "pacedxh"};
+    const int stage_counts[] = {0, 3, 5, 11};
     const uint64_t delays[] = {500, 2000, 4000};
     int launch = 0;
     printf("%-8s %6s %7s | poll latency (us): p50    p90    max | x stage p50  p90 | copies landed (after flag) p50  max\n",
            "method", "PRE KB", "D us");
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < 6; m++)
         for (int si = 0; si < 4; si++) {
             if ((m == M_NONE) != (stage_counts[si] == 0)) continue;
             for (int di = 0; di < 3; di++) {

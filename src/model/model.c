@@ -72,9 +72,10 @@ static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) 
  * att_tasks tiles, leaving the attention tasks workers of their own (the schedule puts them
  * there), as long as that keeps at least half the tiles. Measured (session 13, same call):
  * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles).
- * With uneven tiles (the linear family takes any grid, layers.c) the grid is target - att_tasks
- * itself: 124 tiles of 33-34 rows for the Qwen3-1.7B's 4096 instead of 64 of 64, 49-50 of the
- * 8B's 6144 instead of 64 (docs/PERF.md session 22). PK_UNEVEN_TILES=0: divisors only, as before. */
+ * With uneven tiles (PK_UNEVEN_TILES=1; the linear family takes any grid, layers.c) the grid is
+ * target - att_tasks itself: 124 tiles of 33-34 rows for the Qwen3-1.7B's 4096 instead of 64 of
+ * 64, 49-50 of the 8B's 6144 instead of 64 of 96. Measured no faster (docs/PERF.md session 22,
+ * same call: 1.7B +0.5-1 %, 8B +0-0.8 %): the layer is not bound by what one SM pulls. */
 static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int uneven) {
     const int g = pick_grid(rows, target);
     if (rows / g * K * 2 <= (int64_t)PK_WSTAGE_BYTES || att_tasks >= target) return g;

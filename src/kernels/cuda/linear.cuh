@@ -592,16 +592,36 @@ struct pk_lin_async_issuer {
     }
 };
 
+/* Paced stages (session 22, off by default): a worker whose event fires while its pre-issued
+ * stages are still landing sees it only when they have landed (its poll and x loads queue behind
+ * them: bench/poll_latency.cu). With PK_LIN_PACE_KB = P, only P KB of stages go out before the
+ * wait, and the deferred wait (pk_lin_wait_paced) refills them as they land, at most P KB ahead
+ * of each poll; when the event is seen, x is read first and the rest of the NS - 1 stages go out
+ * after it. Measured in poll_latency (176 KB, 48 KB paced, the event 0.5 / 2 / 4 us after the
+ * copies start): x ready 5.89 / 4.35 / 2.31 -> 3.58 / 2.56 / 2.30 us, every byte landed 0.25-0.5
+ * us sooner. 0: all NS - 1 stages before the wait (PK_NVCC_DEFINES=-DPK_LIN_PACE_KB=48). */
+#ifndef PK_LIN_PACE_KB
+#define PK_LIN_PACE_KB 0
+#endif
+/* Stages issued before the wait: NS - 1, or PK_LIN_PACE_KB's worth (at least 1). */
+template <int CW, int NS>
+__device__ __forceinline__ constexpr int pk_lin_pre_stages() {
+    return PK_LIN_PACE_KB <= 0 ? NS - 1
+           : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS) < 1 ? 1
+           : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS) > NS - 1 ? NS - 1
+                                                                          : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS);
+}
+
 /* Static mode, before a linear task's dependency wait (runtime.cuh): when the task's tile (ncols
- * rows [K] from base) will take the async path, issues its first NS - 1 stages, as
- * pk_lin_rows_async would after the wait, and returns PK_WST_ASYNC (else 0). Every thread. */
+ * rows [K] from base) will take the async path, issues its first NS - 1 stages (pk_lin_pre_stages),
+ * as pk_lin_rows_async would after the wait, and returns PK_WST_ASYNC (else 0). Every thread. */
 template <int CW, int NS>
 __device__ inline int pk_lin_async_pre_cw(const pk_bf16 *base, int K, int ncols, int n_tok, char *smem) {
     if (!pk_lin_async_fits<CW, NS>(base, K, ncols, n_tok)) return 0;
     pk_lin_async_issuer<CW, NS> q;
     q.init(base, K, ncols, smem);
 #pragma unroll
-    for (int s = 0; s < NS - 1; s++) q.template next<true>();
+    for (int s = 0; s < pk_lin_pre_stages<CW, NS>(); s++) q.template next<true>();
     if (threadIdx.x == 0) {
         pk_lin_pre_base = base;
         pk_lin_pre_K = K;
@@ -638,6 +658,37 @@ __device__ inline bool pk_lin_async_take(const pk_lin_args &a) {
     return pk_lin_async_ok<4, PK_LIN_ASYNC_STAGES>(a);
 }
 
+/* The deferred wait of a paced task (PK_LIN_PACE_KB): thread 0 polls the event as
+ * pk_dev_dep_wait does; between polls every warp waits for its oldest stages to land and issues as
+ * many more, keeping P stages (those before the wait) in flight, up to NS - 1. Every thread. */
+template <int CW, int NS>
+__device__ inline void pk_lin_wait_paced(pk_lin_async_issuer<CW, NS> &q) {
+    constexpr int P = pk_lin_pre_stages<CW, NS>();
+    __shared__ int seen_s;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            const bool seen = pk_dev_ld_acquire_u64(pk_dep_ctr) >= pk_dep_need;
+            seen_s = seen;
+            if (seen) {
+                pk_dep_seen = pk_dev_globaltimer();
+                pk_dep_ctr = nullptr;
+            }
+        }
+        __syncthreads();
+        const int seen = seen_s;
+        __syncthreads(); /* everyone has read seen_s before thread 0 writes it again */
+        if (seen) return;
+        if (q.is >= NS - 1) {
+            __nanosleep(PK_SPIN_SLEEP_NS);
+            continue;
+        }
+        for (int k = 0; k < P && q.is < NS - 1; k++) {
+            asm volatile("cp.async.wait_group %0;" ::"n"(P - 1) : "memory");
+            q.template next<true>();
+        }
+    }
+}
+
 /* One token's row through the lane rings (header above): warp w takes column groups w, w + 8, ...
  * as pk_lin_rows does with 8 groups per round. PRE: the first NS - 1 stages were issued before
  * the wait (pk_lin_async_pre). Whole CTA. */
@@ -655,12 +706,19 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
     const char *ring = smem + pk_lin_async_off(K) + warp * NS * CW * 512 + lane * 16;
     pk_lin_async_issuer<CW, NS> q;
     q.init(pk_dev_rows_get(a.w, (uint32_t)a.n0), K, ncols, smem);
+    constexpr int PS = PRE ? pk_lin_pre_stages<CW, NS>() : NS - 1; /* issued before the wait */
 #pragma unroll
-    for (int s = 0; s < NS - 1; s++) q.template next<!PRE>();
+    for (int s = 0; s < PS; s++) q.template next<!PRE>();
 
-    if (PRE && a.wst_rows == PK_WST_ASYNC_LATE) pk_dev_dep_wait(); /* x may be read from here on */
+    if (PRE && a.wst_rows == PK_WST_ASYNC_LATE) { /* x may be read from here on */
+        if (PS < NS - 1)
+            pk_lin_wait_paced<CW, NS>(q);
+        else
+            pk_dev_dep_wait();
+    }
     PK_LIN_STAMP(1);
     pk_lin_stage1<XN>(a, scale_s, red_s, xs);
+    while (q.is < NS - 1) q.template next<true>(); /* paced: the stages not yet issued, after x */
     PK_LIN_STAMP(2);
 
     int s = 0;
