@@ -592,16 +592,21 @@ struct pk_lin_async_issuer {
     }
 };
 
-/* Paced stages (session 22, off by default): a worker whose event fires while its pre-issued
- * stages are still landing sees it only when they have landed (its poll and x loads queue behind
- * them: bench/poll_latency.cu). With PK_LIN_PACE_KB = P, only P KB of stages go out before the
- * wait, and the deferred wait (pk_lin_wait_paced) refills them as they land, at most P KB ahead
- * of each poll; when the event is seen, x is read first and the rest of the NS - 1 stages go out
- * after it. Measured in poll_latency (176 KB, 48 KB paced, the event 0.5 / 2 / 4 us after the
- * copies start): x ready 5.89 / 4.35 / 2.31 -> 3.58 / 2.56 / 2.30 us, every byte landed 0.25-0.5
- * us sooner. 0: all NS - 1 stages before the wait (PK_NVCC_DEFINES=-DPK_LIN_PACE_KB=48). */
+/* Paced stages (session 22): a worker whose event fires while its pre-issued stages are still
+ * landing sees it only when they have landed (its poll and x loads queue behind them:
+ * bench/poll_latency.cu). With PK_LIN_PACE_KB = P, only P KB of stages go out before the wait,
+ * and the deferred wait (pk_lin_wait_paced) refills them as they land, at most P KB ahead of each
+ * poll; when the event is seen, x is read first and the rest of the NS - 1 stages go out after
+ * it. Measured in poll_latency (176 KB, 48 KB paced, the event 0.5 / 2 / 4 us after the copies
+ * start): x ready 5.89 / 4.35 / 2.31 -> 3.58 / 2.56 / 2.30 us, every byte landed 0.25-0.5 us
+ * sooner. In pk (same call, two rounds, docs/PERF.md session 22): Qwen3-1.7B 1.5321 / 1.5323 ->
+ * 32 KB 1.4908 / 1.4880, 48 KB 1.4858 / 1.4894, 96 KB 1.4778 / 1.4807 ms/token; 8B 4.2070 /
+ * 4.2074 -> 4.2100 / 4.2027, 4.1691 / 4.1956, 4.1790 / 4.1825. 48 KB, not 96: with 96 the
+ * Qwen3-0.6B (whose only streamed tiles are the LM head's) ran 0.3-0.8 % slower than before in six
+ * rounds, with 48 within 0.3 % either way in three. 0: all NS - 1 stages before the wait, as
+ * before (PK_NVCC_DEFINES=-DPK_LIN_PACE_KB=0, to compare). */
 #ifndef PK_LIN_PACE_KB
-#define PK_LIN_PACE_KB 0
+#define PK_LIN_PACE_KB 48
 #endif
 /* Stages issued before the wait: NS - 1, or PK_LIN_PACE_KB's worth (at least 1). */
 template <int CW, int NS>
