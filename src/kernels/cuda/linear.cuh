@@ -608,13 +608,12 @@ struct pk_lin_async_issuer {
 #ifndef PK_LIN_PACE_KB
 #define PK_LIN_PACE_KB 48
 #endif
-/* Stages issued before the wait: NS - 1, or PK_LIN_PACE_KB's worth (at least 1). */
+/* Stages issued before the wait: NS - 1, or PK_LIN_PACE_KB's worth (at least 1; a stage is CW
+ * rows x 512 B per warp: 16 KB per CTA at CW 4). */
 template <int CW, int NS>
 __device__ __forceinline__ constexpr int pk_lin_pre_stages() {
-    return PK_LIN_PACE_KB <= 0 ? NS - 1
-           : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS) < 1 ? 1
-           : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS) > NS - 1 ? NS - 1
-                                                                          : PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS);
+    constexpr int paced = PK_LIN_PACE_KB * 1024 / (CW * 512 * PK_DEV_WARPS);
+    return PK_LIN_PACE_KB <= 0 || paced > NS - 1 ? NS - 1 : paced < 1 ? 1 : paced;
 }
 
 /* Static mode, before a linear task's dependency wait (runtime.cuh): when the task's tile (ncols
