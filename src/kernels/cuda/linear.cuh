@@ -673,10 +673,7 @@ __device__ inline void pk_lin_wait_paced(pk_lin_async_issuer<CW, NS> &q) {
         if (threadIdx.x == 0) {
             const bool seen = pk_dev_ld_acquire_u64(pk_dep_ctr) >= pk_dep_need;
             seen_s = seen;
-            if (seen) {
-                pk_dep_seen = pk_dev_globaltimer();
-                pk_dep_ctr = nullptr;
-            }
+            if (seen) pk_dev_dep_seen_now();
         }
         __syncthreads();
         const int seen = seen_s;

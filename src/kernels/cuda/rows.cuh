@@ -138,12 +138,17 @@ __shared__ unsigned long long pk_dep_need, pk_dep_seen; /* threshold; %globaltim
  * dependency wait and the wait for its staging copies are left to the kernel (counts are far
  * below it). */
 #define PK_STAGED_LATE (1 << 30)
+/* Thread 0, once it has seen the deferred event: the time for the trace record, and the wait
+ * marked done (runtime.cuh's pk_defer_end checks it). */
+__device__ __forceinline__ void pk_dev_dep_seen_now(void) {
+    pk_dep_seen = pk_dev_globaltimer();
+    pk_dep_ctr = nullptr;
+}
 /* Every thread: thread 0 polls the deferred event, then the barrier (as sync.cuh's pk_wait_event). */
 __device__ __forceinline__ void pk_dev_dep_wait(void) {
     if (threadIdx.x == 0) {
         pk_dev_spin_until(pk_dep_ctr, pk_dep_need);
-        pk_dep_seen = pk_dev_globaltimer();
-        pk_dep_ctr = nullptr;
+        pk_dev_dep_seen_now();
     }
     __syncthreads();
 }

@@ -673,8 +673,8 @@ static const char *claim_arg(const claim_info c, char *buf, size_t len) {
 /* Layer L's GEMV weight tile as one contiguous range (whole rows of a plain or fused weight, tiles
  * that follow each other): its view in *w, bytes, first offset and step per index (bytes); 0 when
  * it has none (no weight, or rows not a multiple of 16 bytes, which neither the staging copy nor
- * the bulk prefetch can take). Uneven tiles: bytes is the largest tile's, the step 0 (the device
- * computes each task's rows: pk_gen_prefetch's split_rows, split_parts). */
+ * the bulk prefetch can take). Uneven tiles: bytes is the largest tile's, the step UINT64_MAX
+ * (emitted as PK_GEN_STEP_UNEVEN: the device computes each task's rows from pk_gen_splits). */
 static int gemv_tile(const pk_kernel *k, const pk_layer *L, gview *w, uint64_t *bytes, uint64_t *off,
                      uint64_t *step) {
     const int v = weight_view(L->kind);
@@ -795,7 +795,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n", fallback);
     /* Only a graph with uneven weight tiles compiles runtime.cuh's branch for them: with it in
      * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
-    pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n\n", has_uneven_tiles(k));
+    const int uneven_tiles = has_uneven_tiles(k);
+    pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n\n", uneven_tiles);
     /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
      * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
     if (!fallback && stages_whole(k))
@@ -880,13 +881,13 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
     for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l, claims);
     pk_sb_printf(o, "};\n\n");
-    if (has_uneven_tiles(k)) {
+    if (uneven_tiles) {
         pk_sb_printf(o, "/* Uneven layers' splits {weight rows, grid} (pk_task_tile_uneven); {0, 1} for the others. */\n");
         pk_sb_printf(o, "__device__ const pk_gen_split pk_gen_splits[%d] = {", g->nlayers);
         for (int l = 0; l < g->nlayers; l++) {
-            const int v = weight_view(k->layers[l].kind);
-            const gview w = v >= 0 ? layer_view(k, &k->layers[l], v) : (gview){.id = -1};
-            if (w.id >= 0 && w.split_rows)
+            gview w;
+            uint64_t bytes, off, step; /* the layers whose prefetch entry says PK_GEN_STEP_UNEVEN */
+            if (gemv_tile(k, &k->layers[l], &w, &bytes, &off, &step) && uneven(&w))
                 pk_sb_printf(o, "%s{%" PRId64 "u, %du}", l ? ", " : "", w.split_ext, w.split_parts);
             else
                 pk_sb_printf(o, "%s{0, 1}", l ? ", " : "");
