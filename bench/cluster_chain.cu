@@ -1,0 +1,473 @@
+/* cluster_chain.cu — a Qwen3-0.6B decode layer in two schedules: pk's (five grid-wide hand-offs
+ * per layer) against one built on thread-block clusters (two grid-wide hand-offs, three inside a
+ * cluster through distributed shared memory).
+ *
+ * issue 5, session 23 (docs/PERF.md): the 0.6B's layer spans ~30 us where its bytes take 7.4; it
+ * is a chain of five hand-offs (qkv -> attention -> o_proj -> gate_up -> down -> qkv), and
+ * handoff.cu measured one grid-wide hand-off at 1.3 us idle and 2.25 / 3.75 us when each SM has
+ * 32 / 96 KB of its tile's copies in flight ahead of the poll: the poll and the x read queue
+ * behind them. Fewer grid-wide hand-offs per layer, then. The cluster schedule, one cluster of CS
+ * = 16 CTAs per KV head (8 clusters, 128 CTAs):
+ *   1. every CTA holds the residual r [1024] fp32 in shared memory (each computes the same sums in
+ *      the same order, so every copy has the same bits) and, at the layer's start, x = r + the 8
+ *      clusters' down partials of the layer before (grid-wide hand-off 1), the rms scale;
+ *   2. CTA rank i computes 32 of its head's 512 q|k|v rows and stores them in rank 0's shared
+ *      memory (DSMEM); cluster barrier;
+ *   3. rank 0 runs the attention (its KV rows staged at the layer's start; here a spin of ATT_NS);
+ *      cluster barrier; every rank reads the 256 outputs from rank 0;
+ *   4. rank i computes 64 rows of o_proj over the head's 256 columns (split over K by head) and
+ *      stores the fp32 partial; the grid-wide event (hand-off 2); h = r + the 8 partials;
+ *   5. rank i computes 24 gate and 24 up rows of its cluster's 384 features (the cluster owns
+ *      features [384 c, 384 (c + 1))), silu · mul; cluster barrier; every rank reads the 384;
+ *   6. rank i computes 64 rows of down over those 384 columns: the fp32 partial of step 1.
+ * Every CTA moves the same bytes as in pk's schedule (qkv 64 KB, o_proj 32, gate_up 96, down 48:
+ * 240 KB per layer), the attention reads 80 KB of KV, and the weights of every layer are its own
+ * (882 MB: from DRAM). pk's schedule in the model (`global`): 132 CTAs, qkv 128 tiles, the
+ * attention 8 tasks on CTAs 124-131, o_proj / gate_up / down 128 tiles; every task issues its
+ * copies, waits on its event (thread 0 polls; ld.acquire + 32 ns sleeps), reads x through L2,
+ * waits for its copies, runs the GEMV from shared memory, stores, signals (red.release).
+ *
+ *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns]
+ *
+ * Prints us per layer (median of launches, each STEPS x 28 layers) for each schedule that fits,
+ * the global schedule's `end+` spans (each kind's last signal after the kind before's, one layer)
+ * and its GEMV tasks' mean phases. The values computed are not checked (the model's weights are
+ * constant bytes); the schedules are.
+ *
+ * Measured on the H200 (session 23, docs/PERF.md "Session 23"): the global schedule 19.7 us per
+ * layer with a 2.5 us attention, 21.2-21.6 with 4 us (pk: ~30.3 at the median positions) — qkv
+ * 3.7-4.1, attention 5.1-5.3, o_proj 2.7-3.0, gate_up 5.6-5.7, down 3.4-3.6 (pk: 6.7 / 6.1 / 3.6 /
+ * 8.7 / 5.1). The cluster schedules never ran: with 227 KB of shared memory per CTA the H200
+ * holds 15 clusters of 8 CTAs at once, or 7 of 16 (cudaOccupancyMaxActiveClusters: its GPCs do
+ * not all have 16 SMs), and both need 128 CTAs resident; their code is unverified.
+ */
+#include "micro.cuh"
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <string.h>
+
+namespace cg = cooperative_groups;
+
+enum { THREADS = 256, WARPS = 8, LAYERS = 28, STEPS = 4, NEV = STEPS * LAYERS, REC_EV = NEV / 2 };
+enum { H = 1024, QKV = 4096, QO = 2048, FF = 3072, HEADS_KV = 8, HD = 128 };
+enum { NCTA = 128, GCTA = 132 };
+/* tiles (bytes): pk's and the cluster schedule's are the same size per CTA */
+enum { QKV_TILE = 32 * H * 2, O_TILE = 32 * 1024, GU_TILE = 48 * H * 2, D_TILE = 48 * 1024, KV_BYTES = 80 * 1024 };
+enum { LAYER_BYTES = 128 * (QKV_TILE + O_TILE + GU_TILE + D_TILE) };
+static_assert(LAYER_BYTES == (QKV * H + H * QO + 2 * FF * H + H * FF) * 2, "the tiles cover the layer's weights");
+
+typedef struct {
+    const char *w;          /* LAYERS x LAYER_BYTES: qkv tiles, o_proj, gate_up, down */
+    const char *kv;         /* LAYERS x 8 x KV_BYTES */
+    unsigned long long *ev; /* [6][NEV] event counters */
+    __nv_bfloat16 *act[5];  /* global: resid [H], qkv [QKV], att [QO], h [H], mlp [FF] */
+    float *part_o, *part_d; /* cluster: [NCL][H] partials */
+    unsigned long long *t;  /* [2] */
+    unsigned long long *rec; /* [6][GCTA]: global schedule, each CTA's signal time per kind at ev REC_EV, [5] down at REC_EV - 1 */
+    long long att_ns;
+    unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
+} args_t;
+
+__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release(unsigned long long *p) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
+}
+/* Thread 0 polls (a stuck wait traps after 1 s: the model must not hang the device), then the
+ * barrier. */
+__device__ void wait_event(const unsigned long long *c, unsigned long long need) {
+    if (threadIdx.x == 0) {
+        const uint64_t t0 = now_ns();
+        while (ld_acquire(c) < need) {
+            __nanosleep(32);
+            if (now_ns() - t0 > 1000000000ull) __trap();
+        }
+    }
+    __syncthreads();
+}
+__device__ void signal(unsigned long long *c) {
+    __syncthreads();
+    if (threadIdx.x == 0) red_release(c);
+}
+/* The global schedule's signal, its time recorded at ev REC_EV (kind k of CTA blockIdx.x). */
+__device__ void signal_rec(unsigned long long *c, const args_t &a, int ev, int k) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        red_release(c);
+        if (ev == REC_EV) a.rec[k * GCTA + blockIdx.x] = now_ns();
+        if (ev == REC_EV - 1 && k == 4) a.rec[5 * GCTA + blockIdx.x] = now_ns(); /* the down before */
+    }
+}
+__device__ void issue_copies(char *dst, const char *src, int bytes) {
+    for (int c = threadIdx.x * 16; c < bytes; c += THREADS * 16) {
+        const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + c) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/* Every copy but the newest `n` groups landed, for the whole CTA. */
+template <int N>
+__device__ void wait_copies(void) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+    __syncthreads();
+}
+__device__ float block_sum(float v, float *red) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) s += red[w];
+    return s;
+}
+/* y[i] = tile row i . xs for i < rows (tile [rows][K] bf16 in shared memory; a warp per row, two
+ * rows at a time), then a barrier. */
+__device__ void gemv(const char *tile, int rows, int K, const float *xs, float *y) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int i = warp; i < rows; i += 2 * WARPS) {
+        const int i2 = i + WARPS < rows ? i + WARPS : i;
+        const uint4 *r0 = (const uint4 *)(tile + (size_t)i * K * 2), *r1 = (const uint4 *)(tile + (size_t)i2 * K * 2);
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int c = lane; c < K / 8; c += 32) {
+            const uint4 u = r0[c], v = r1[c];
+            const float *x = xs + 8 * c;
+            const uint32_t uu[4] = {u.x, u.y, u.z, u.w}, vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                a0 += __uint_as_float(uu[q] << 16) * x[2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * x[2 * q + 1];
+                a1 += __uint_as_float(vv[q] << 16) * x[2 * q] + __uint_as_float(vv[q] & 0xffff0000u) * x[2 * q + 1];
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            a0 += __shfl_xor_sync(0xffffffffu, a0, o);
+            a1 += __shfl_xor_sync(0xffffffffu, a1, o);
+        }
+        if (lane == 0) {
+            y[i] = a0;
+            y[i2] = a1;
+        }
+    }
+    __syncthreads();
+}
+/* xs[0 .. n) = the bf16 vector v through L2 (8 per thread and round) */
+__device__ void load_x(const __nv_bfloat16 *v, int n, float *xs) {
+    for (int c = threadIdx.x; c < n / 8; c += THREADS) {
+        const uint4 u = __ldcg((const uint4 *)v + c);
+        const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            xs[8 * c + 2 * q] = __uint_as_float(uu[q] << 16);
+            xs[8 * c + 2 * q + 1] = __uint_as_float(uu[q] & 0xffff0000u);
+        }
+    }
+    __syncthreads();
+}
+/* Thread 0: kind k's phase times of this task (start = task start, after the poll, x loaded, rms
+ * scale, copies landed, GEMV done) summed into prof[k]. */
+__device__ void prof_add(const args_t &a, int k, const uint64_t *t) {
+    if (threadIdx.x != 0) return;
+    unsigned long long *p = a.prof + 6 * k;
+    atomicAdd(p, 1ull);
+    for (int i = 1; i < 6; i++) atomicAdd(p + i, t[i] - t[i - 1]);
+}
+__device__ void spin_ns(long long ns) {
+    const uint64_t t0 = now_ns();
+    while ((long long)(now_ns() - t0) < ns) { }
+}
+__device__ float rms_scale(const float *xs, int n, float *red) {
+    float ss = 0.0f;
+    for (int k = threadIdx.x; k < n; k += THREADS) ss += xs[k] * xs[k];
+    return rsqrtf(block_sum(ss, red) / n + 1e-6f);
+}
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+/* ---- pk's schedule: five grid-wide hand-offs per layer ---------------------------------------- */
+__global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
+    extern __shared__ __align__(128) char sm[];
+    char *tile = sm, *kvs = sm + 96 * 1024;         /* the task's tile; the attention's KV stage */
+    float *xs = (float *)(sm + 176 * 1024), *y = xs + FF, *red = y + 64;
+    const int b = blockIdx.x;
+    unsigned long long *E = a.ev; /* [kind][ev]: 0 qkv, 1 attention, 2 o_proj, 3 gate_up, 4 down */
+    if (b == 0 && threadIdx.x == 0) a.t[0] = now_ns();
+    for (int ev = 0; ev < NEV; ev++) {
+        const int l = ev % LAYERS;
+        const char *W = a.w + (size_t)l * LAYER_BYTES * 3 / 2;
+        if (b < 128) { /* qkv: rmsnorm(resid) . W [32 rows] */
+            uint64_t tp[6];
+            tp[0] = now_ns();
+            issue_copies(tile, W + (size_t)b * QKV_TILE, QKV_TILE);
+            if (ev > 0) wait_event(E + 4 * NEV + ev - 1, 128);
+            tp[1] = now_ns();
+            load_x(a.act[0], H, xs);
+            tp[2] = now_ns();
+            const float s = rms_scale(xs, H, red);
+            tp[3] = now_ns();
+            wait_copies<0>();
+            tp[4] = now_ns();
+            gemv(tile, 32, H, xs, y);
+            tp[5] = now_ns();
+            prof_add(a, 0, tp);
+            if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s);
+            signal_rec(E + ev, a, ev, 0);
+        }
+        if (b >= 124) { /* the attention of KV head b - 124: its KV rows, q|k|v, then ATT_NS */
+            const int hk = b - 124;
+            issue_copies(kvs, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES, KV_BYTES);
+            wait_event(E + ev, 128);
+            load_x(a.act[1] + hk * 512, 512, xs);
+            wait_copies<0>();
+            spin_ns(a.att_ns);
+            if (threadIdx.x < 256) a.act[2][hk * 256 + threadIdx.x] = __float2bfloat16(xs[threadIdx.x] + kvs[threadIdx.x]);
+            signal_rec(E + NEV + ev, a, ev, 1);
+        }
+        const char *Wo = W + 128 * QKV_TILE, *Wgu = Wo + 128 * O_TILE, *Wd = Wgu + 128 * GU_TILE;
+        if (b < 128) { /* o_proj: resid + W [8 rows of 2048] . att */
+            uint64_t tp[6];
+            tp[0] = now_ns();
+            issue_copies(tile, Wo + (size_t)b * O_TILE, O_TILE);
+            wait_event(E + NEV + ev, HEADS_KV);
+            tp[1] = now_ns();
+            load_x(a.act[2], QO, xs);
+            tp[2] = tp[3] = now_ns();
+            wait_copies<0>();
+            tp[4] = now_ns();
+            gemv(tile, 8, QO, xs, y);
+            tp[5] = now_ns();
+            prof_add(a, 1, tp);
+            if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
+            signal_rec(E + 2 * NEV + ev, a, ev, 2);
+            /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u */
+            tp[0] = now_ns();
+            issue_copies(tile, Wgu + (size_t)b * GU_TILE, GU_TILE);
+            wait_event(E + 2 * NEV + ev, 128);
+            tp[1] = now_ns();
+            load_x(a.act[3], H, xs);
+            tp[2] = now_ns();
+            const float s = rms_scale(xs, H, red);
+            tp[3] = now_ns();
+            wait_copies<0>();
+            tp[4] = now_ns();
+            gemv(tile, 48, H, xs, y);
+            tp[5] = now_ns();
+            prof_add(a, 2, tp);
+            if (threadIdx.x < 24)
+                a.act[4][b * 24 + threadIdx.x] = __float2bfloat16(silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s);
+            signal_rec(E + 3 * NEV + ev, a, ev, 3);
+            /* down: h + W [8 rows of 3072] . mlp */
+            tp[0] = now_ns();
+            issue_copies(tile, Wd + (size_t)b * D_TILE, D_TILE);
+            wait_event(E + 3 * NEV + ev, 128);
+            tp[1] = now_ns();
+            load_x(a.act[4], FF, xs);
+            tp[2] = tp[3] = now_ns();
+            wait_copies<0>();
+            tp[4] = now_ns();
+            gemv(tile, 8, FF, xs, y);
+            tp[5] = now_ns();
+            prof_add(a, 3, tp);
+            if (threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
+            signal_rec(E + 4 * NEV + ev, a, ev, 4);
+        }
+    }
+    if (b == 0 && threadIdx.x == 0) a.t[1] = now_ns();
+}
+
+/* ---- the cluster schedule: two grid-wide hand-offs, three cluster barriers per layer ---------- */
+/* CS CTAs per cluster, NCL = 128 / CS clusters: CS 16, a cluster per KV head (both its q heads);
+ * CS 8, two per KV head, each with one q head and the head's k and v rows (computed twice: 12 MB of
+ * q|k|v weights per layer instead of 8). */
+template <int CS>
+__global__ void __launch_bounds__(THREADS, 1) cluster_kernel(args_t a) {
+    enum { NCL = NCTA / CS, PAIR = NCL / HEADS_KV, QH = 2 / PAIR, QKV_ROWS = QH * HD + 2 * HD,
+           ROWS_QKV = QKV_ROWS / CS, ROWS_OUT = H / CS, FEAT = FF / NCL };
+    static_assert(ROWS_QKV * H * 2 <= 96 * 1024 && ROWS_OUT * QH * HD * 2 == O_TILE && FEAT / CS == 24 &&
+                      ROWS_OUT * FEAT * 2 == D_TILE, "the tiles are pk's sizes");
+    extern __shared__ __align__(128) char sm[];
+    /* A: the qkv tile, then gate_up's; B: o_proj's; C: the KV stage (rank 0), down's */
+    char *tA = sm, *tB = sm + 96 * 1024, *tC = sm + 128 * 1024;
+    float *r = (float *)(sm + 208 * 1024), *xs = r + H, *qkv = xs + H, *att = qkv + 512, *mlp = att + 256,
+          *y = mlp + 384, *red = y + 128; /* 4 + 4 + 2 + 1 + 1.5 + 0.5 KB */
+    cg::cluster_group cl = cg::this_cluster();
+    const int rank = (int)cl.block_rank(), c = blockIdx.x / CS, hk = c / PAIR;
+    unsigned long long *Eo = a.ev + 5 * NEV, *Ed = a.ev + 6 * NEV;
+    float *qkv0 = cl.map_shared_rank(qkv, 0), *att0 = cl.map_shared_rank(att, 0);
+    for (int k = threadIdx.x; k < H; k += THREADS) r[k] = 1.0f + (float)(k % 7) / 8.0f;
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) a.t[0] = now_ns();
+    for (int ev = 0; ev < NEV; ev++) {
+        const int l = ev % LAYERS;
+        const char *W = a.w + (size_t)l * LAYER_BYTES * 3 / 2; /* room for CS 8's 12 MB of q|k|v */
+        const char *Wo = W + 128 * 96 * 1024, *Wgu = Wo + 128 * O_TILE, *Wd = Wgu + 128 * GU_TILE;
+        const int t = blockIdx.x; /* this CTA's tile of each kind */
+        issue_copies(tA, W + (size_t)t * ROWS_QKV * H * 2, ROWS_QKV * H * 2);
+        issue_copies(tB, Wo + (size_t)t * O_TILE, O_TILE);
+        if (rank == 0) issue_copies(tC, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES, KV_BYTES);
+        /* 1. x = r + the down partials (grid-wide hand-off 1) */
+        if (ev > 0) wait_event(Ed + ev - 1, NCTA);
+        for (int k = threadIdx.x; k < H; k += THREADS) {
+            float v = r[k];
+            if (ev > 0)
+                for (int j = 0; j < NCL; j++) v += __ldcg(a.part_d + j * H + k);
+            r[k] = v;
+            xs[k] = v;
+        }
+        __syncthreads();
+        float s = rms_scale(xs, H, red);
+        /* 2. this CTA's q|k|v rows into rank 0 */
+        if (rank == 0)
+            wait_copies<2>(); /* the qkv tile (o_proj's and the KV stage may still land) */
+        else
+            wait_copies<1>();
+        gemv(tA, ROWS_QKV, H, xs, y);
+        if (threadIdx.x < ROWS_QKV) qkv0[rank * ROWS_QKV + threadIdx.x] = y[threadIdx.x] * s;
+        __syncthreads(); /* tA is read */
+        issue_copies(tA, Wgu + (size_t)t * GU_TILE, GU_TILE);
+        if (rank != 0) issue_copies(tC, Wd + (size_t)t * D_TILE, D_TILE);
+        cl.sync();
+        /* 3. the attention on rank 0 */
+        if (rank == 0) {
+            wait_copies<1>(); /* the KV stage (the newest group, gate_up's tile, may still land) */
+            spin_ns(a.att_ns);
+            if (threadIdx.x < QH * HD) att[threadIdx.x] = qkv[threadIdx.x] + qkv[QH * HD + threadIdx.x % HD] + tC[threadIdx.x];
+            __syncthreads();
+            issue_copies(tC, Wd + (size_t)t * D_TILE, D_TILE);
+        }
+        cl.sync();
+        for (int k = threadIdx.x; k < QH * HD; k += THREADS) xs[k] = att0[k];
+        /* 4. o_proj: ROWS_OUT rows over the cluster's q columns, the partial (grid-wide hand-off 2) */
+        wait_copies<2>(); /* the o_proj tile (gate_up's and down's may still land) */
+        gemv(tB, ROWS_OUT, QH * HD, xs, y);
+        if (threadIdx.x < ROWS_OUT) a.part_o[c * H + rank * ROWS_OUT + threadIdx.x] = y[threadIdx.x];
+        signal(Eo + ev);
+        wait_event(Eo + ev, NCTA);
+        for (int k = threadIdx.x; k < H; k += THREADS) {
+            float v = r[k];
+            for (int j = 0; j < NCL; j++) v += __ldcg(a.part_o + j * H + k);
+            r[k] = v;
+            xs[k] = v;
+        }
+        __syncthreads();
+        s = rms_scale(xs, H, red);
+        /* 5. gate_up: 24 features of the cluster's FEAT */
+        wait_copies<1>();
+        gemv(tA, 48, H, xs, y);
+        if (threadIdx.x < 24) mlp[rank * 24 + threadIdx.x] = silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s;
+        cl.sync();
+        for (int k = threadIdx.x; k < FEAT; k += THREADS) xs[k] = cl.map_shared_rank(mlp, k / 24)[k];
+        /* 6. down: ROWS_OUT rows over the cluster's FEAT columns, the partial */
+        wait_copies<0>();
+        gemv(tC, ROWS_OUT, FEAT, xs, y);
+        if (threadIdx.x < ROWS_OUT) a.part_d[c * H + rank * ROWS_OUT + threadIdx.x] = y[threadIdx.x];
+        signal(Ed + ev);
+        cl.sync(); /* the peers have read this CTA's mlp before the next layer writes it */
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) a.t[1] = now_ns();
+}
+
+/* One schedule's launches: the median us per layer. */
+static void run_sched(const char *name, args_t &a, int launches, const cudaLaunchConfig_t *cfg, void (*kernel)(args_t)) {
+    double *per = (double *)malloc(sizeof(double) * launches);
+    int n = 0;
+    for (int l = 0; l < launches + 2; l++) {
+        CHECK(cudaMemset(a.ev, 0, 8 * 7 * NEV));
+        CHECK(cudaMemset(a.prof, 0, 8 * 24));
+        CHECK(cudaMemset(a.part_o, 0, 16 * H * 4));
+        CHECK(cudaMemset(a.part_d, 0, 16 * H * 4));
+        CHECK(cudaLaunchKernelEx(cfg, kernel, a));
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        unsigned long long ht[2];
+        CHECK(cudaMemcpy(ht, a.t, 16, cudaMemcpyDeviceToHost));
+        if (l >= 2) per[n++] = (double)(ht[1] - ht[0]) / 1e3 / NEV;
+    }
+    qsort(per, n, sizeof(double), cmp_double);
+    if (kernel == global_kernel) {
+        unsigned long long pr[24];
+        CHECK(cudaMemcpy(pr, a.prof, sizeof pr, cudaMemcpyDeviceToHost));
+        const char *kn[4] = {"qkv", "o_proj", "gate_up", "down"};
+        for (int k = 0; k < 4; k++) {
+            const double n = (double)pr[6 * k];
+            printf("global: %-7s tasks' mean us: wait %.2f x load %.2f rms scale %.2f copies %.2f gemv %.2f\n", kn[k],
+                   pr[6 * k + 1] / n / 1e3, pr[6 * k + 2] / n / 1e3, pr[6 * k + 3] / n / 1e3, pr[6 * k + 4] / n / 1e3,
+                   pr[6 * k + 5] / n / 1e3);
+        }
+    }
+    if (kernel == global_kernel) { /* the last launch's layer REC_EV: each kind's end after the kind before's */
+        unsigned long long h[6 * GCTA], end[6];
+        CHECK(cudaMemcpy(h, a.rec, sizeof h, cudaMemcpyDeviceToHost));
+        for (int k = 0; k < 6; k++) {
+            end[k] = 0;
+            for (int b = 0; b < GCTA; b++)
+                if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
+        }
+        printf("global: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
+               REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
+    }
+    printf("%-10s att %lld ns | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
+           name, a.att_ns, per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
+    free(per);
+}
+
+int main(int argc, char **argv) {
+    args_t a;
+    memset(&a, 0, sizeof a);
+    a.att_ns = argc > 1 ? atoll(argv[1]) : 2500;
+    const int launches = argc > 2 ? atoi(argv[2]) : 10;
+    char *w, *kv;
+    CHECK(cudaMalloc(&w, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
+    CHECK(cudaMemset(w, 0x3c, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
+    CHECK(cudaMalloc(&kv, (size_t)LAYERS * HEADS_KV * KV_BYTES));
+    CHECK(cudaMemset(kv, 0x3c, (size_t)LAYERS * HEADS_KV * KV_BYTES));
+    a.w = w;
+    a.kv = kv;
+    CHECK(cudaMalloc(&a.ev, 8 * 7 * NEV));
+    const int sizes[5] = {H, QKV, QO, H, FF};
+    for (int i = 0; i < 5; i++) {
+        CHECK(cudaMalloc(&a.act[i], sizes[i] * 2));
+        CHECK(cudaMemset(a.act[i], 0x3c, sizes[i] * 2));
+    }
+    CHECK(cudaMalloc(&a.part_o, 16 * H * 4));
+    CHECK(cudaMalloc(&a.part_d, 16 * H * 4));
+    CHECK(cudaMalloc(&a.t, 16));
+    CHECK(cudaMalloc(&a.rec, 8 * 6 * GCTA));
+    CHECK(cudaMalloc(&a.prof, 8 * 24));
+    CHECK(cudaMemset(a.rec, 0, 8 * 6 * GCTA));
+    const int smem = 227 * 1024;
+    CHECK(cudaFuncSetAttribute(global_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    void (*ck[2])(args_t) = {cluster_kernel<8>, cluster_kernel<16>};
+    for (int i = 0; i < 2; i++) {
+        CHECK(cudaFuncSetAttribute(ck[i], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CHECK(cudaFuncSetAttribute(ck[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(GCTA);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    run_sched("global", a, launches, &cfg, global_kernel);
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(NCTA);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    for (int i = 0; i < 2; i++) {
+        const int cs = i ? 16 : 8;
+        attr.val.clusterDim.x = cs;
+        int nclusters = 0;
+        CHECK(cudaOccupancyMaxActiveClusters(&nclusters, ck[i], &cfg));
+        printf("clusters of %d CTAs (227 KB each) resident at once: %d (the schedule needs %d)\n", cs, nclusters, NCTA / cs);
+        if (nclusters < NCTA / cs) continue;
+        char name[32];
+        snprintf(name, sizeof name, "cluster%d", cs);
+        run_sched(name, a, launches, &cfg, ck[i]);
+    }
+    return 0;
+}
