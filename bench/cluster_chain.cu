@@ -27,7 +27,8 @@
  * copies, waits on its event (thread 0 polls; ld.acquire + 32 ns sleeps), reads x through L2,
  * waits for its copies, runs the GEMV from shared memory, stores, signals (red.release).
  *
- *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns]
+ *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns [launches [fast]]]
+ *   (fast 1: the global schedule's GEMVs by gemv_fast)
  *
  * Prints us per layer (median of launches, each STEPS x 28 layers) for each schedule that fits,
  * the global schedule's `end+` spans (each kind's last signal after the kind before's, one layer)
@@ -40,6 +41,9 @@
  * 8.7 / 5.1). The cluster schedules never ran: with 227 KB of shared memory per CTA the H200
  * holds 15 clusters of 8 CTAs at once, or 7 of 16 (cudaOccupancyMaxActiveClusters: its GPCs do
  * not all have 16 SMs), and both need 128 CTAs resident; their code is unverified.
+ * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
+ * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
+ * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.
  */
 #include "micro.cuh"
 #include <cooperative_groups.h>
@@ -65,6 +69,7 @@ typedef struct {
     unsigned long long *t;  /* [2] */
     unsigned long long *rec; /* [6][GCTA]: global schedule, each CTA's signal time per kind at ev REC_EV, [5] down at REC_EV - 1 */
     long long att_ns;
+    int fast; /* the global schedule's GEMV: 0 gemv (a warp per two rows), 1 gemv_fast */
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
 } args_t;
 
@@ -155,6 +160,49 @@ __device__ void gemv(const char *tile, int rows, int K, const float *xs, float *
     }
     __syncthreads();
 }
+/* The same y = tile . xs with the latencies overlapped: warp w takes rows [w R, w R + R) (rows = 8 R),
+ * each lane holds its K / 256 chunks of x in registers and sums all R rows in one pass (two
+ * partial sums per row, every load independent), then the R butterflies interleave. */
+template <int K, int R>
+__device__ void gemv_fast(const char *tile, const float *xs, float *y) {
+    constexpr int NC = K / 256; /* 16-byte chunks per lane and row */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float xr[NC][8];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) xr[c][e] = xs[8 * (lane + 32 * c) + e];
+    float acc[R][2];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint4 u = ((const uint4 *)(tile + (size_t)(warp * R + r) * K * 2))[lane + 32 * c];
+            const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                acc[r][q & 1] += __uint_as_float(uu[q] << 16) * xr[c][2 * q];
+                acc[r][q & 1] += __uint_as_float(uu[q] & 0xffff0000u) * xr[c][2 * q + 1];
+            }
+        }
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r][0] += acc[r][1];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r][0] += __shfl_xor_sync(0xffffffffu, acc[r][0], o);
+    if (lane < R) {
+        float v = acc[0][0];
+#pragma unroll
+        for (int r = 1; r < R; r++)
+            if (lane == r) v = acc[r][0];
+        y[warp * R + lane] = v;
+    }
+    __syncthreads();
+}
+
 /* xs[0 .. n) = the bf16 vector v through L2 (8 per thread and round) */
 __device__ void load_x(const __nv_bfloat16 *v, int n, float *xs) {
     for (int c = threadIdx.x; c < n / 8; c += THREADS) {
@@ -210,7 +258,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             tp[3] = now_ns();
             wait_copies<0>();
             tp[4] = now_ns();
-            gemv(tile, 32, H, xs, y);
+            if (a.fast) gemv_fast<H, 4>(tile, xs, y); else gemv(tile, 32, H, xs, y);
             tp[5] = now_ns();
             prof_add(a, 0, tp);
             if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s);
@@ -237,7 +285,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             tp[2] = tp[3] = now_ns();
             wait_copies<0>();
             tp[4] = now_ns();
-            gemv(tile, 8, QO, xs, y);
+            if (a.fast) gemv_fast<QO, 1>(tile, xs, y); else gemv(tile, 8, QO, xs, y);
             tp[5] = now_ns();
             prof_add(a, 1, tp);
             if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
@@ -253,7 +301,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             tp[3] = now_ns();
             wait_copies<0>();
             tp[4] = now_ns();
-            gemv(tile, 48, H, xs, y);
+            if (a.fast) gemv_fast<H, 6>(tile, xs, y); else gemv(tile, 48, H, xs, y);
             tp[5] = now_ns();
             prof_add(a, 2, tp);
             if (threadIdx.x < 24)
@@ -268,7 +316,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             tp[2] = tp[3] = now_ns();
             wait_copies<0>();
             tp[4] = now_ns();
-            gemv(tile, 8, FF, xs, y);
+            if (a.fast) gemv_fast<FF, 1>(tile, xs, y); else gemv(tile, 8, FF, xs, y);
             tp[5] = now_ns();
             prof_add(a, 3, tp);
             if (threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
@@ -409,8 +457,8 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         printf("global: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
                REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
-    printf("%-10s att %lld ns | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
-           name, a.att_ns, per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
+    printf("%-10s att %lld ns gemv %s | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
+           name, a.att_ns, a.fast ? "fast" : "plain", per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
     free(per);
 }
 
@@ -419,6 +467,7 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.att_ns = argc > 1 ? atoll(argv[1]) : 2500;
     const int launches = argc > 2 ? atoi(argv[2]) : 10;
+    a.fast = argc > 3 ? atoi(argv[3]) : 0;
     char *w, *kv;
     CHECK(cudaMalloc(&w, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
     CHECK(cudaMemset(w, 0x3c, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
