@@ -27,8 +27,8 @@
  * copies, waits on its event (thread 0 polls; ld.acquire + 32 ns sleeps), reads x through L2,
  * waits for its copies, runs the GEMV from shared memory, stores, signals (red.release).
  *
- *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns [launches [fast]]]
- *   (fast 1: the global schedule's GEMVs by gemv_fast)
+ *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns [launches [fast [bloat]]]]
+ *   (fast 1: the global schedule's GEMVs by gemv_fast; bloat: the instruction-fetch probe, args_t)
  *
  * Prints us per layer (median of launches, each STEPS x 28 layers) for each schedule that fits,
  * the global schedule's `end+` spans (each kind's last signal after the kind before's, one layer)
@@ -41,6 +41,11 @@
  * 8.7 / 5.1). The cluster schedules never ran: with 227 KB of shared memory per CTA the H200
  * holds 15 clusters of 8 CTAs at once, or 7 of 16 (cudaOccupancyMaxActiveClusters: its GPCs do
  * not all have 16 SMs), and both need 128 CTAs resident; their code is unverified.
+ * The instruction-fetch probe (argv[4] 2, -DBLOAT_N=N: each GEMV task also runs N dependent FMAs
+ * unrolled, a distinct copy per kind): N 512 (4 x 8.2 KB of code) 26.1 / 26.2 us per layer against
+ * 22.3, about the FMAs' own latency; N 2048 (4 x 32.9 KB) 52.6 / 52.1, ~13 us more than theirs:
+ * once a layer's code no longer fits the SM's instruction cache it is fetched again every layer,
+ * ~100 ns per KB.
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
  * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
  * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.
@@ -70,6 +75,8 @@ typedef struct {
     unsigned long long *rec; /* [6][GCTA]: global schedule, each CTA's signal time per kind at ev REC_EV, [5] down at REC_EV - 1 */
     long long att_ns;
     int fast; /* the global schedule's GEMV: 0 gemv (a warp per two rows), 1 gemv_fast */
+    int bloat; /* 0; 1: every GEMV task also runs BLOAT_N dependent FMAs as a loop (little code); 2: the
+                  same FMAs unrolled, a distinct copy per kind (BLOAT_N x 16 B of code each) */
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
 } args_t;
 
@@ -203,6 +210,38 @@ __device__ void gemv_fast(const char *tile, const float *xs, float *y) {
     __syncthreads();
 }
 
+/* Instruction-fetch probe: BLOAT_N dependent FMAs per task, as a loop (a few instructions of code)
+ * or unrolled into a distinct copy per layer kind (KIND) — the same work, code that the SM must
+ * fetch again each layer if the kinds' copies do not stay in its instruction caches. The result
+ * goes into the task's output as 0 (v is finite: the FMAs contract towards 0). */
+#ifndef BLOAT_N
+#define BLOAT_N 1024
+#endif
+template <int KIND>
+__device__ __noinline__ float bloat_unrolled(float v) {
+#pragma unroll
+    for (int i = 0; i < BLOAT_N; i++) v = fmaf(v, 0.5f + (float)(i % 7) * 1e-3f, (float)(i + KIND) * 1e-9f);
+    return v;
+}
+/* The small-code control. Session 23 measured a first version whose body also took i % 7 and two
+ * int -> float conversions per FMA (136.6 us per layer at BLOAT_N 512: its integer work, not a
+ * control); this one keeps the body to the FMA, an add and the loop's count (not yet measured). */
+__device__ __noinline__ float bloat_loop(float v) {
+    float d = 0.0f;
+#pragma unroll 1
+    for (int i = 0; i < BLOAT_N; i++) {
+        v = fmaf(v, 0.5f, d);
+        d += 1e-9f;
+    }
+    return v;
+}
+template <int KIND>
+__device__ __forceinline__ float bloat(const args_t &a, float v) {
+    if (a.bloat == 1) return bloat_loop(v) * 0.0f;
+    if (a.bloat == 2) return bloat_unrolled<KIND>(v) * 0.0f;
+    return 0.0f;
+}
+
 /* xs[0 .. n) = the bf16 vector v through L2 (8 per thread and round) */
 __device__ void load_x(const __nv_bfloat16 *v, int n, float *xs) {
     for (int c = threadIdx.x; c < n / 8; c += THREADS) {
@@ -261,7 +300,8 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (a.fast) gemv_fast<H, 4>(tile, xs, y); else gemv(tile, 32, H, xs, y);
             tp[5] = now_ns();
             prof_add(a, 0, tp);
-            if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s);
+            const float z = bloat<0>(a, y[0]);
+            if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s + z);
             signal_rec(E + ev, a, ev, 0);
         }
         if (b >= 124) { /* the attention of KV head b - 124: its KV rows, q|k|v, then ATT_NS */
@@ -288,7 +328,8 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (a.fast) gemv_fast<QO, 1>(tile, xs, y); else gemv(tile, 8, QO, xs, y);
             tp[5] = now_ns();
             prof_add(a, 1, tp);
-            if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
+            const float z = bloat<1>(a, y[0]);
+            if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z);
             signal_rec(E + 2 * NEV + ev, a, ev, 2);
             /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u */
             tp[0] = now_ns();
@@ -304,8 +345,9 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (a.fast) gemv_fast<H, 6>(tile, xs, y); else gemv(tile, 48, H, xs, y);
             tp[5] = now_ns();
             prof_add(a, 2, tp);
+            const float z2 = bloat<2>(a, y[0]);
             if (threadIdx.x < 24)
-                a.act[4][b * 24 + threadIdx.x] = __float2bfloat16(silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s);
+                a.act[4][b * 24 + threadIdx.x] = __float2bfloat16(silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s + z2);
             signal_rec(E + 3 * NEV + ev, a, ev, 3);
             /* down: h + W [8 rows of 3072] . mlp */
             tp[0] = now_ns();
@@ -319,7 +361,8 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (a.fast) gemv_fast<FF, 1>(tile, xs, y); else gemv(tile, 8, FF, xs, y);
             tp[5] = now_ns();
             prof_add(a, 3, tp);
-            if (threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x]);
+            const float z3 = bloat<3>(a, y[0]);
+            if (threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z3);
             signal_rec(E + 4 * NEV + ev, a, ev, 4);
         }
     }
@@ -457,8 +500,8 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         printf("global: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
                REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
-    printf("%-10s att %lld ns gemv %s | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
-           name, a.att_ns, a.fast ? "fast" : "plain", per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
+    printf("%-10s att %lld ns gemv %s bloat %d | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
+           name, a.att_ns, a.fast ? "fast" : "plain", a.bloat, per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
     free(per);
 }
 
@@ -468,6 +511,7 @@ int main(int argc, char **argv) {
     a.att_ns = argc > 1 ? atoll(argv[1]) : 2500;
     const int launches = argc > 2 ? atoi(argv[2]) : 10;
     a.fast = argc > 3 ? atoi(argv[3]) : 0;
+    a.bloat = argc > 4 ? atoi(argv[4]) : 0;
     char *w, *kv;
     CHECK(cudaMalloc(&w, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
     CHECK(cudaMemset(w, 0x3c, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
