@@ -43,7 +43,8 @@
  * not all have 16 SMs), and both need 128 CTAs resident; their code is unverified.
  * The instruction-fetch probe (argv[4] 2, -DBLOAT_N=N: each GEMV task also runs N dependent FMAs
  * unrolled, a distinct copy per kind): N 512 (4 x 8.2 KB of code) 26.1 / 26.2 us per layer against
- * 22.3, about the FMAs' own latency; N 2048 (4 x 32.9 KB) 52.6 / 52.1, ~13 us more than theirs:
+ * 22.3, about the FMAs' own latency; N 2048 (4 x 32.9 KB) 52.6 / 52.1, ~13 us more than theirs
+ * (4 x N 512's cost would be +17.5 us; it is +30.6):
  * once a layer's code no longer fits the SM's instruction cache it is fetched again every layer,
  * ~100 ns per KB.
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
@@ -223,9 +224,9 @@ __device__ __noinline__ float bloat_unrolled(float v) {
     for (int i = 0; i < BLOAT_N; i++) v = fmaf(v, 0.5f + (float)(i % 7) * 1e-3f, (float)(i + KIND) * 1e-9f);
     return v;
 }
-/* The small-code control. Session 23 measured a first version whose body also took i % 7 and two
- * int -> float conversions per FMA (136.6 us per layer at BLOAT_N 512: its integer work, not a
- * control); this one keeps the body to the FMA, an add and the loop's count (not yet measured). */
+/* The small-code control, which is none: even cut to the FMA, an add and the count, the loop
+ * costs ~28 cycles per iteration (session 23: 50.8 us per layer at BLOAT_N 512 against 26.1
+ * unrolled and 21.8 without), so the probe reads the unrolled sizes against each other. */
 __device__ __noinline__ float bloat_loop(float v) {
     float d = 0.0f;
 #pragma unroll 1
