@@ -275,6 +275,33 @@ __device__ float rms_scale(const float *xs, int n, float *red) {
 }
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
+/* One GEMV task of the global schedule up to its sums: its tile's copies, the wait (none when ctr
+ * is null), x [K] through L2, with RMS the row scale, the copies landed, y = tile . x (8 R rows);
+ * the phases into prof[kind]. Returns the scale (1 without RMS). */
+template <int K, int R, bool RMS>
+__device__ float gemv_task(const args_t &a, int kind, char *tile, const char *src, int bytes,
+                           const unsigned long long *ctr, unsigned long long need, const __nv_bfloat16 *x, float *xs,
+                           float *y, float *red) {
+    uint64_t tp[6];
+    tp[0] = now_ns();
+    issue_copies(tile, src, bytes);
+    if (ctr) wait_event(ctr, need);
+    tp[1] = now_ns();
+    load_x(x, K, xs);
+    tp[2] = now_ns();
+    const float s = RMS ? rms_scale(xs, K, red) : 1.0f;
+    tp[3] = RMS ? now_ns() : tp[2];
+    wait_copies<0>();
+    tp[4] = now_ns();
+    if (a.fast)
+        gemv_fast<K, R>(tile, xs, y);
+    else
+        gemv(tile, 8 * R, K, xs, y);
+    tp[5] = now_ns();
+    prof_add(a, kind, tp);
+    return s;
+}
+
 /* ---- pk's schedule: five grid-wide hand-offs per layer ---------------------------------------- */
 __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
     extern __shared__ __align__(128) char sm[];
@@ -287,20 +314,8 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
         const int l = ev % LAYERS;
         const char *W = a.w + (size_t)l * LAYER_BYTES * 3 / 2;
         if (b < 128) { /* qkv: rmsnorm(resid) . W [32 rows] */
-            uint64_t tp[6];
-            tp[0] = now_ns();
-            issue_copies(tile, W + (size_t)b * QKV_TILE, QKV_TILE);
-            if (ev > 0) wait_event(E + 4 * NEV + ev - 1, 128);
-            tp[1] = now_ns();
-            load_x(a.act[0], H, xs);
-            tp[2] = now_ns();
-            const float s = rms_scale(xs, H, red);
-            tp[3] = now_ns();
-            wait_copies<0>();
-            tp[4] = now_ns();
-            if (a.fast) gemv_fast<H, 4>(tile, xs, y); else gemv(tile, 32, H, xs, y);
-            tp[5] = now_ns();
-            prof_add(a, 0, tp);
+            const float s = gemv_task<H, 4, true>(a, 0, tile, W + (size_t)b * QKV_TILE, QKV_TILE,
+                                                  ev > 0 ? E + 4 * NEV + ev - 1 : nullptr, 128, a.act[0], xs, y, red);
             const float z = bloat<0>(a, y[0]);
             if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s + z);
             signal_rec(E + ev, a, ev, 0);
@@ -317,57 +332,39 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
         }
         const char *Wo = W + 128 * QKV_TILE, *Wgu = Wo + 128 * O_TILE, *Wd = Wgu + 128 * GU_TILE;
         if (b < 128) { /* o_proj: resid + W [8 rows of 2048] . att */
-            uint64_t tp[6];
-            tp[0] = now_ns();
-            issue_copies(tile, Wo + (size_t)b * O_TILE, O_TILE);
-            wait_event(E + NEV + ev, HEADS_KV);
-            tp[1] = now_ns();
-            load_x(a.act[2], QO, xs);
-            tp[2] = tp[3] = now_ns();
-            wait_copies<0>();
-            tp[4] = now_ns();
-            if (a.fast) gemv_fast<QO, 1>(tile, xs, y); else gemv(tile, 8, QO, xs, y);
-            tp[5] = now_ns();
-            prof_add(a, 1, tp);
+            gemv_task<QO, 1, false>(a, 1, tile, Wo + (size_t)b * O_TILE, O_TILE, E + NEV + ev, HEADS_KV, a.act[2], xs, y,
+                                    red);
             const float z = bloat<1>(a, y[0]);
             if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z);
             signal_rec(E + 2 * NEV + ev, a, ev, 2);
             /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u */
-            tp[0] = now_ns();
-            issue_copies(tile, Wgu + (size_t)b * GU_TILE, GU_TILE);
-            wait_event(E + 2 * NEV + ev, 128);
-            tp[1] = now_ns();
-            load_x(a.act[3], H, xs);
-            tp[2] = now_ns();
-            const float s = rms_scale(xs, H, red);
-            tp[3] = now_ns();
-            wait_copies<0>();
-            tp[4] = now_ns();
-            if (a.fast) gemv_fast<H, 6>(tile, xs, y); else gemv(tile, 48, H, xs, y);
-            tp[5] = now_ns();
-            prof_add(a, 2, tp);
+            const float s = gemv_task<H, 6, true>(a, 2, tile, Wgu + (size_t)b * GU_TILE, GU_TILE, E + 2 * NEV + ev, 128,
+                                                  a.act[3], xs, y, red);
             const float z2 = bloat<2>(a, y[0]);
             if (threadIdx.x < 24)
                 a.act[4][b * 24 + threadIdx.x] = __float2bfloat16(silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s + z2);
             signal_rec(E + 3 * NEV + ev, a, ev, 3);
             /* down: h + W [8 rows of 3072] . mlp */
-            tp[0] = now_ns();
-            issue_copies(tile, Wd + (size_t)b * D_TILE, D_TILE);
-            wait_event(E + 3 * NEV + ev, 128);
-            tp[1] = now_ns();
-            load_x(a.act[4], FF, xs);
-            tp[2] = tp[3] = now_ns();
-            wait_copies<0>();
-            tp[4] = now_ns();
-            if (a.fast) gemv_fast<FF, 1>(tile, xs, y); else gemv(tile, 8, FF, xs, y);
-            tp[5] = now_ns();
-            prof_add(a, 3, tp);
+            gemv_task<FF, 1, false>(a, 3, tile, Wd + (size_t)b * D_TILE, D_TILE, E + 3 * NEV + ev, 128, a.act[4], xs, y,
+                                    red);
             const float z3 = bloat<3>(a, y[0]);
             if (threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z3);
             signal_rec(E + 4 * NEV + ev, a, ev, 4);
         }
     }
     if (b == 0 && threadIdx.x == 0) a.t[1] = now_ns();
+}
+
+/* The cluster schedule's residual: r += the nparts fp32 partials part [nparts][H] (through L2), xs =
+ * r; a barrier. Every CTA adds them in the same order, so every copy of r has the same bits. */
+__device__ void add_partials(float *r, float *xs, const float *part, int nparts) {
+    for (int k = threadIdx.x; k < H; k += THREADS) {
+        float v = r[k];
+        for (int j = 0; j < nparts; j++) v += __ldcg(part + j * H + k);
+        r[k] = v;
+        xs[k] = v;
+    }
+    __syncthreads();
 }
 
 /* ---- the cluster schedule: two grid-wide hand-offs, three cluster barriers per layer ---------- */
@@ -402,14 +399,7 @@ __global__ void __launch_bounds__(THREADS, 1) cluster_kernel(args_t a) {
         if (rank == 0) issue_copies(tC, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES, KV_BYTES);
         /* 1. x = r + the down partials (grid-wide hand-off 1) */
         if (ev > 0) wait_event(Ed + ev - 1, NCTA);
-        for (int k = threadIdx.x; k < H; k += THREADS) {
-            float v = r[k];
-            if (ev > 0)
-                for (int j = 0; j < NCL; j++) v += __ldcg(a.part_d + j * H + k);
-            r[k] = v;
-            xs[k] = v;
-        }
-        __syncthreads();
+        add_partials(r, xs, a.part_d, ev > 0 ? NCL : 0);
         float s = rms_scale(xs, H, red);
         /* 2. this CTA's q|k|v rows into rank 0 */
         if (rank == 0)
@@ -438,13 +428,7 @@ __global__ void __launch_bounds__(THREADS, 1) cluster_kernel(args_t a) {
         if (threadIdx.x < ROWS_OUT) a.part_o[c * H + rank * ROWS_OUT + threadIdx.x] = y[threadIdx.x];
         signal(Eo + ev);
         wait_event(Eo + ev, NCTA);
-        for (int k = threadIdx.x; k < H; k += THREADS) {
-            float v = r[k];
-            for (int j = 0; j < NCL; j++) v += __ldcg(a.part_o + j * H + k);
-            r[k] = v;
-            xs[k] = v;
-        }
-        __syncthreads();
+        add_partials(r, xs, a.part_o, NCL);
         s = rms_scale(xs, H, red);
         /* 5. gate_up: 24 features of the cluster's FEAT */
         wait_copies<1>();
