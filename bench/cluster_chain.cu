@@ -81,14 +81,6 @@ typedef struct {
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
 } args_t;
 
-__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_release(unsigned long long *p) {
-    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
-}
 /* Thread 0 polls (a stuck wait traps after 1 s: the model must not hang the device), then the
  * barrier. */
 __device__ void wait_event(const unsigned long long *c, unsigned long long need) {
@@ -103,13 +95,13 @@ __device__ void wait_event(const unsigned long long *c, unsigned long long need)
 }
 __device__ void signal(unsigned long long *c) {
     __syncthreads();
-    if (threadIdx.x == 0) red_release(c);
+    if (threadIdx.x == 0) red_release(c, 1);
 }
 /* The global schedule's signal, its time recorded at ev REC_EV (kind k of CTA blockIdx.x). */
 __device__ void signal_rec(unsigned long long *c, const args_t &a, int ev, int k) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        red_release(c);
+        red_release(c, 1);
         if (ev == REC_EV) a.rec[k * GCTA + blockIdx.x] = now_ns();
         if (ev == REC_EV - 1 && k == 4) a.rec[5 * GCTA + blockIdx.x] = now_ns(); /* the down before */
     }

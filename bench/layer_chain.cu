@@ -55,11 +55,6 @@ enum { V_L2_EARLY = 1, V_DELAY = 2, V_CHAIN = 4 };
 #define LC_HINT 0
 #endif
 
-__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
 
 /* A warp's stream over its groups of a tile: step i copies chunk j = i % nj of group
  * warp + 8 * (i / nj), 4 rows, 16 B per lane per row, into slot i % NS. */
@@ -199,7 +194,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(const layer_t *layers
         __syncthreads();
         const uint64_t t1 = now_ns();
         if (threadIdx.x == 0) {
-            asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(&ctr[l]), "l"(1ull) : "memory");
+            red_release(&ctr[l], 1);
             rec[((uint64_t)l * gridDim.x + t) * 2 + 0] = t0;
             rec[((uint64_t)l * gridDim.x + t) * 2 + 1] = t1;
         }
