@@ -8,7 +8,11 @@
  * block 0 sets D ns after the launch's start; the latency is the poll's success time minus the
  * flag's store time, then the time to load an 8 KB x vector (ld.global.cg, all threads).
  *
- *   nvcc -O3 -arch=sm_90a -o build/poll_latency bench/poll_latency.cu && build/poll_latency
+ *   nvcc -O3 -arch=sm_90a -o build/poll_latency bench/poll_latency.cu && build/poll_latency [half]
+ *
+ * `half` (session 25): cpasync only, and the odd blocks copy nothing — their poll and x stage are
+ * reported apart from the copying blocks': whether an SM without copies of its own sees the event
+ * late while the others stream (the premise of comm_handoff.cu's communicator CTAs).
  *
  * Copy methods: `cpasync` (per-thread 16-byte cp.async.cg with the evict-first policy, the
  * GEMV's async path: 8 warps x 4 rows x 512 B per stage), `bulk` (the same bytes as 512-byte
@@ -21,6 +25,7 @@
  * landed by then?
  */
 #include "micro.cuh"
+#include <string.h>
 
 enum { THREADS = 256, WARPS = THREADS / 32, STAGE_BYTES = 16 << 10, MAX_STAGES = 12, ROW_BYTES = 8192 };
 enum { M_NONE = 0, M_CPASYNC = 1, M_BULK = 2, M_PACED = 3, M_PACED_X = 4, M_PACED_XH = 5 };
@@ -30,7 +35,7 @@ enum { PACE = 3 }; /* paced: stages in flight ahead of the poll (48 KB) */
  * landed, [3] checksum */
 __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const uint4 *x, uint64_t region, int method,
                                                           int stages, uint64_t delay_ns, unsigned long long *flag,
-                                                          unsigned long long *rec) {
+                                                          unsigned long long *rec, int half) {
     extern __shared__ __align__(128) char smem[];
     __shared__ __align__(8) unsigned long long bars[MAX_STAGES];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -45,6 +50,7 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
         }
         return;
     }
+    if (half && (blockIdx.x & 1)) stages = 0; /* `half`: the odd blocks copy nothing, only poll */
     /* this block's tile: 8 warps x 4 rows of ROW_BYTES, a stage is 512 B of each row */
     const char *tile = w + (uint64_t)blockIdx.x * region;
     uint64_t pol;
@@ -182,7 +188,10 @@ __global__ void __launch_bounds__(THREADS, 1) poll_kernel(const char *w, const u
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* `half`: only cpasync; the odd blocks copy nothing and are reported apart — does an SM
+     * without copies of its own see the event late when the others copy? (session 25) */
+    const int half = argc > 1 && strcmp(argv[1], "half") == 0;
     int nsm = 0;
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     const uint64_t region = 32 * ROW_BYTES; /* a block's tile: 8 warps x 4 rows, 256 KB */
@@ -205,6 +214,39 @@ int main(void) {
     const int stage_counts[] = {0, 3, 5, 11};
     const uint64_t delays[] = {500, 2000, 4000};
     int launch = 0;
+    if (half) {
+        printf("half the blocks copy (cpasync), half copy nothing | poll latency p50 (us): copying  idle | x stage p50: "
+               "copying  idle\n");
+        for (int si = 1; si < 4; si++)
+            for (int di = 0; di < 3; di++) {
+                int n[2] = {0, 0};
+                for (int rep = 0; rep < 16; rep++, launch++) {
+                    CHECK(cudaMemset(flag, 0, 8));
+                    const char *wl = w + (uint64_t)(launch % nregions) * region * nsm;
+                    poll_kernel<<<nsm, THREADS, smem>>>(wl, x, region, M_CPASYNC, stage_counts[si], delays[di], flag,
+                                                        rec, 1);
+                    CHECK(cudaDeviceSynchronize());
+                    CHECK(cudaMemcpy(h, rec, 32 * nsm, cudaMemcpyDeviceToHost));
+                    if (rep < 2) continue;
+                    const double ts = (double)h[0];
+                    for (int b = 1; b < nsm; b++) {
+                        const int g = b & 1, i = g * nsm * 8 + n[g]++;
+                        lat[i] = ((double)h[4 * b] - ts) / 1e3;
+                        xt[i] = ((double)h[4 * b + 1] - (double)h[4 * b]) / 1e3;
+                    }
+                }
+                double med[2][2];
+                for (int g = 0; g < 2; g++) {
+                    qsort(lat + g * nsm * 8, n[g], sizeof(double), cmp_double);
+                    qsort(xt + g * nsm * 8, n[g], sizeof(double), cmp_double);
+                    med[g][0] = lat[g * nsm * 8 + n[g] / 2];
+                    med[g][1] = xt[g * nsm * 8 + n[g] / 2];
+                }
+                printf("PRE %3d KB on %d blocks, D %.1f us | %28.2f %5.2f | %19.2f %5.2f\n", stage_counts[si] * 16,
+                       nsm / 2, delays[di] / 1e3, med[0][0], med[1][0], med[0][1], med[1][1]);
+            }
+        return 0;
+    }
     printf("%-8s %6s %7s | poll latency (us): p50    p90    max | x stage p50  p90 | copies landed (after flag) p50  max\n",
            "method", "PRE KB", "D us");
     for (int m = 0; m < 6; m++)
@@ -215,7 +257,7 @@ int main(void) {
                 for (int rep = 0; rep < 16; rep++, launch++) {
                     CHECK(cudaMemset(flag, 0, 8));
                     const char *wl = w + (uint64_t)(launch % nregions) * region * nsm;
-                    poll_kernel<<<nsm, THREADS, smem>>>(wl, x, region, m, stage_counts[si], delays[di], flag, rec);
+                    poll_kernel<<<nsm, THREADS, smem>>>(wl, x, region, m, stage_counts[si], delays[di], flag, rec, 0);
                     CHECK(cudaDeviceSynchronize());
                     CHECK(cudaMemcpy(h, rec, 32 * nsm, cudaMemcpyDeviceToHost));
                     if (rep < 2) continue; /* warm-up */
