@@ -36,7 +36,13 @@
  * Measured on the H200 (session 25, two runs within 0.01 us; us per hand-off at PRE 0 / 32 / 64 KB):
  * event 1.41 / 2.34 / 3.20, ahead 1.41 / 2.25 / 3.19, comm with flags, clusters of 4 (120 CTAs)
  * 2.74 / 3.34 / 3.97, of 8 3.79 / 4.25 / 4.56; bytes alone 0 / 0.90 / 1.80. The H200 holds 66
- * clusters of 2, 30 of 4, 15 of 8, 7 of 16 at 227 KB per CTA. comm-tx (st.async) not yet run.
+ * clusters of 2, 30 of 4, 15 of 8, 7 of 16 at 227 KB per CTA. comm-tx (st.async), clusters of 4
+ * 1.87 / 2.51 / 3.22, of 8 2.24 / 2.76 / 3.46: a DSMEM hop ~0.23 us, the bytes overlap in part,
+ * from a higher base (docs/PERF.md "Session 25").
+ *
+ * stream (L_STREAM, session 25): pk's protocol with a producer warp per CTA that streams the
+ * weights as 16 KB bulk copies through a ring, paced to at most `inflight` slots landing at once
+ * (printed after the table above, per pace).
  */
 #include "micro.cuh"
 #include <cooperative_groups.h>
@@ -46,9 +52,11 @@
 namespace cg = cooperative_groups;
 
 enum { THREADS = 256, WARPS = THREADS / 32, V = 2048, NPAIR = V / 2, STAGES = 512, NCTA = 128 };
-enum { L_EVENT = 0, L_AHEAD = 1, L_COMM = 2, L_COMM_TX = 3 };
-static const char *layout_names[4] = {"event", "ahead", "comm", "comm-tx"};
+enum { L_EVENT = 0, L_AHEAD = 1, L_COMM = 2, L_COMM_TX = 3, L_STREAM = 4 };
+static const char *layout_names[5] = {"event", "ahead", "comm", "comm-tx", "stream"};
+enum { SLOT = 16 << 10, NSLOT = 12 }; /* stream: a ring of 12 slots of 16 KB */
 static_assert(V == THREADS * 8, "each thread holds 8 elements of x");
+static_assert(THREADS == 256, "consumer_sync's named barrier counts 256 threads");
 
 typedef struct {
     int layout;
@@ -57,6 +65,7 @@ typedef struct {
     const char *w;             /* 1 GB of weights; stage s, copier i reads region (s · ncopy + i) % nregion */
     uint64_t nregion;
     int ncopy;                 /* copying CTAs */
+    int inflight;              /* stream: slots in flight at most (the pace) */
     unsigned long long *ctr;   /* [STAGES + 1] grid-wide event counters */
     uint32_t *plain[2];        /* [NPAIR] bf16 pairs: stage s reads plain[s & 1], writes the other */
     unsigned long long *t;     /* block 0's start and end */
@@ -126,6 +135,16 @@ __device__ void issue_tile(char *dst, const args_t &a, int stage, int copier) {
 
 /* The row scale from this thread's 8 elements (pairs pr), in one fixed order: the same bits in
  * every layout. Ends with a barrier; red is free again after the next one. */
+/* The consumers' barrier: the whole CTA, or (stream layout: a producer warp beside them) the
+ * THREADS consumer threads alone on named barrier 1. */
+template <bool NAMED>
+__device__ __forceinline__ void consumer_sync(void) {
+    if (NAMED)
+        asm volatile("bar.sync 1, 256;" ::: "memory"); /* THREADS */
+    else
+        __syncthreads();
+}
+template <bool NAMED = false>
 __device__ float row_scale(const uint32_t pr[4], float *red) {
     float ss = 0.0f;
 #pragma unroll
@@ -136,7 +155,7 @@ __device__ float row_scale(const uint32_t pr[4], float *red) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-    __syncthreads();
+    consumer_sync<NAMED>();
     float tot = 0.0f;
 #pragma unroll
     for (int w = 0; w < WARPS; w++) tot += red[w];
@@ -188,6 +207,83 @@ __global__ void __launch_bounds__(THREADS, 1) grid_kernel(args_t a) {
         }
         __syncthreads(); /* every store issued (and red read) before the release */
         if (tid == 0) red_release(a.ctr + s + 1, 1);
+    }
+    if (b == 0 && tid == 0) a.t[1] = now_ns();
+}
+
+/* ---- a paced stream beside pk's protocol (L_STREAM): warp 8 copies, warps 0-7 hand off ------
+ * The weights flow through a ring of NSLOT 16 KB slots as one continuous stream of chunks (stage s
+ * reads chunks [s C, (s + 1) C), C = chunk / SLOT): one lane of the producer warp issues chunk k
+ * (a cp.async.bulk onto slot k % NSLOT's mbarrier) once its slot's previous chunk was consumed and
+ * fewer than `inflight` chunks are still landing — so the memory system never holds more than
+ * 128 · inflight · 16 KB of this kernel's copies, and DRAM streams through the hand-offs instead
+ * of in a burst at each stage's start. The consumers run event's chain, waiting on the stage's
+ * slots instead of cp.async groups. */
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+__global__ void __launch_bounds__(THREADS + 32, 1) stream_kernel(args_t a) {
+    extern __shared__ __align__(128) char ring[]; /* [NSLOT][SLOT] */
+    __shared__ __align__(8) uint64_t full[NSLOT];
+    __shared__ volatile int consumed; /* stages the consumers are done with */
+    __shared__ float red[WARPS];
+    const int tid = threadIdx.x, b = blockIdx.x, C = (int)(a.chunk / SLOT);
+    if (tid == 0) {
+        for (int i = 0; i < NSLOT; i++) mbar_init(&full[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        consumed = 0;
+    }
+    __syncthreads();
+    if (b == 0 && tid == 0) a.t[0] = now_ns();
+    if (tid >= THREADS) { /* the producer warp: lane 0 issues, paced */
+        if (tid == THREADS && C > 0) {
+            const long total = (long)STAGES * C;
+            long landed = 0; /* chunks [0, landed) are known to have landed */
+            for (long k = 0; k < total; k++) {
+                while (k >= NSLOT && (k - NSLOT) / C >= consumed) { } /* the slot's last chunk consumed */
+                while (k - landed >= a.inflight) { /* the pace */
+                    mbar_wait(&full[landed % NSLOT], (uint32_t)(landed / NSLOT) & 1);
+                    landed++;
+                }
+                const int slot = (int)(k % NSLOT);
+                mbar_expect(&full[slot], SLOT);
+                bulk_copy(ring + (size_t)slot * SLOT, a.w + (((uint64_t)k * NCTA + b) % a.nregion) * SLOT, SLOT,
+                          &full[slot]);
+            }
+        }
+        return;
+    }
+    for (int s = 0; s < STAGES; s++) {
+        const int in = s & 1;
+        if (tid == 0 && s > 0)
+            while (ld_acquire(a.ctr + s) < NCTA) __nanosleep(32);
+        consumer_sync<true>();
+        const uint4 v = __ldcg((const uint4 *)(a.plain[in] + 4 * tid));
+        const uint32_t pr[4] = {v.x, v.y, v.z, v.w};
+        float touch = 0.0f;
+        for (int j = 0; j < C; j++) { /* the stage's slots */
+            const long k = (long)s * C + j;
+            mbar_wait(&full[k % NSLOT], (uint32_t)(k / NSLOT) & 1);
+            if (j == 0) touch = (float)(ring[(k % NSLOT) * SLOT + (16 * tid) % SLOT] == 0x7f);
+        }
+        const float scale = row_scale<true>(pr, red);
+        const int p0 = b * (NPAIR / NCTA);
+        for (int q = 0; q < 4; q++) {
+            const int p = 4 * tid + q;
+            if (p >= p0 && p < p0 + NPAIR / NCTA) {
+                const uint32_t y = out_pair(pr[q], scale, touch);
+                a.plain[in ^ 1][p] = y;
+                if (s == STAGES - 1) a.result[p] = y;
+            }
+        }
+        consumer_sync<true>(); /* every store issued, red and the slots read */
+        if (tid == 0) {
+            consumed = s + 1;
+            red_release(a.ctr + s + 1, 1);
+        }
     }
     if (b == 0 && tid == 0) a.t[1] = now_ns();
 }
@@ -330,6 +426,7 @@ int main(int argc, char **argv) {
     const int dyn_grid = (int)(prop.sharedMemPerBlockOptin - fa_grid.sharedSizeBytes);
     const int dyn_comm = (int)(prop.sharedMemPerBlockOptin - fa_comm.sharedSizeBytes);
     CHECK(cudaFuncSetAttribute(grid_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_grid));
+    CHECK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, NSLOT * SLOT));
     void (*comm[2])(args_t) = {comm_kernel<false>, comm_kernel<true>};
     for (int i = 0; i < 2; i++) {
         CHECK(cudaFuncSetAttribute(comm[i], cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_comm));
@@ -397,6 +494,27 @@ int main(int argc, char **argv) {
                    pres[pi], a.chunk / 1024.0, us, total / 4.66e6);
         }
     }
+    /* the paced stream: 16 KB slots, `inflight` of them landing at most per CTA */
+    const int paces[] = {1, 2, 3, 4, NSLOT};
+    for (int pi = 1; pi < 3; pi++)
+        for (int qi = 0; qi < 5; qi++) {
+            const uint64_t total = (uint64_t)NCTA * pres[pi] * 1024;
+            a.layout = L_STREAM;
+            a.ncl = 0;
+            a.ncopy = NCTA;
+            a.chunk = (uint32_t)(total / NCTA);
+            a.inflight = paces[qi];
+            a.nregion = wbytes / SLOT;
+            cfg.numAttrs = 0;
+            cfg.gridDim = dim3(NCTA);
+            cfg.blockDim = dim3(THREADS + 32);
+            cfg.dynamicSmemBytes = NSLOT * SLOT;
+            const double us = run(a, launches, &cfg, stream_kernel, hx, got);
+            if (memcmp(ref, got, sizeof ref) != 0) bad++;
+            printf("%-8s %3d %4d %6d %8.1f | %19.3f | %.3f   (at most %d KB in flight per CTA)\n", "stream", 1, NCTA,
+                   pres[pi], a.chunk / 1024.0, us, total / 4.66e6, paces[qi] * SLOT / 1024);
+        }
+    cfg.blockDim = dim3(THREADS);
     printf("final vectors: %s\n", bad ? "MISMATCH between layouts" : "identical in every layout");
     return bad != 0;
 }

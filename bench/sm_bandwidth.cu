@@ -3,7 +3,9 @@
  * is that the SM they landed on rather than the work?
  *
  *   nvcc -O3 -arch=sm_90a -o build/sm_bandwidth bench/sm_bandwidth.cu
- *   build/sm_bandwidth [MB per SM, default 64] [reps, default 3]
+ *   build/sm_bandwidth [MB per SM, default 64] [reps, default 3] [blocks, default every SM]
+ *   (blocks < SMs, session 25: how fast each SM streams when only some of them do — what a layout
+ *   that keeps some SMs off the weights, comm_handoff.cu's communicators, costs in bandwidth)
  *
  * Streaming: one block per SM (the shared memory asked for allows no second), 512 threads, a ring
  * of 12 stages of 16 KB filled with 16-byte cp.async.cg copies (as the decode GEMV's streamed path
@@ -58,6 +60,7 @@ int main(int argc, char **argv) {
     int nsm = 0;
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     if (nsm > MAX_SM) nsm = MAX_SM;
+    if (argc > 3 && atoi(argv[3]) > 0 && atoi(argv[3]) < nsm) nsm = atoi(argv[3]); /* blocks: one per SM */
 
     const uint64_t region = 16ull << 20, bytes = mb << 20; /* 16 MB per block: 132 of them > L2 */
     uint4 *buf;
