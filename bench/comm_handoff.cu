@@ -181,6 +181,21 @@ __device__ __forceinline__ float touch_of(const char *tile, uint32_t chunk) {
     return chunk ? (float)(tile[(16 * threadIdx.x) % chunk] == 0x7f) : 0.0f; /* this thread's own copy */
 }
 
+/* A 128-CTA layout's outputs of stage s: CTA b's NPAIR / NCTA pairs, stored by the threads that
+ * hold them (thread t holds pairs 4t .. 4t + 3) into the next stage's input, and the last stage's
+ * into result. */
+__device__ void store_slice(const args_t &a, int s, const uint32_t pr[4], float scale, float touch) {
+    const int p0 = blockIdx.x * (NPAIR / NCTA);
+    for (int q = 0; q < 4; q++) {
+        const int p = 4 * threadIdx.x + q;
+        if (p >= p0 && p < p0 + NPAIR / NCTA) {
+            const uint32_t y = out_pair(pr[q], scale, touch);
+            a.plain[(s & 1) ^ 1][p] = y;
+            if (s == STAGES - 1) a.result[p] = y;
+        }
+    }
+}
+
 /* ---- pk's protocol on NCTA CTAs: event (L_EVENT) or two tiles in flight (L_AHEAD) ------------ */
 __global__ void __launch_bounds__(THREADS, 1) grid_kernel(args_t a) {
     extern __shared__ __align__(128) char tiles[]; /* [2][chunk] */
@@ -206,16 +221,7 @@ __global__ void __launch_bounds__(THREADS, 1) grid_kernel(args_t a) {
         }
         const float scale = row_scale(pr, red);
         const float touch = touch_of(tile, a.chunk);
-        /* this CTA's NPAIR / NCTA pairs: thread t holds pairs 4t .. 4t + 3, so the owners store */
-        const int p0 = b * (NPAIR / NCTA);
-        for (int q = 0; q < 4; q++) {
-            const int p = 4 * tid + q;
-            if (p >= p0 && p < p0 + NPAIR / NCTA) {
-                const uint32_t y = out_pair(pr[q], scale, touch);
-                a.plain[in ^ 1][p] = y;
-                if (s == STAGES - 1) a.result[p] = y;
-            }
-        }
+        store_slice(a, s, pr, scale, touch);
         __syncthreads(); /* every store issued (and red read) before the release */
         if (tid == 0) red_release(a.ctr + s + 1, 1);
     }
@@ -284,15 +290,7 @@ __global__ void __launch_bounds__(THREADS + 32, 1) stream_kernel(args_t a) {
             if (j == 0) touch = (float)(ring[(k % NSLOT) * SLOT + (16 * tid) % SLOT] == 0x7f);
         }
         const float scale = row_scale<true>(pr, red);
-        const int p0 = b * (NPAIR / NCTA);
-        for (int q = 0; q < 4; q++) {
-            const int p = 4 * tid + q;
-            if (p >= p0 && p < p0 + NPAIR / NCTA) {
-                const uint32_t y = out_pair(pr[q], scale, touch);
-                a.plain[in ^ 1][p] = y;
-                if (s == STAGES - 1) a.result[p] = y;
-            }
-        }
+        store_slice(a, s, pr, scale, touch);
         consumer_sync<true>(); /* every store issued, red and the slots read */
         if (tid == 0) {
             consumed = s + 1;
