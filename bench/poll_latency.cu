@@ -12,7 +12,10 @@
  *
  * `half` (session 25): cpasync only, and the odd blocks copy nothing — their poll and x stage are
  * reported apart from the copying blocks': whether an SM without copies of its own sees the event
- * late while the others stream (the premise of comm_handoff.cu's communicator CTAs).
+ * late while the others stream (the premise of comm_handoff.cu's communicator CTAs). Measured
+ * (session 25, medians, us after the flag): 176 KB on the copying half, D 0.5: poll 2.82 copying /
+ * 2.05 idle, x 0.26 / 1.02 — together 3.08 / 3.07: it does; an L2 round trip waits behind the
+ * DRAM traffic queued by any SM. 80 KB: 1.54 / 1.28 and 0.26 / 0.51; 48 KB: 1.02 / 0.77, 0.26.
  *
  * Copy methods: `cpasync` (per-thread 16-byte cp.async.cg with the evict-first policy, the
  * GEMV's async path: 8 warps x 4 rows x 512 B per stage), `bulk` (the same bytes as 512-byte
