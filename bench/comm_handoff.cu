@@ -57,14 +57,26 @@ enum { THREADS = 256, WARPS = THREADS / 32, V = 2048, NPAIR = V / 2, STAGES = 51
 enum { L_EVENT = 0, L_AHEAD = 1, L_COMM = 2, L_COMM_TX = 3, L_STREAM = 4 };
 static const char *layout_names[5] = {"event", "ahead", "comm", "comm-tx", "stream"};
 enum { SLOT = 16 << 10, NSLOT = 12 }; /* stream: a ring of 12 slots of 16 KB */
-/* seq: a Qwen3-0.6B layer's GEMV tiles per CTA in pk's order (qkv, o_proj, gate_up, down) */
-__constant__ int SEQ_KB[4] = {64, 32, 96, 48};
-enum { SEQ_CHUNKS = (64 + 32 + 96 + 48) / 16 };
-__device__ __forceinline__ int seq_first_chunk(int i) { return i == 0 ? 0 : i == 1 ? 4 : i == 2 ? 6 : 12; }
-/* the stage whose slots chunk k holds (seq) */
-__device__ __forceinline__ long seq_stage_of(long k) {
-    const long r = k % SEQ_CHUNKS;
-    return k / SEQ_CHUNKS * 4 + (r < 4 ? 0 : r < 6 ? 1 : r < 12 ? 2 : 3);
+/* seq: a Qwen3-0.6B layer's GEMV tiles per CTA in pk's order (qkv, o_proj, gate_up, down), KB;
+ * stage s moves entry s % SEQ_N. Every other seq figure is derived from this one list. */
+#define SEQ_KB_LIST 64, 32, 96, 48
+enum { SEQ_N = 4 };
+static_assert(STAGES % SEQ_N == 0, "whole turns of the list");
+__constant__ int SEQ_KB[SEQ_N] = {SEQ_KB_LIST};
+static const int seq_kb_host[SEQ_N] = {SEQ_KB_LIST};
+/* The stream's first chunk of entry i within a turn of the list (i = SEQ_N: a turn's chunks). */
+__host__ __device__ inline int seq_first_chunk(const int *kb, int i) {
+    int c = 0;
+    for (int j = 0; j < i; j++) c += kb[j] * 1024 / SLOT;
+    return c;
+}
+/* The stage whose slots the stream's chunk k holds. */
+__host__ __device__ inline long seq_stage_of(const int *kb, long k) {
+    const int turn = seq_first_chunk(kb, SEQ_N);
+    long r = k % turn;
+    int i = 0;
+    while (r >= kb[i] * 1024 / SLOT) r -= kb[i++] * 1024 / SLOT;
+    return k / turn * SEQ_N + i;
 }
 static_assert(V == THREADS * 8, "each thread holds 8 elements of x");
 static_assert(THREADS == 256, "consumer_sync's named barrier counts 256 threads");
@@ -77,7 +89,7 @@ typedef struct {
     uint64_t nregion;
     int ncopy;                 /* copying CTAs */
     int inflight;              /* stream: slots in flight at most (the pace) */
-    int seq;                   /* 1: stage s moves SEQ_KB[s % 4] KB per CTA (a 0.6B layer's tiles), not chunk */
+    int seq;                   /* 1: stage s moves SEQ_KB[s % SEQ_N] KB per CTA (a 0.6B layer's tiles), not chunk */
     unsigned long long *ctr;   /* [STAGES + 1] grid-wide event counters */
     uint32_t *plain[2];        /* [NPAIR] bf16 pairs: stage s reads plain[s & 1], writes the other */
     unsigned long long *t;     /* block 0's start and end */
@@ -135,7 +147,7 @@ __device__ __forceinline__ void st_async1(uint32_t raddr, uint32_t v, uint32_t r
 
 /* One tile's copies (16-byte cp.async, thread c copies chunks c, c + THREADS, ...), one group. */
 __device__ void issue_tile(char *dst, const args_t &a, int stage, int copier) {
-    const uint32_t bytes = a.seq ? (uint32_t)SEQ_KB[stage % 4] * 1024 : a.chunk;
+    const uint32_t bytes = a.seq ? (uint32_t)SEQ_KB[stage % SEQ_N] * 1024 : a.chunk;
     if (stage < STAGES && a.chunk) {
         const char *src = a.w + (((uint64_t)stage * a.ncopy + copier) % a.nregion) * a.chunk;
         for (uint32_t c = threadIdx.x; c < bytes / 16; c += THREADS) {
@@ -232,7 +244,7 @@ __global__ void __launch_bounds__(THREADS, 1) grid_kernel(args_t a) {
 
 /* ---- a paced stream beside pk's protocol (L_STREAM): warp 8 copies, warps 0-7 hand off ------
  * The weights flow through a ring of NSLOT 16 KB slots as one continuous stream of chunks (stage s
- * reads chunks [s C, (s + 1) C), C = chunk / SLOT): one lane of the producer warp issues chunk k
+ * reads chunks [s C, (s + 1) C), C = chunk / SLOT; seq: its entry's chunks of the list's turn): one lane of the producer warp issues chunk k
  * (a cp.async.bulk onto slot k % NSLOT's mbarrier) once its slot's previous chunk was consumed and
  * fewer than `inflight` chunks are still landing — so the memory system never holds more than
  * 128 · inflight · 16 KB of this kernel's copies, and DRAM streams through the hand-offs instead
@@ -259,11 +271,13 @@ __global__ void __launch_bounds__(THREADS + 32, 1) stream_kernel(args_t a) {
     if (b == 0 && tid == 0) a.t[0] = now_ns();
     if (tid >= THREADS) { /* the producer warp: lane 0 issues, paced */
         if (tid == THREADS && C > 0) {
-            const long total = a.seq ? (long)STAGES / 4 * SEQ_CHUNKS : (long)STAGES * C;
+            const long total = a.seq ? (long)STAGES / SEQ_N * seq_first_chunk(SEQ_KB, SEQ_N) : (long)STAGES * C;
             long landed = 0; /* chunks [0, landed) are known to have landed */
             for (long k = 0; k < total; k++) {
-                while (k >= NSLOT && (a.seq ? seq_stage_of(k - NSLOT) : (k - NSLOT) / C) >= consumed)
-                    __nanosleep(20); /* the slot's last chunk consumed */
+                if (k >= NSLOT) { /* the slot's last chunk consumed: its stage done */
+                    const long stage = a.seq ? seq_stage_of(SEQ_KB, k - NSLOT) : (k - NSLOT) / C;
+                    while (stage >= consumed) __nanosleep(20);
+                }
                 while (k - landed >= a.inflight) { /* the pace */
                     mbar_wait(&full[landed % NSLOT], (uint32_t)(landed / NSLOT) & 1);
                     landed++;
@@ -284,8 +298,9 @@ __global__ void __launch_bounds__(THREADS + 32, 1) stream_kernel(args_t a) {
         const uint4 v = __ldcg((const uint4 *)(a.plain[in] + 4 * tid));
         const uint32_t pr[4] = {v.x, v.y, v.z, v.w};
         float touch = 0.0f;
-        const int cs = a.seq ? SEQ_KB[s % 4] / 16 : C;
-        const long k0 = a.seq ? (long)s / 4 * SEQ_CHUNKS + seq_first_chunk(s % 4) : (long)s * C;
+        const int cs = a.seq ? SEQ_KB[s % SEQ_N] * 1024 / SLOT : C;
+        const long k0 = a.seq ? (long)s / SEQ_N * seq_first_chunk(SEQ_KB, SEQ_N) + seq_first_chunk(SEQ_KB, s % SEQ_N)
+                              : (long)s * C;
         for (int j = 0; j < cs; j++) { /* the stage's slots */
             const long k = k0 + j;
             mbar_wait(&full[k % NSLOT], (uint32_t)(k / NSLOT) & 1);
@@ -528,8 +543,8 @@ int main(int argc, char **argv) {
             printf("%-8s %3d %4d %6d %8.1f | %19.3f | %.3f   (at most %d KB in flight per CTA)\n", "stream", 1, NCTA,
                    pres[pi], a.chunk / 1024.0, us, total / 4.66e6, paces[qi] * SLOT / 1024);
         }
-    /* a 0.6B layer's four GEMV tiles in turn (64, 32, 96, 48 KB per CTA): pk's layout against the stream */
-    const uint64_t seq_bytes = (uint64_t)NCTA * (64 + 32 + 96 + 48) * 1024 / 4; /* per stage, on average */
+    /* a 0.6B layer's four GEMV tiles in turn (SEQ_KB per CTA): pk's layout against the stream */
+    const uint64_t seq_bytes = (uint64_t)NCTA * seq_first_chunk(seq_kb_host, SEQ_N) * SLOT / SEQ_N; /* per stage, mean */
     for (int qi = -1; qi < 5; qi++) {
         a.seq = 1;
         a.ncl = 0;
@@ -551,8 +566,10 @@ int main(int argc, char **argv) {
         }
         const double us = run(a, launches, &cfg, qi < 0 ? grid_kernel : stream_kernel, hx, got);
         if (memcmp(ref, got, sizeof ref) != 0) bad++;
-        printf("%-8s 0.6B layer's tiles 64/32/96/48 KB | %6.3f us per hand-off (x4: %.2f per layer's GEMVs) | bytes %.3f",
-               layout_names[a.layout], us, 4 * us, seq_bytes / 4.66e6);
+        printf("%-8s 0.6B layer's tiles", layout_names[a.layout]);
+        for (int i = 0; i < SEQ_N; i++) printf("%c%d", i ? '/' : ' ', seq_kb_host[i]);
+        printf(" KB | %6.3f us per hand-off (x%d: %.2f per layer's GEMVs) | bytes %.3f", us, SEQ_N, SEQ_N * us,
+               seq_bytes / 4.66e6);
         if (qi >= 0) printf("   (at most %d KB in flight per CTA)", paces[qi] * SLOT / 1024);
         printf("\n");
     }
