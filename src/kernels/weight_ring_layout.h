@@ -29,6 +29,28 @@
 #define PK_WRING 0
 #endif
 
+/* 1 (with PK_WRING): a ninth warp per worker CTA, the producer, fills the ring's slots in stream
+ * order as the task warps free them (weight_ring.cuh), at most PK_WRING_PACE pages landing at
+ * once, so the stream runs on through task ends, hand-offs and dependency waits instead of
+ * refilling a slot only when its owner warp reads it (docs/PERF.md "Session 26"; the model:
+ * bench/comm_handoff.cu's stream, session 25). Task code then synchronises the task threads with
+ * a named barrier (rows.cuh's pk_cta_sync). 0 (default): the task warps refill. */
+#ifndef PK_WRING_PRODUCER
+#define PK_WRING_PRODUCER 0
+#endif
+#if PK_WRING_PRODUCER && !PK_WRING
+#error "PK_WRING_PRODUCER needs PK_WRING"
+#endif
+/* 1 (with PK_WRING_PRODUCER, a diagnostic): the ninth warp is launched and idles, the task warps
+ * refill as without it — the producer's register cost without its stream (PK_NVCC_DEFINES). */
+#ifndef PK_WRING_IDLE
+#define PK_WRING_IDLE 0
+#endif
+#define PK_WRING_PRODUCES (PK_WRING_PRODUCER && !PK_WRING_IDLE) /* the producer fills the ring */
+#ifndef PK_WRING_PACE
+#define PK_WRING_PACE 4 /* pages landing at once per SM (the producer's pace) */
+#endif
+
 /* Without the ring, static mode stages a linear task's whole weight tile in shared memory before
  * its dependency wait when the tile is at most this many bytes (runtime.cuh, pk_stage_weights);
  * larger tiles stream through the GEMV's async rings. The model builder reads it too (model.c:

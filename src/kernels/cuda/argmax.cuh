@@ -72,7 +72,7 @@ __device__ inline void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stri
             red_v[buf + warp] = bv;
             red_i[buf + warp] = bi;
         }
-        __syncthreads();
+        pk_cta_sync();
         if (threadIdx.x == 0) {
             for (int w = 0; w < PK_DEV_WARPS; w++)
                 if (pk_am_better(red_v[buf + w], red_i[buf + w], bv, bi)) {

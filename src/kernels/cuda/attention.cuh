@@ -374,7 +374,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
     if (!inv_freq) {
         for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
             inv_freq_s[i] = pk_dev_rope_inv_freq1(p, i);
-        __syncthreads();
+        pk_cta_sync();
     }
     const float *inv = inv_freq ? inv_freq : inv_freq_s;
 
@@ -416,7 +416,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
             for (int i = lane; i < D; i += 32) vd[i] = pk_dev_ldcg_bf16(vx + i);
         }
     }
-    __syncthreads(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
+    pk_cta_sync(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
 
     PK_ATT_STAMP(2);
     /* phase 3 */
@@ -579,7 +579,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         }
         PK_ATT_STAMP(5);
         if (SP > 1) {
-            __syncthreads(); /* every warp of the group (same item, same `valid`) is done */
+            pk_cta_sync(); /* every warp of the group (same item, same `valid`) is done */
             /* group combine: thread q of the group's SP·32 takes outputs q, q + SP·32, ... */
             if (valid) {
                 const char *gbase = smem + PK_ATT_HDR + (warp - sub) * WB;
@@ -601,7 +601,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
                     pk_att_put(orow, prow, i, h, d, D, num, den, M);
                 }
             }
-            __syncthreads(); /* the group's areas are reused next round */
+            pk_cta_sync(); /* the group's areas are reused next round */
         }
     }
     PK_ATT_STAMP(6);
@@ -641,7 +641,7 @@ __device__ inline void pk_dev_attention_combine(int n_tok, int nheads, int D, in
     for (int t = 0; t < (staged ? n_tok : 0); t++) {
         const float2 *src = (const float2 *)(part + t * part_stride);
         for (int64_t e = threadIdx.x; e < row_floats / 2; e += PK_CUDA_THREADS) ((float2 *)ps)[e] = __ldcg(src + e);
-        __syncthreads();
+        pk_cta_sync();
         for (int64_t e = threadIdx.x; e < per_row; e += PK_CUDA_THREADS) {
             const int h = (int)(e / D), d = (int)(e % D);
             const float *pr = ps + (int64_t)h * (D + 2);
@@ -656,7 +656,7 @@ __device__ inline void pk_dev_attention_combine(int n_tok, int nheads, int D, in
             }
             out[t * out_stride + e] = M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
         }
-        __syncthreads(); /* ps is the next row's */
+        pk_cta_sync(); /* ps is the next row's */
     }
     for (int64_t e = threadIdx.x; e < (staged ? 0 : n_tok * per_row); e += PK_CUDA_THREADS) {
         const int t = (int)(e / per_row), h = (int)(e % per_row) / D, d = (int)(e % D);

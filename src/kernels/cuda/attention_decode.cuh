@@ -177,7 +177,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nq_s[i] = nqv;
         nk_s[i] = nkv_;
     }
-    if (__syncthreads_or(bad)) return 0; /* every thread: a page is unmapped (the general kernel
+    if (pk_cta_sync_or(bad)) return 0; /* every thread: a page is unmapped (the general kernel
                                           * writes zeros); also the barrier for slot_s */
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
@@ -506,7 +506,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             while (pk_dev_globaltimer() - t0_ < (unsigned long long)(PK_ATT_DELAY_NS)) {
             }
         }
-        __syncthreads();
+        pk_cta_sync();
     }
 #endif
     if (late) pk_dev_dep_wait_staged();
@@ -566,7 +566,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             *(uint32_t *)(V_s + pk_attd_kidx(P - 1, 2 * i, D)) = u;
         }
     }
-    __syncthreads();
+    pk_cta_sync();
     PK_ATT_STAMP(1);
 
 #ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */
@@ -580,7 +580,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
         if constexpr (can_scalar)
             if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
-        __syncthreads();
+        pk_cta_sync();
     }
     PK_ATT_STAMP(2);
 

@@ -160,7 +160,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
     if (!PK_LIN_ONE_READ || XN != PK_LIN_RMSNORM || K % 8 != 0 || K > 8 * PK_CUDA_THREADS * PK_LIN_RMS_CHUNKS) {
         if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
         pk_lin_stage<XN>(a, 0, 1, 1, 0, K, (K + 7) / 8 * 8, scale_s, xs);
-        __syncthreads();
+        pk_cta_sync();
         return;
     }
     const int nch = K / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -184,13 +184,13 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
         }
     ss = pk_dev_warp_sum(ss);
     if (lane == 0) red_s[warp] = ss;
-    __syncthreads();
+    pk_cta_sync();
     if (threadIdx.x == 0) {
         float t = 0.0f;
         for (int i = 0; i < PK_DEV_WARPS; i++) t += red_s[i];
         scale_s[0] = 1.0f / sqrtf(t / (float)K + a.eps);
     }
-    __syncthreads();
+    pk_cta_sync();
     const float scale = scale_s[0];
 #pragma unroll
     for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++) {
@@ -204,7 +204,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
             *(uint4 *)(xs + 8 * c) = pk_dev_pack8(h);
         }
     }
-    __syncthreads();
+    pk_cta_sync();
 }
 
 /* acc[c][r] += Σ_e xc[r · ldx + e] · w[c][e], e < 8: one chunk, elements in order. */
@@ -357,7 +357,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 
     if (full) {
         pk_lin_stage<XN>(a, t0, nt, NT, 0, K, Kp, scale_s, xs);
-        __syncthreads();
+        pk_cta_sync();
     }
     PK_LIN_STAMP(2);
 #ifdef PK_LIN_TWICE /* diagnostics: the rounds twice (the same stores again), the first pass timed apart */
@@ -395,9 +395,9 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         for (int k0 = 0; k0 < K; k0 += kcmax) {
             const int kc = K - k0 < kcmax ? K - k0 : kcmax, ldx = full ? Kp : (kc + 7) / 8 * 8;
             if (!full) {
-                __syncthreads(); /* everyone is done with the previous chunk */
+                pk_cta_sync(); /* everyone is done with the previous chunk */
                 pk_lin_stage<XN>(a, t0, nt, NT, k0, kc, ldx, scale_s, xs);
-                __syncthreads();
+                pk_cta_sync();
             }
             if (active) {
                 if (sm && vec && kc % 8 == 0)
@@ -422,7 +422,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         if (S > 1) {
             float *pb = part_s + (round & 1) * PK_DEV_WARPS * 32; /* [WARPS][32] */
             pb[warp * 32 + lane] = mine;
-            __syncthreads();
+            pk_cta_sync();
             if (sub == 0)
                 for (int s = 1; s < S; s++) mine += pb[(warp + s) * 32 + lane];
         }
@@ -436,7 +436,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     }
 #endif
     PK_LIN_STAMP(3);
-    __syncthreads(); /* xs and scale_s are free for the next block */
+    pk_cta_sync(); /* xs and scale_s are free for the next block */
 #ifdef PK_LIN_PROFILE
     PK_LIN_STAMP(4);
     if (NT == 1 && nt == 1)
@@ -675,9 +675,9 @@ __device__ inline void pk_lin_wait_paced(pk_lin_async_issuer<CW, NS> &q) {
             seen_s = seen;
             if (seen) pk_dev_dep_seen_now();
         }
-        __syncthreads();
+        pk_cta_sync();
         const int seen = seen_s;
-        __syncthreads(); /* everyone has read seen_s before thread 0 writes it again */
+        pk_cta_sync(); /* everyone has read seen_s before thread 0 writes it again */
         if (seen) return;
         if (q.is >= NS - 1) {
             __nanosleep(PK_SPIN_SLEEP_NS);
@@ -758,7 +758,7 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
     }
     PK_LIN_STAMP(3);
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads(); /* xs, scale_s and the rings are free for the next task */
+    pk_cta_sync(); /* xs, scale_s and the rings are free for the next task */
 #ifdef PK_LIN_PROFILE
     PK_LIN_STAMP(4);
     pk_lin_prof_add<XN>(2, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
@@ -858,7 +858,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
             pk_wring_release(rg, p0 + q);
         }
     }
-    __syncthreads();
+    pk_cta_sync();
     for (int j = threadIdx.x; j < a.ncols; j += PK_CUDA_THREADS) {
         float y = 0.0f;
         for (int i = 0; i < ppr; i++) y += part[j * ppr + i];
@@ -866,7 +866,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
         a.out[j] = pk_dev_f32_to_bf16(y);
     }
     if (RING && threadIdx.x == 0) rg->consumed = p0 + npages;
-    __syncthreads(); /* xs, part and scale_s are free for the next task */
+    pk_cta_sync(); /* xs, part and scale_s are free for the next task */
 }
 
 /* ---- claimed row groups: one token's GEMV balanced over the SMs at run time -------------------
@@ -1061,7 +1061,7 @@ __device__ __noinline__ void pk_lin_rows_claim(const pk_lin_args &a, const pk_li
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads(); /* xs, scale_s and the rings are free for the next task */
+    pk_cta_sync(); /* xs, scale_s and the rings are free for the next task */
 }
 
 /* pk_lin_rows_async with its first stages issued before the wait (pk_lin_async_pre: the runtime's
@@ -1099,7 +1099,7 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
         if (a.wst_rows == PK_WST_ASYNC_LATE) pk_dev_dep_wait(); /* the runtime left the wait to this task */
         /* stages issued before the wait that this task will not read: let them land first */
         asm volatile("cp.async.wait_all;" ::: "memory");
-        __syncthreads();
+        pk_cta_sync();
         a.wst_rows = 0;
     }
     if (a.ncols <= 0) return;

@@ -57,12 +57,12 @@ __device__ __forceinline__ pk_bf16 pk_splitk_ld2(const pk_bf16 *p) {
 template <int NT, bool SMEM>
 __device__ void pk_splitk_block(const pk_bf16 *x, int64_t x_stride, int t0, int nt, int k0, int kc,
                                 const pk_bf16 *wt, int N, float *acc, int64_t acc_stride, float *xs) {
-    __syncthreads(); /* the previous block's xs reads are done */
+    pk_cta_sync(); /* the previous block's xs reads are done */
     for (int e = threadIdx.x; e < NT * kc; e += PK_CUDA_THREADS) {
         const int t = e / kc, k = e - t * kc;
         xs[t * PK_SPLITK_KC + k] = t < nt ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + (t0 + t) * x_stride + k0 + k)) : 0.0f;
     }
-    __syncthreads();
+    pk_cta_sync();
     const pk_bf16 *w0 = wt + (int64_t)k0 * N;
     if (N % 8 != 0 || !pk_dev_aligned16(w0) || !pk_dev_aligned16(acc) || acc_stride % 4 != 0) {
         /* any shape: a thread per output column, 2-byte loads */

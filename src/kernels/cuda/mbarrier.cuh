@@ -44,6 +44,28 @@ __device__ __forceinline__ void pk_dev_mbar_arrive_expect_tx(uint32_t bar, uint3
                  : "memory");
 #endif
 }
+/* Arrives once (release: this thread's earlier reads of what the barrier guards are done). */
+__device__ __forceinline__ void pk_dev_mbar_arrive(uint32_t bar) {
+#if PK_DEV_HAVE_BULK
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+/* Whether the phase of parity `parity` has completed (one try_wait: it may suspend a while). */
+__device__ __forceinline__ bool pk_dev_mbar_test(uint32_t bar, uint32_t parity) {
+#if PK_DEV_HAVE_BULK
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+#else
+    (void)bar, (void)parity;
+    return true;
+#endif
+}
 /* Waits until the phase of parity `parity` has completed (acquire: the copies it counted are
  * visible). try_wait suspends in hardware for a while; the loop retries. Debug builds
  * (PK_DEBUG_SPIN_LIMIT, ms) trap past the limit instead of hanging: a wrong byte count would

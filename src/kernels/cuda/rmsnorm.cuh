@@ -48,14 +48,14 @@ __device__ inline void pk_dev_rms_scales(const pk_bf16 *x, int64_t x_stride, int
         s = pk_dev_warp_sum(s);
         if (lane == 0) red_s[r * PK_DEV_WARPS + warp] = s;
     }
-    __syncthreads();
+    pk_cta_sync();
     if ((int)threadIdx.x < nrows) {
         const float *red = red_s + threadIdx.x * PK_DEV_WARPS;
         float s = 0.0f;
         for (int i = 0; i < PK_DEV_WARPS; i++) s += red[i];
         scale_s[threadIdx.x] = 1.0f / sqrtf(s / (float)n + eps);
     }
-    __syncthreads();
+    pk_cta_sync();
 }
 
 __device__ inline void pk_dev_rmsnorm(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *w,

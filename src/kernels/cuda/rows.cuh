@@ -20,6 +20,7 @@
 extern "C" {
 #include "kernels/cpu/cpu_kernels.h"
 }
+#include "kernels/weight_ring_layout.h" /* PK_WRING_PRODUCER */
 
 #ifndef PK_CUDA_THREADS
 #define PK_CUDA_THREADS 256 /* as cuda_kernels.cuh: each header also compiles on its own */
@@ -33,6 +34,27 @@ static_assert(PK_CUDA_THREADS % 32 == 0 && (PK_DEV_WARPS & (PK_DEV_WARPS - 1)) =
               "the kernels assume a power-of-two number of whole warps, at most 32");
 
 #define PK_DEV_FULL_MASK 0xffffffffu
+
+/* The task threads' barrier. With the weight ring's producer warp (weight_ring_layout.h's
+ * PK_WRING_PRODUCER) a static worker CTA has PK_CUDA_THREADS + 32 threads and the producer never
+ * runs task code, so every barrier of task code counts the PK_CUDA_THREADS task threads alone
+ * (named barrier 1, bar.sync's memory ordering among them as __syncthreads'); without it, and in
+ * every CTA of PK_CUDA_THREADS, it is __syncthreads. pk_cta_sync_or: __syncthreads_or's. */
+#if PK_WRING_PRODUCER
+__device__ __forceinline__ void pk_cta_sync(void) { asm volatile("bar.sync 1, %0;" ::"n"(PK_CUDA_THREADS) : "memory"); }
+__device__ __forceinline__ int pk_cta_sync_or(int pred) {
+    uint32_t r;
+    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.s32 p, %1, 0;\n\t"
+                 "bar.red.or.pred q, 1, %2, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                 : "=r"(r)
+                 : "r"(pred), "n"(PK_CUDA_THREADS)
+                 : "memory");
+    return (int)r;
+}
+#else
+__device__ __forceinline__ void pk_cta_sync(void) { __syncthreads(); }
+__device__ __forceinline__ int pk_cta_sync_or(int pred) { return __syncthreads_or(pred); }
+#endif
 
 /* Row r of a (possibly fused) weight: the same arithmetic as pk_rows_get. */
 __device__ inline const pk_bf16 *pk_dev_rows_get(const pk_rows *w, uint32_t r) {
@@ -150,7 +172,7 @@ __device__ __forceinline__ void pk_dev_dep_wait(void) {
         pk_dev_spin_until(pk_dep_ctr, pk_dep_need);
         pk_dev_dep_seen_now();
     }
-    __syncthreads();
+    pk_cta_sync();
 }
 /* The same for a task whose staging copies were left to it too (a staged GEMV tile, a staged
  * decode attention): this thread's copies first, then the wait, whose barrier covers everyone's. */

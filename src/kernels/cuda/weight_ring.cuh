@@ -26,6 +26,10 @@
  * every page and the last one refill it: each page then cost ~1000-2500 cycles of dependent
  * latency (wait, 4 loads per lane, a 32-long FMA chain, the butterfly, the count, the refill) one
  * page at a time: the 8B GEMVs at 1.6-2.1 TB/s. One warp per page runs 8 such chains side by side.
+ * With PK_WRING_PRODUCER (weight_ring_layout.h) a ninth warp fills the slots instead: the reader's
+ * lane 0 arrives on the slot's `empty` mbarrier where it would refill, and the producer's lane 0
+ * (pk_wring_produce) issues page p + N into it, paced; measured no faster on the H200 and the ninth
+ * warp caps the task code at 168 registers (docs/PERF.md "Session 26").
  * Every page is consumed: a task that does not read its pages (a prefill step's rows)
  * has the runtime drain them (pk_wring_drain). At the end of a run the worker waits for the fills
  * in flight (pk_wring_quiesce) so no copy lands after the CTA exits.
@@ -63,11 +67,16 @@ typedef struct pk_wring_ent {
 /* The ring's state, at the start of the ring area (shared memory). */
 typedef struct pk_wring {
     uint64_t full[PK_WRING_SLOTS];     /* mbarriers */
-    uint64_t policy;                   /* the weight loads' L2 policy */
-    char *slot0;                       /* slot 0 (generic pointer to shared memory); slot s at + s · slot bytes */
+#if PK_WRING_PRODUCES
+    uint64_t empty[PK_WRING_SLOTS];    /* mbarriers, count 1: the slot's page was read (its reader's lane 0) */
+    volatile uint32_t stop;            /* set by thread 0 when the run ends: the producer quiesces */
+#else
     uint32_t cur_seg[PK_WRING_SLOTS];  /* the page the slot holds or receives: segment, */
     uint32_t cur_page[PK_WRING_SLOTS]; /* page within it, */
     uint32_t cur_np[PK_WRING_SLOTS];   /* the segment's pages */
+#endif
+    uint64_t policy;                   /* the weight loads' L2 policy */
+    char *slot0;                       /* slot 0 (generic pointer to shared memory); slot s at + s · slot bytes */
     uint32_t nseg;
     uint32_t pos;      /* the running task's first page in the stream (set by the runtime) */
     uint32_t seg;      /* its segment */
@@ -79,6 +88,7 @@ static_assert(sizeof(pk_wring) <= PK_WRING_STATE_BYTES, "the ring's state");
 static_assert(PK_WRING_BYTES % 128 == 0 && PK_STATIC_BLOCK_SMEM_BYTES % 128 == 0,
               "the host's attention budget (PK_ATTD_STATIC_SMEM_BYTES) is exactly the ring's offset");
 static_assert(PK_WRING_SLOT_BYTES % 16 == 0 && PK_WRING_SLOTS % PK_DEV_WARPS == 0, "ring geometry: every warp owns slots");
+static_assert(PK_WRING_PACE >= 1 && PK_WRING_PACE <= PK_WRING_SLOTS, "the producer's pace: at most every slot in flight");
 
 __device__ __forceinline__ const char *pk_wring_ent_src(const pk_wring_ent &e) {
     return (const char *)(((uint64_t)e.src_hi << 32) | e.src_lo);
@@ -129,16 +139,33 @@ __device__ __forceinline__ void pk_wring_page(uint32_t bytes, uint32_t row_bytes
 __device__ __forceinline__ uint32_t pk_wring_bar(const pk_wring *r, uint32_t s) {
     return (uint32_t)__cvta_generic_to_shared(&r->full[s]);
 }
+#if PK_WRING_PRODUCES
+__device__ __forceinline__ uint32_t pk_wring_empty_bar(const pk_wring *r, uint32_t s) {
+    return (uint32_t)__cvta_generic_to_shared(&r->empty[s]);
+}
+#endif
 
-/* Lane 0 of the slot's owner: fills slot s with the page its cursor names. */
-__device__ __forceinline__ void pk_wring_fill(pk_wring *r, uint32_t s) {
-    const pk_wring_ent e = r->segs[r->cur_seg[s]];
+/* Fills slot s with page `page` of segment `seg` (one thread). */
+__device__ __forceinline__ void pk_wring_fill_page(pk_wring *r, uint32_t s, uint32_t seg, uint32_t page) {
+    const pk_wring_ent e = r->segs[seg];
     uint32_t off, len;
-    pk_wring_page(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e), r->cur_page[s], &off, &len);
+    pk_wring_page(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e), page, &off, &len);
     const uint32_t bar = pk_wring_bar(r, s);
     pk_dev_mbar_arrive_expect_tx(bar, len);
     pk_dev_bulk_copy_w((uint32_t)__cvta_generic_to_shared(r->slot0 + s * PK_WRING_SLOT_BYTES), pk_wring_ent_src(e) + off,
                        len, bar, r->policy);
+}
+
+/* The pages of segment seg. */
+__device__ __forceinline__ uint32_t pk_wring_seg_pages(const pk_wring *r, uint32_t seg) {
+    const pk_wring_ent &e = r->segs[seg];
+    return pk_wring_npages(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e));
+}
+
+#if !PK_WRING_PRODUCES
+/* Lane 0 of the slot's owner: fills slot s with the page its cursor names. */
+__device__ __forceinline__ void pk_wring_fill(pk_wring *r, uint32_t s) {
+    pk_wring_fill_page(r, s, r->cur_seg[s], r->cur_page[s]);
 }
 
 /* Moves slot s's cursor n pages on in the stream (wrapping to the next step's first segment). */
@@ -147,13 +174,13 @@ __device__ __forceinline__ void pk_wring_advance(pk_wring *r, uint32_t s, uint32
     while (page >= np) { /* crossing into the next segment: its page count (divisions, not per page) */
         page -= np;
         seg = seg + 1 == r->nseg ? 0 : seg + 1;
-        const pk_wring_ent &e = r->segs[seg];
-        np = pk_wring_npages(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e));
+        np = pk_wring_seg_pages(r, seg);
     }
     r->cur_seg[s] = seg;
     r->cur_page[s] = page;
     r->cur_np[s] = np;
 }
+#endif
 
 /* Thread 0, once per launch, after it wrote the segment table (segs[0 .. nseg)): barriers,
  * cursors (slot s at stream page s) and the first fills. */
@@ -164,17 +191,26 @@ __device__ inline void pk_wring_start(pk_wring *r, uint32_t nseg, char *slot0) {
     r->slot0 = slot0;
     r->policy = pk_dev_weight_policy();
     if (nseg == 0) return;
-    const pk_wring_ent &e = r->segs[0];
+#if PK_WRING_PRODUCES /* the producer issues every fill (pk_wring_produce) */
+    r->stop = 0;
+    for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
+        pk_dev_mbar_init(pk_wring_bar(r, s), 1);
+        pk_dev_mbar_init(pk_wring_empty_bar(r, s), 1);
+    }
+    pk_dev_mbar_init_fence();
+    pk_dev_fence_proxy_async_smem();
+#else
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
         pk_dev_mbar_init(pk_wring_bar(r, s), 1);
         r->cur_seg[s] = 0;
         r->cur_page[s] = 0;
-        r->cur_np[s] = pk_wring_npages(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e));
+        r->cur_np[s] = pk_wring_seg_pages(r, 0);
         pk_wring_advance(r, s, s);
     }
     pk_dev_mbar_init_fence();
     pk_dev_fence_proxy_async_smem();
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) pk_wring_fill(r, s);
+#endif
 }
 
 /* The warp that reads stream page p (and refills its slot). */
@@ -192,8 +228,12 @@ __device__ __forceinline__ const char *pk_wring_wait(const pk_wring *r, uint32_t
 __device__ __forceinline__ void pk_wring_release(pk_wring *r, uint32_t p) {
     if (threadIdx.x % 32 != 0) return;
     const uint32_t s = p % PK_WRING_SLOTS;
+#if PK_WRING_PRODUCES /* the slot is free: the producer refills it */
+    pk_dev_mbar_arrive(pk_wring_empty_bar(r, s));
+#else
     pk_wring_advance(r, s, PK_WRING_SLOTS);
     pk_wring_fill(r, s);
+#endif
 }
 
 /* Every thread: consumes n pages from stream page p on without reading them (each warp its own). */
@@ -206,6 +246,49 @@ __device__ inline void pk_wring_drain(pk_wring *r, uint32_t p, uint32_t n) {
     }
 }
 
+#if PK_WRING_PRODUCES
+/* Thread 0, at the end of a run, after a barrier: tells the producer to stop (it waits for its own
+ * fills in flight before it returns). */
+__device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
+    (void)p;
+    r->stop = 1;
+}
+
+/* The producer (lane 0 of the worker's ninth warp), from the launch to the end of the run: stream
+ * page p goes to slot p mod N once the page before it in that slot, p - N, was read (empty[s]'s
+ * phase (p / N) - 1), with at most PK_WRING_PACE pages landing at once (it waits for page
+ * p - PACE's full phase before issuing p: a deeper queue of copies makes every L2 round trip of
+ * the hand-offs wait behind it, bench/comm_handoff.cu). The cursor (segment, page) lives in
+ * registers, the segment table in shared memory. When thread 0 sets stop, the producer waits for
+ * the fills it issued (each slot's newest page) and returns. */
+__device__ inline void pk_wring_produce(pk_wring *r) {
+    uint32_t seg = 0, page = 0, np = pk_wring_seg_pages(r, 0), landed = 0;
+    uint32_t p = 0;
+    for (;; p++) {
+        const uint32_t s = p % PK_WRING_SLOTS;
+        if (p >= PK_WRING_SLOTS) {
+            const uint32_t bar = pk_wring_empty_bar(r, s), parity = (p / PK_WRING_SLOTS - 1u) & 1u;
+            bool stop = false;
+            while (!pk_dev_mbar_test(bar, parity))
+                if ((stop = r->stop != 0)) break;
+            if (stop) break;
+        }
+        for (; p - landed >= PK_WRING_PACE; landed++)
+            pk_dev_mbar_wait(pk_wring_bar(r, landed % PK_WRING_SLOTS), (landed / PK_WRING_SLOTS) & 1u);
+        pk_wring_fill_page(r, s, seg, page);
+        if (++page == np) {
+            seg = seg + 1 == r->nseg ? 0 : seg + 1;
+            page = 0;
+            np = pk_wring_seg_pages(r, seg);
+        }
+    }
+    for (uint32_t q = p > PK_WRING_SLOTS ? p - PK_WRING_SLOTS : 0; q < p; q++) pk_wring_wait(r, q);
+    for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
+        pk_dev_mbar_inval(pk_wring_bar(r, s));
+        pk_dev_mbar_inval(pk_wring_empty_bar(r, s));
+    }
+}
+#else
 /* Thread 0, at the end of a run, after a barrier: waits for the N fills in flight from stream
  * page p (the next one to consume) on. */
 __device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
@@ -213,5 +296,6 @@ __device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
     for (uint32_t q = 0; q < PK_WRING_SLOTS; q++) pk_wring_wait(r, p + q);
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) pk_dev_mbar_inval(pk_wring_bar(r, s));
 }
+#endif
 
 #endif /* PK_CUDA_WEIGHT_RING_CUH */

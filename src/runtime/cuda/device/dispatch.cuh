@@ -183,7 +183,7 @@ __device__ __noinline__ void pk_gen_call_linear_splitk(const pk_bf16 *x, int64_t
  * its own call, so the GEMV's instance is the one rmsnorm_linear already has. */
 __device__ __noinline__ void pk_gen_call_swiglu(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
                                                pk_bf16 *out, int64_t out_stride) {
-    __syncthreads(); /* every warp's gu columns written */
+    pk_cta_sync(); /* every warp's gu columns written */
     pk_dev_swiglu_blocks(gu, gu_stride, n_tok, ncols, block, out, out_stride);
 }
 /* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance

@@ -90,13 +90,13 @@ __device__ void pk_dev_rmsnorm(const pk_bf16 *x, int64_t x_stride, const pk_bf16
     for (int t0 = 0; t0 < n_tok; t0 += blockDim.x) {
         int nt = min((int)blockDim.x, n_tok - t0);
         if ((int)threadIdx.x < nt) scale[threadIdx.x] = pk_fb_rms_scale(x + (t0 + threadIdx.x) * x_stride, hidden, eps);
-        __syncthreads();
+        pk_cta_sync();
         for (int64_t e = threadIdx.x; e < (int64_t)nt * hidden; e += blockDim.x) {
             int t = (int)(e / hidden), k = (int)(e % hidden);
             float v = pk_fb_rmsnorm1(pk_fb_act(x + (t0 + t) * x_stride + k), scale[t], pk_fb_wt(w + k));
             out[(t0 + t) * out_stride + k] = pk_fb_bf16(v);
         }
-        __syncthreads();
+        pk_cta_sync();
     }
 }
 
@@ -135,7 +135,7 @@ __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int 
         const pk_bf16 *xr = x + t * x_stride; /* [K] (silu_mul: [2K]) */
         if (XN == PK_FB_XN_RMSNORM) {
             if (threadIdx.x == 0) *scale_s = pk_fb_rms_scale(xr, K, eps);
-            __syncthreads();
+            pk_cta_sync();
         }
         float scale = XN == PK_FB_XN_RMSNORM ? *scale_s : 0.0f;
         for (int j0 = 0; j0 < ncols; j0 += blockDim.x) {
@@ -144,7 +144,7 @@ __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int 
             float acc = 0.0f;
             for (int k0 = 0; k0 < K; k0 += PK_FB_KC) {
                 int kc = min(PK_FB_KC, K - k0);
-                __syncthreads(); /* the previous chunk is read */
+                pk_cta_sync(); /* the previous chunk is read */
                 for (int k = threadIdx.x; k < kc; k += blockDim.x) {
                     float v;
                     if (XN == PK_FB_XN_PLAIN)
@@ -155,7 +155,7 @@ __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int 
                         v = pk_fb_silu_mul1(pk_fb_act(xr + k0 + k), pk_fb_act(xr + K + k0 + k));
                     xs[k] = v;
                 }
-                __syncthreads();
+                pk_cta_sync();
                 if (wr)
                     for (int k = 0; k < kc; k++) acc = __fadd_rn(acc, __fmul_rn(xs[k], pk_fb_wt(wr + k0 + k)));
             }
@@ -167,7 +167,7 @@ __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int 
                     *o = pk_fb_bf16(acc);
             }
         }
-        __syncthreads(); /* scale_s and xs are rewritten for the next row */
+        pk_cta_sync(); /* scale_s and xs are rewritten for the next row */
     }
 }
 
@@ -320,7 +320,7 @@ __device__ void pk_fb_attention(const pk_layer_params *p, const pk_attn_step *s,
         }
         __syncwarp();
     }
-    __syncthreads(); /* the cache rows of this step are written (and visible to the CTA) */
+    pk_cta_sync(); /* the cache rows of this step are written (and visible to the CTA) */
 
     /* phase 3: each query head against positions 0 .. pos of its request */
     float scale = __fdiv_rn(1.0f, __fsqrt_rn((float)D));
@@ -461,7 +461,7 @@ __device__ void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stride, int
         }
         sv[threadIdx.x] = best;
         si[threadIdx.x] = bi;
-        __syncthreads();
+        pk_cta_sync();
         if (threadIdx.x == 0) {
             for (int k = 1; k < (int)blockDim.x; k++)
                 if (pk_fb_better(sv[k], si[k], best, bi)) {
@@ -471,7 +471,7 @@ __device__ void pk_dev_argmax_partial(const pk_bf16 *logits, int64_t stride, int
             val[t * part_stride] = best;
             idx[t * part_stride] = bi;
         }
-        __syncthreads();
+        pk_cta_sync();
     }
 }
 

@@ -397,7 +397,7 @@ __device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged
         pk_dep_ctr = &S->counters[event];
         pk_dep_need = need;
     }
-    __syncthreads();
+    pk_cta_sync();
     return true;
 #endif
 }
@@ -522,6 +522,14 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
     pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
     pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
+#if PK_WRING_PRODUCER
+    if (threadIdx.x >= PK_CUDA_THREADS) { /* the producer warp: lane 0 streams, the others are done */
+#if PK_WRING_PRODUCES
+        if (ring && threadIdx.x == PK_CUDA_THREADS) pk_wring_produce(ring);
+#endif
+        return;
+    }
+#endif
     uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
     /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
      * worker without a ring: the model builder planned the split for that budget) */
@@ -541,7 +549,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             sh_stop = pk_ld_volatile_int(S->terminate);
             sh_rows = pk_step_rows(S);
         }
-        __syncthreads();
+        pk_cta_sync();
         if (sh_stop) {
             if (ring && threadIdx.x == 0) pk_wring_quiesce(ring, ring_pos);
             break;
@@ -618,14 +626,14 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     asm volatile("cp.async.wait_group 1;" ::: "memory");
                 else
                     asm volatile("cp.async.wait_all;" ::: "memory");
-                __syncthreads(); /* every thread's copies are in shared memory */
+                pk_cta_sync(); /* every thread's copies are in shared memory */
             }
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_dev_globaltimer() : 0;
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_t0 = pk_dev_globaltimer();
 #endif
             pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
-            __syncthreads(); /* the task's writes are issued by every thread */
+            pk_cta_sync(); /* the task's writes are issued by every thread */
             if (late) pk_defer_end(&t0);
             if (in_ring) { /* the task read its pages (consumed = the position after them), or drain */
                 if (ring->consumed != ring_pos + rs.npages) {
@@ -662,13 +670,13 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
             sh_task = pk_ring_pop(S, &S->worker_q[w]);
             sh_step = *(volatile pk_u64 *)S->cur_step;
         }
-        __syncthreads();
+        pk_cta_sync();
         const uint32_t t = sh_task;
         if (t >= PK_GEN_NUM_TASKS) break; /* TERMINATE */
         pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_dev_globaltimer() : 0;
         const int n_tok = pk_step_rows(S);
         pk_gen_run_task(S, t, pk_gen_tasks[t], smem, 0, PK_CUDA_SMEM_BYTES, n_tok);
-        __syncthreads(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
+        pk_cta_sync(); /* the task's writes; sh_task is read by all before thread 0 rewrites it */
         if (threadIdx.x == 0) {
             const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
             const uint32_t e = pk_gen_tasks[t].trig_event;
@@ -787,7 +795,13 @@ __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) 
 #ifndef PK_STATIC_MIN_BLOCKS
 #define PK_STATIC_MIN_BLOCKS 1 /* 2: the 128-register cap in static mode too (PK_NVCC_DEFINES, to compare) */
 #endif
-extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, PK_STATIC_MIN_BLOCKS) pk_gen_kernel(const pk_dev_state *S) {
+/* Static mode's CTA: the task threads, and the weight ring's producer warp when compiled in. */
+#if PK_WRING_PRODUCER && !PK_GEN_FALLBACK_KERNELS /* (on GPUs without the ring the warp just returns) */
+#define PK_STATIC_THREADS (PK_CUDA_THREADS + 32)
+#else
+#define PK_STATIC_THREADS PK_CUDA_THREADS
+#endif
+extern "C" __global__ void __launch_bounds__(PK_STATIC_THREADS, PK_STATIC_MIN_BLOCKS) pk_gen_kernel(const pk_dev_state *S) {
     pk_gen_main(S, 0);
 }
 extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel_dynamic(const pk_dev_state *S) {
@@ -1060,14 +1074,14 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     PK_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                smem_bytes > PK_CUDA_SMEM_BYTES ? smem_bytes : PK_CUDA_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, PK_CUDA_THREADS,
-                                                        smem_bytes));
+    const int threads = a->dynamic ? PK_CUDA_THREADS : PK_STATIC_THREADS;
+    PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes));
     if ((long)per_sm * sms < (long)blocks)
         return pk_gen_fail(err, err_len,
                            "the persistent kernel needs %u resident CTAs (%u workers%s) but the GPU holds %d (%d per SM "
                            "x %d SMs at %d threads and %d bytes of shared memory each): use fewer workers",
                            blocks, W, a->dynamic ? " + 1 scheduler CTA" : "", per_sm * sms, per_sm, sms,
-                           PK_CUDA_THREADS, smem_bytes);
+                           threads, smem_bytes);
 
     /* requests */
     int64_t total_prompt = 0, total_new = 0;
@@ -1160,7 +1174,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     /* launch, then stream tokens until the kernel ends */
     const pk_dev_state *arg_state = c->d_state;
     void *args[] = {(void *)&arg_state};
-    PK_CU(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(PK_CUDA_THREADS), args, smem_bytes, c->stream));
+    PK_CU(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, smem_bytes, c->stream));
     uint32_t delivered = 0;
     cudaError_t q;
     for (;;) {

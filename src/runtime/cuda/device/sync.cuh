@@ -85,9 +85,9 @@ __device__ __forceinline__ void pk_red_add_release(pk_u64 *p, pk_u64 v) {
  * them through L2). Every thread calls it and gets the same answer. */
 __device__ __forceinline__ bool pk_last_of(pk_u64 *counter, pk_u64 n) {
     __shared__ int last;
-    __syncthreads(); /* every thread's writes are issued */
+    pk_cta_sync(); /* every thread's writes are issued */
     if (threadIdx.x == 0) last = (pk_atom_add_acq_rel(counter, 1) + 1) % n == 0;
-    __syncthreads();
+    pk_cta_sync();
     return last != 0;
 }
 
@@ -145,7 +145,7 @@ __device__ __forceinline__ void pk_wait_event_thread(const pk_dev_state *S, uint
 __device__ __forceinline__ void pk_wait_event(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
                                               uint32_t task) {
     if (threadIdx.x == 0) pk_wait_event_thread(S, event, threshold, task);
-    __syncthreads();
+    pk_cta_sync();
 }
 
 /* ---- rings (one thread calls these) ---- */
