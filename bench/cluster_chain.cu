@@ -47,6 +47,13 @@
  * (4 x N 512's cost would be +17.5 us; it is +30.6):
  * once a layer's code no longer fits the SM's instruction cache it is fetched again every layer,
  * ~100 ns per KB.
+ * fused (session 26, run after `global` and before it again): the attention and o_proj as one layer
+ * of 128 tasks — task b runs KV head b / 16's attention (its 80 KB KV stage and o_proj's 32 KB tile
+ * [64 rows x the head's 256 columns] copied before the wait on qkv) and stores o_proj's fp32
+ * partial of rows 64 (b % 16) ..; gate_up reads h = residual + the 8 partials. Measured: 20.85 ->
+ * 20.07 us per layer (att 2.5 us), 21.90 -> 21.24 (4 us): one hand-off fewer saves ~0.7 us, the
+ * rest goes to the hand-off into the fused layer (every SM's pre-wait copies queued) and gate_up's
+ * partial reads (0.54 against 0.25 us).
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
  * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
  * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.
@@ -76,6 +83,7 @@ typedef struct {
     unsigned long long *rec; /* [6][GCTA]: global schedule, each CTA's signal time per kind at ev REC_EV, [5] down at REC_EV - 1 */
     long long att_ns;
     int fast; /* the global schedule's GEMV: 0 gemv (a warp per two rows), 1 gemv_fast */
+    int fused; /* the global schedule with the attention and o_proj as one layer of 128 tasks (`fused`) */
     int bloat; /* 0; 1: every GEMV task also runs BLOAT_N dependent FMAs as a loop (little code); 2: the
                   same FMAs unrolled, a distinct copy per kind (BLOAT_N x 16 B of code each) */
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
@@ -248,6 +256,16 @@ __device__ void load_x(const __nv_bfloat16 *v, int n, float *xs) {
     }
     __syncthreads();
 }
+/* xs[0 .. n) = the bf16 vector v plus the HEADS_KV fp32 partials part [HEADS_KV][H] (through L2,
+ * added in head order): the fused schedule's h = residual + o_proj, read by gate_up. */
+__device__ void load_x_parts(const __nv_bfloat16 *v, const float *part, int n, float *xs) {
+    for (int k = threadIdx.x; k < n; k += THREADS) {
+        float x = __bfloat162float(v[k]);
+        for (int h = 0; h < HEADS_KV; h++) x += __ldcg(part + h * H + k);
+        xs[k] = x;
+    }
+    __syncthreads();
+}
 /* Thread 0: kind k's phase times of this task (start = task start, after the poll, x loaded, rms
  * scale, copies landed, GEMV done) summed into prof[k]. */
 __device__ void prof_add(const args_t &a, int k, const uint64_t *t) {
@@ -273,13 +291,16 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g));
 template <int K, int R, bool RMS>
 __device__ float gemv_task(const args_t &a, int kind, char *tile, const char *src, int bytes,
                            const unsigned long long *ctr, unsigned long long need, const __nv_bfloat16 *x, float *xs,
-                           float *y, float *red) {
+                           float *y, float *red, const float *part = nullptr) {
     uint64_t tp[6];
     tp[0] = now_ns();
     issue_copies(tile, src, bytes);
     if (ctr) wait_event(ctr, need);
     tp[1] = now_ns();
-    load_x(x, K, xs);
+    if (part)
+        load_x_parts(x, part, K, xs);
+    else
+        load_x(x, K, xs);
     tp[2] = now_ns();
     const float s = RMS ? rms_scale(xs, K, red) : 1.0f;
     tp[3] = RMS ? now_ns() : tp[2];
@@ -312,7 +333,24 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s + z);
             signal_rec(E + ev, a, ev, 0);
         }
-        if (b >= 124) { /* the attention of KV head b - 124: its KV rows, q|k|v, then ATT_NS */
+        const char *Wo = W + 128 * QKV_TILE, *Wgu = Wo + 128 * O_TILE, *Wd = Wgu + 128 * GU_TILE;
+        if (a.fused && b < 128) { /* task (head b / 16, rows 64 (b % 16) ..): its head's attention, then o_proj's
+                                   * 64 rows over the head's 256 columns, an fp32 partial per head */
+            const int hk = b / 16, c = b % 16;
+            float *att = xs + 512;
+            issue_copies(tile, Wo + (size_t)b * O_TILE, O_TILE);
+            issue_copies(kvs, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES, KV_BYTES);
+            wait_event(E + ev, 128);
+            load_x(a.act[1] + hk * 512, 512, xs);
+            wait_copies<0>();
+            spin_ns(a.att_ns);
+            if (threadIdx.x < 256) att[threadIdx.x] = xs[threadIdx.x] + (float)kvs[threadIdx.x];
+            __syncthreads();
+            gemv(tile, 64, 256, att, y);
+            if (threadIdx.x < 64) a.part_o[hk * H + c * 64 + threadIdx.x] = y[threadIdx.x];
+            signal_rec(E + 2 * NEV + ev, a, ev, 2);
+        }
+        if (!a.fused && b >= 124) { /* the attention of KV head b - 124: its KV rows, q|k|v, then ATT_NS */
             const int hk = b - 124;
             issue_copies(kvs, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES, KV_BYTES);
             wait_event(E + ev, 128);
@@ -322,16 +360,19 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (threadIdx.x < 256) a.act[2][hk * 256 + threadIdx.x] = __float2bfloat16(xs[threadIdx.x] + kvs[threadIdx.x]);
             signal_rec(E + NEV + ev, a, ev, 1);
         }
-        const char *Wo = W + 128 * QKV_TILE, *Wgu = Wo + 128 * O_TILE, *Wd = Wgu + 128 * GU_TILE;
-        if (b < 128) { /* o_proj: resid + W [8 rows of 2048] . att */
+        if (!a.fused && b < 128) { /* o_proj: resid + W [8 rows of 2048] . att */
             gemv_task<QO, 1, false>(a, 1, tile, Wo + (size_t)b * O_TILE, O_TILE, E + NEV + ev, HEADS_KV, a.act[2], xs, y,
                                     red);
             const float z = bloat<1>(a, y[0]);
             if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z);
             signal_rec(E + 2 * NEV + ev, a, ev, 2);
-            /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u */
+        }
+        if (b < 128) {
+            /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u; fused: h = residual + the 8 heads' partials,
+             * this task's 8 elements of it stored for down */
             const float s = gemv_task<H, 6, true>(a, 2, tile, Wgu + (size_t)b * GU_TILE, GU_TILE, E + 2 * NEV + ev, 128,
-                                                  a.act[3], xs, y, red);
+                                                  a.fused ? a.act[0] : a.act[3], xs, y, red, a.fused ? a.part_o : nullptr);
+            if (a.fused && threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(xs[b * 8 + threadIdx.x]);
             const float z2 = bloat<2>(a, y[0]);
             if (threadIdx.x < 24)
                 a.act[4][b * 24 + threadIdx.x] = __float2bfloat16(silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s + z2);
@@ -447,6 +488,7 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         CHECK(cudaMemset(a.prof, 0, 8 * 24));
         CHECK(cudaMemset(a.part_o, 0, 16 * H * 4));
         CHECK(cudaMemset(a.part_d, 0, 16 * H * 4));
+        CHECK(cudaMemset(a.rec, 0, 8 * 6 * GCTA));
         CHECK(cudaLaunchKernelEx(cfg, kernel, a));
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
@@ -461,7 +503,8 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         const char *kn[4] = {"qkv", "o_proj", "gate_up", "down"};
         for (int k = 0; k < 4; k++) {
             const double n = (double)pr[6 * k];
-            printf("global: %-7s tasks' mean us: wait %.2f x load %.2f rms scale %.2f copies %.2f gemv %.2f\n", kn[k],
+            if (n == 0) continue; /* fused: no o_proj task of its own */
+            printf("%s: %-7s tasks' mean us: wait %.2f x load %.2f rms scale %.2f copies %.2f gemv %.2f\n", name, kn[k],
                    pr[6 * k + 1] / n / 1e3, pr[6 * k + 2] / n / 1e3, pr[6 * k + 3] / n / 1e3, pr[6 * k + 4] / n / 1e3,
                    pr[6 * k + 5] / n / 1e3);
         }
@@ -474,8 +517,9 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
             for (int b = 0; b < GCTA; b++)
                 if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
         }
-        printf("global: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
-               REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
+        if (a.fused) end[1] = end[0]; /* no attention layer of its own: o_proj's end+ is the fused layer's */
+        printf("%s: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
+               name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
     printf("%-10s att %lld ns gemv %s bloat %d | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
            name, a.att_ns, a.fast ? "fast" : "plain", a.bloat, per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
@@ -520,6 +564,10 @@ int main(int argc, char **argv) {
     cfg.gridDim = dim3(GCTA);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
+    run_sched("global", a, launches, &cfg, global_kernel);
+    a.fused = 1; /* the same schedule with the attention and o_proj as one layer; then global again */
+    run_sched("fused", a, launches, &cfg, global_kernel);
+    a.fused = 0;
     run_sched("global", a, launches, &cfg, global_kernel);
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
