@@ -75,15 +75,7 @@ __device__ __forceinline__ void pk_dev_mbar_wait(uint32_t bar, uint32_t parity) 
 #ifdef PK_DEBUG_SPIN_LIMIT
     const uint64_t t0 = pk_dev_globaltimer();
 #endif
-    for (;;) {
-        uint32_t done;
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-        if (done) break;
+    while (!pk_dev_mbar_test(bar, parity)) {
 #ifdef PK_DEBUG_SPIN_LIMIT
         if (pk_dev_globaltimer() - t0 > (uint64_t)(PK_DEBUG_SPIN_LIMIT) * 1000000ull) __trap();
 #endif
