@@ -10,7 +10,9 @@ kind: the correlation between the two halves (near 1: the same workers are fast 
 time; a few outliers dominate it), the smallest, 10th / 90th percentile and largest per-worker
 mean, and the slowest workers. A layer's span is its slowest task's, so a systematic spread is
 time a static share per worker could win back. --smid LOG: key by SM instead of worker, from the
-"pk cta N on sm M" lines a -DPK_DEBUG_SMID build prints (the last mapping in LOG).
+"pk cta N on sm M" lines a -DPK_DEBUG_SMID build prints (the last mapping in LOG). --starts: the
+same for each task's start, in us after the instance's first start (the layer's skew: whether the
+workers that see their event late are the same ones every time) instead of its duration ratio.
 """
 import argparse
 import collections
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-tasks", type=int, default=100)
     ap.add_argument("--smid", help="log of a -DPK_DEBUG_SMID run: key by SM")
+    ap.add_argument("--starts", action="store_true", help="start offsets (us) instead of duration ratios")
     a = ap.parse_args()
     sm = {}
     if a.smid:
@@ -35,16 +38,21 @@ def main():
                     sm[int(m.group(1))] = int(m.group(2))
     inst = collections.defaultdict(list)
     for e in task_events(a.trace):
-        inst[(e["args"]["step"], e["layer"], e["kind"])].append((sm.get(e["tid"], e["tid"]) if sm else e["tid"], e["dur"]))
+        inst[(e["args"]["step"], e["layer"], e["kind"])].append((sm.get(e["tid"], e["tid"]) if sm else e["tid"], e["dur"], e["ts"]))
     kinds = collections.defaultdict(list)
     for (_, _, kind), tasks in sorted(inst.items()):
         if len(tasks) < a.min_tasks:
             continue
-        mean = statistics.mean(d for _, d in tasks)
+        if a.starts:
+            first = min(t for _, _, t in tasks)
+            kinds[kind].append([(w, t - first) for w, _, t in tasks])
+            continue
+        mean = statistics.mean(d for _, d, _ in tasks)
         if mean > 0:
-            kinds[kind].append([(w, d / mean) for w, d in tasks])
+            kinds[kind].append([(w, d / mean) for w, d, _ in tasks])
     key = "SMs" if sm else "workers"
-    print("%-56s %5s %7s %6s %6s %6s %6s %6s  slowest %s" % ("layer kind", "inst", key, "corr", "min", "p10", "p90", "max", key))
+    print("%-56s %5s %7s %6s %6s %6s %6s %6s  %s %s" % ("layer kind", "inst", key, "corr", "min", "p10", "p90", "max",
+                                                        "latest" if a.starts else "slowest", key))
     for kind, lst in kinds.items():
         half = len(lst) // 2
         first, second = collections.defaultdict(list), collections.defaultdict(list)
