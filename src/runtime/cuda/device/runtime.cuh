@@ -3,7 +3,8 @@
  * Included at the end of kernel.cu, after the generated tables (pk_gen_tasks, pk_gen_events,
  * pk_gen_sched_*, pk_gen_layers), the PK_GEN_* constants and pk_gen_run_task.
  *
- * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
+ * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads; in
+ * static mode 32 more, the weight ring's producer warp, with PK_WRING_PRODUCER: PK_STATIC_THREADS);
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
  *   static:  worker w walks pk_gen_sched_tasks of w every step: its linear tasks' weight tiles
