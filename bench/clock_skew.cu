@@ -70,9 +70,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rounds: 1 .. %d\n", MAX_ROUNDS);
         return 1;
     }
-    cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
-    const int n = prop.multiProcessorCount < MAX_CTAS ? prop.multiProcessorCount : MAX_CTAS;
+    const int n = sm_count_at_most(MAX_CTAS); /* launch_one_per_sm's CTAs */
     unsigned long long *ping, *pong, *rec, *step;
     unsigned *smid;
     CHECK(cudaMalloc(&ping, 8 * n));
@@ -82,12 +80,8 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&step, 8 * n));
     CHECK(cudaMemset(ping, 0, 8 * n));
     CHECK(cudaMemset(pong, 0, 8 * n));
-    /* one CTA per SM: all resident at once (the spins need it), the most shared memory each */
-    const int smem = (int)prop.sharedMemPerBlockOptin;
-    CHECK(cudaFuncSetAttribute(clock_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     void *args[] = {&ping, &pong, &rec, &smid, &step, (void *)&rounds};
-    CHECK(cudaLaunchCooperativeKernel((void *)clock_kernel, dim3(n), dim3(32), args, smem, 0));
-    CHECK(cudaDeviceSynchronize());
+    launch_one_per_sm((const void *)clock_kernel, 32, args);
     unsigned long long *h = (unsigned long long *)malloc(24 * (size_t)n * rounds), hstep[MAX_CTAS];
     unsigned hsm[MAX_CTAS];
     CHECK(cudaMemcpy(h, rec, 24 * (size_t)n * rounds, cudaMemcpyDeviceToHost));

@@ -152,10 +152,7 @@ int main(int argc, char **argv) {
     const uint64_t wbytes = 1ull << 30; /* > L2: the staged copies come from DRAM */
     args_t a;
     memset(&a, 0, sizeof a);
-    char *w;
-    CHECK(cudaMalloc(&w, wbytes));
-    CHECK(cudaMemset(w, 1, wbytes));
-    a.w = w;
+    a.w = device_filled(wbytes, 1);
     CHECK(cudaMalloc(&a.ctr, 8 * (STAGES + 1)));
     for (int i = 0; i < 2; i++) {
         CHECK(cudaMalloc(&a.plain[i], V * 2));

@@ -39,11 +39,6 @@ __global__ void line_kernel(const unsigned long long *buf, int nlines, int strid
     }
 }
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv) {
     const int nlines = argc > 1 ? atoi(argv[1]) : 64;
     const int stride = argc > 2 ? atoi(argv[2]) : 128; /* bytes between the lines */
@@ -51,9 +46,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "lines 1 .. %d, stride a multiple of 8\n", MAX_LINES);
         return 1;
     }
-    cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
-    const int n = prop.multiProcessorCount < MAX_CTAS ? prop.multiProcessorCount : MAX_CTAS;
+    const int n = sm_count_at_most(MAX_CTAS); /* launch_one_per_sm's CTAs */
     unsigned long long *buf;
     float *lat;
     unsigned *smid;
@@ -61,13 +54,11 @@ int main(int argc, char **argv) {
     CHECK(cudaMemset(buf, 0, (size_t)nlines * stride));
     CHECK(cudaMalloc(&lat, 4 * (size_t)n * nlines));
     CHECK(cudaMalloc(&smid, 4 * n));
-    const int smem = (int)prop.sharedMemPerBlockOptin;
-    CHECK(cudaFuncSetAttribute(line_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int stride8 = stride / 8, nl = nlines;
     void *args[] = {&buf, &nl, &stride8, &lat, &smid};
-    CHECK(cudaLaunchCooperativeKernel((void *)line_kernel, dim3(n), dim3(32), args, smem, 0));
-    CHECK(cudaDeviceSynchronize());
-    float *h = (float *)malloc(4 * (size_t)n * nlines), col[MAX_CTAS];
+    launch_one_per_sm((const void *)line_kernel, 32, args);
+    float *h = (float *)malloc(4 * (size_t)n * nlines);
+    double col[MAX_CTAS];
     unsigned hsm[MAX_CTAS];
     CHECK(cudaMemcpy(h, lat, 4 * (size_t)n * nlines, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(hsm, smid, 4 * n, cudaMemcpyDeviceToHost));
@@ -78,13 +69,13 @@ int main(int argc, char **argv) {
            "slowest", "gap", "near", "far", n, stride);
     for (int j = 0; j < nlines; j++) {
         for (int b = 0; b < n; b++) col[b] = h[b * nlines + j];
-        float s[MAX_CTAS];
-        memcpy(s, col, sizeof(float) * n);
-        qsort(s, n, sizeof(float), cmp_float);
+        double s[MAX_CTAS];
+        memcpy(s, col, sizeof(double) * n);
+        qsort(s, n, sizeof(double), cmp_double);
         int cut = 1;
         for (int i = 1; i < n; i++)
             if (s[i] - s[i - 1] > s[cut] - s[cut - 1]) cut = i;
-        const float thr = (s[cut] + s[cut - 1]) / 2;
+        const double thr = (s[cut] + s[cut - 1]) / 2;
         unsigned long long m[3] = {0, 0, 0};
         for (int b = 0; b < n; b++)
             if (col[b] < thr) m[b / 64] |= 1ull << (b % 64);

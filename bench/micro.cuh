@@ -1,7 +1,8 @@
 /* micro.cuh — what the microbenchmarks of bench/ (sm_bandwidth.cu, poll_latency.cu,
- * layer_chain.cu, handoff.cu, cluster_chain.cu: docs/PERF.md "Measuring") share: the CUDA error
- * check, %globaltimer, %smid, the event protocol's acquire load and release add, qsort's order of
- * doubles.
+ * layer_chain.cu, handoff.cu, cluster_chain.cu, comm_handoff.cu, clock_skew.cu, line_latency.cu:
+ * docs/PERF.md "Measuring") share: the CUDA error check, %globaltimer, %smid, the event
+ * protocol's acquire load and release add, qsort's order of doubles, a filled device buffer (the
+ * stand-in weights), the launch of one CTA per SM.
  * Each benchmark is one .cu built alone: nvcc -O3 -arch=sm_90a -o build/NAME bench/NAME.cu */
 #ifndef PK_BENCH_MICRO_CUH
 #define PK_BENCH_MICRO_CUH
@@ -47,6 +48,39 @@ __device__ __forceinline__ void red_release(unsigned long long *p, unsigned long
 static inline int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* `bytes` of device memory, every byte `fill` (the stand-in weights: their values do not matter,
+ * their traffic does). */
+static inline char *device_filled(size_t bytes, int fill) {
+    char *p;
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, fill, bytes));
+    return p;
+}
+
+/* The GPU's SM count; stops the benchmark when it is above `max` (its per-CTA arrays). */
+static inline int sm_count_at_most(int max) {
+    int n = 0;
+    CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0));
+    if (n > max) {
+        fprintf(stderr, "%d SMs: this benchmark holds at most %d\n", n, max);
+        exit(1);
+    }
+    return n;
+}
+
+/* One CTA of `threads` per SM, all resident at once (cooperative launch: the benchmarks' spins
+ * need it), each with the most dynamic shared memory a block may have, so that no two share an
+ * SM; waits for the kernel. Returns the CTA count (the SMs). */
+static inline int launch_one_per_sm(const void *kernel, int threads, void **args) {
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    const int smem = (int)prop.sharedMemPerBlockOptin;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaLaunchCooperativeKernel(kernel, dim3(prop.multiProcessorCount), dim3(threads), args, smem, 0));
+    CHECK(cudaDeviceSynchronize());
+    return prop.multiProcessorCount;
 }
 
 #endif /* PK_BENCH_MICRO_CUH */

@@ -199,13 +199,9 @@ int main(int argc, char **argv) {
     CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     const uint64_t region = 32 * ROW_BYTES; /* a block's tile: 8 warps x 4 rows, 256 KB */
     const int nregions = 64;                 /* launches rotate through 64 x nsm tiles (> L2) */
-    char *w;
-    uint4 *x;
+    char *w = device_filled(region * nsm * nregions, 1);
+    uint4 *x = (uint4 *)device_filled(8192, 2);
     unsigned long long *flag, *rec;
-    CHECK(cudaMalloc(&w, region * nsm * nregions));
-    CHECK(cudaMemset(w, 1, region * nsm * nregions));
-    CHECK(cudaMalloc(&x, 8192));
-    CHECK(cudaMemset(x, 2, 8192));
     CHECK(cudaMalloc(&flag, 8));
     CHECK(cudaMalloc(&rec, 32 * nsm));
     const int smem = MAX_STAGES * STAGE_BYTES;
