@@ -504,7 +504,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      v[PK_V_LSK_W].rows);
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_LSK_ACC], 0, c, sizeof c),
                      v[PK_V_LSK_ACC].rs, base_expr(&v[PK_V_LSK_RES], 1, d, sizeof d), v[PK_V_LSK_RES].rs);
-        pk_sb_printf(o, "%s, %" PRIu64 ", %d, S->counters + PK_GEN_NUM_EVENTS + %d, smem, wst, wst_rows);\n",
+        pk_sb_printf(o, "%s, %" PRIu64 ", %d, pk_group_ctrs(S) + %d, smem, wst, wst_rows);\n",
                      base_expr(&v[PK_V_LSK_OUT], 0, a, sizeof a), v[PK_V_LSK_OUT].rs, L->grid,
                      pk_graph_group_counter0(k, l));
         break;
@@ -562,7 +562,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      (int64_t)S * nheads * (D + 2));
         pk_sb_printf(o, "%s + (idx / %d) * %" PRId64 ", %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b),
                      S, (int64_t)nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
-        pk_sb_printf(o, "S->counters + PK_GEN_NUM_EVENTS + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
+        pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
         break;
     }
     case PK_TASK_BEGIN:

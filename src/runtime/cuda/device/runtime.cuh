@@ -395,7 +395,7 @@ __device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged
     else
         return false;
     if (threadIdx.x == 0) {
-        pk_dep_ctr = &S->counters[event];
+        pk_dep_ctr = pk_event_ctr(S, event);
         pk_dep_need = need;
     }
     pk_cta_sync();
@@ -646,12 +646,12 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (threadIdx.x == 0) {
                 const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
                 if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
-                    pk_red_add_release(&S->counters[task.trig_event], 1);
+                    pk_red_add_release(pk_event_ctr(S, task.trig_event), 1);
                 } else {
-                    pk_u64 old = pk_atom_add_acq_rel(&S->counters[task.trig_event], 1);
+                    pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
                     if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
                         if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
-                        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                        pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
                         pk_step_publish(S);
                     }
                 }
@@ -681,7 +681,7 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
         if (threadIdx.x == 0) {
             const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
             const uint32_t e = pk_gen_tasks[t].trig_event;
-            pk_u64 old = pk_atom_add_acq_rel(&S->counters[e], 1);
+            pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, e), 1);
             if ((old + 1) % pk_gen_events[e].num_triggers == 0) pk_ring_push(S, &S->sched_q[e % S->S], e);
             if (tracing) pk_trace(S, w, &trace_n, t, sh_step, t0, t1);
         }
@@ -714,7 +714,7 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
             return;
         }
         *(volatile pk_u64 *)S->cur_step = 1;
-        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+        pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
         pk_dispatch_event(S, PK_GEN_BEGIN_EVENT, &rr);
     }
     for (;;) {
@@ -729,7 +729,7 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
                     return;
                 }
                 *(volatile pk_u64 *)S->cur_step = *(volatile pk_u64 *)S->cur_step + 1;
-                pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+                pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
                 pk_step_publish(S);
                 e = PK_GEN_BEGIN_EVENT;
             }
@@ -789,7 +789,7 @@ __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) 
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         if (!pk_first_step(S)) *(volatile int *)S->terminate = 1;
-        pk_atom_add_acq_rel(&S->counters[PK_GEN_BEGIN_EVENT], 1);
+        pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
     }
     pk_static_worker(S, blockIdx.x, pk_smem);
 }
@@ -887,7 +887,7 @@ static int pk_gen_create_inner(pk_gen_ctx *c, const pk_gen_config *cfg, char *er
     h->buf = c->d_buf;
     h->W = cfg->num_workers;
     h->S = cfg->num_schedulers;
-    PK_CU(cudaMalloc((void **)&h->counters, (PK_GEN_NUM_EVENTS + PK_GEN_NUM_GROUP_COUNTERS) * sizeof(pk_u64)));
+    PK_CU(cudaMalloc((void **)&h->counters, PK_COUNTER_WORDS * sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&h->terminate, sizeof(int)));
     PK_CU(cudaMalloc((void **)&h->cur_step, sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&c->d_step, sizeof(pk_step_state)));
@@ -1149,7 +1149,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
 
     /* counters, flags and queues start empty */
     pk_dev_state *h = &c->hs;
-    PK_CU(cudaMemset(h->counters, 0, (PK_GEN_NUM_EVENTS + PK_GEN_NUM_GROUP_COUNTERS) * sizeof(pk_u64)));
+    PK_CU(cudaMemset(h->counters, 0, PK_COUNTER_WORDS * sizeof(pk_u64)));
     PK_CU(cudaMemset(h->terminate, 0, sizeof(int)));
     PK_CU(cudaMemset(h->cur_step, 0, sizeof(pk_u64)));
     PK_CU(cudaMemset(h->debug_claim, 0, sizeof(uint32_t)));

@@ -54,6 +54,23 @@ typedef struct pk_dev_state {
     uint32_t ring_off;       /* static mode's weight ring at smem + ring_off (0: none; runtime.cuh) */
 } pk_dev_state;
 
+/* u64 words between consecutive event counters in S->counters. 1 packs 16 events in a 128-byte
+ * line, so the reds of one layer's event and the polls of the next layer's land on the same L2
+ * line; 16 gives every event a line of its own (PK_NVCC_DEFINES, to compare). The group counters
+ * (pk_group_ctrs) follow the last event's slot, packed. */
+#ifndef PK_EVENT_STRIDE
+#define PK_EVENT_STRIDE 1
+#endif
+#define PK_COUNTER_WORDS ((size_t)PK_GEN_NUM_EVENTS * PK_EVENT_STRIDE + PK_GEN_NUM_GROUP_COUNTERS)
+
+__device__ __forceinline__ pk_u64 *pk_event_ctr(const pk_dev_state *S, uint32_t event) {
+    return S->counters + (size_t)event * PK_EVENT_STRIDE;
+}
+/* The attention split's and split-K's completion counters (pk_graph_group_counter0 indexes them). */
+__device__ __forceinline__ pk_u64 *pk_group_ctrs(const pk_dev_state *S) {
+    return S->counters + (size_t)PK_GEN_NUM_EVENTS * PK_EVENT_STRIDE;
+}
+
 __device__ __forceinline__ pk_u64 pk_ld_acquire(const pk_u64 *p) { return pk_dev_ld_acquire_u64(p); }
 
 __device__ __forceinline__ void pk_st_release(pk_u64 *p, pk_u64 v) {
@@ -124,20 +141,20 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
 __device__ __forceinline__ void pk_wait_event_thread(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
                                                      uint32_t task) {
 #ifdef PK_DEBUG_SPIN_LIMIT
-    pk_u64 c = pk_ld_acquire(&S->counters[event]);
+    pk_u64 c = pk_ld_acquire(pk_event_ctr(S, event));
     if (c < threshold) {
         PK_SPIN_BEGIN
         unsigned ns = PK_SPIN_SLEEP_NS;
         do {
             __nanosleep(ns);
             ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
-            c = pk_ld_acquire(&S->counters[event]);
+            c = pk_ld_acquire(pk_event_ctr(S, event));
             PK_SPIN_CHECK(S, task, event, c, threshold)
         } while (c < threshold);
     }
 #else
     (void)task;
-    pk_dev_spin_until(&S->counters[event], threshold);
+    pk_dev_spin_until(pk_event_ctr(S, event), threshold);
 #endif
 }
 
