@@ -32,10 +32,10 @@ __global__ void line_kernel(const unsigned long long *buf, int nlines, int strid
         const unsigned long long *p = buf + (size_t)j * stride8;
         unsigned long long v = 0;
         for (int r = 0; r < 8; r++) v += ld_acquire(p + (v >> 63));
-        const unsigned long long t0 = now_ns();
+        const unsigned long long t0 = now_ns_after(v);
         for (int r = 0; r < REPS; r++) v += ld_acquire(p + (v >> 63)); /* each address depends on the load before */
-        const unsigned long long t1 = now_ns();
-        lat[b * nlines + j] = (float)(t1 - t0) / REPS + (float)(v & 0);
+        const unsigned long long t1 = now_ns_after(v); /* after the last load returned */
+        lat[b * nlines + j] = (float)(t1 - t0) / REPS;
     }
 }
 

@@ -27,6 +27,17 @@ __device__ __forceinline__ uint64_t now_ns(void) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+/* %globaltimer read once v is known: the read is predicated on v (never equal to `never` in the
+ * callers), so ptxas cannot schedule it before the load that produced v. A plain now_ns() after a
+ * chain of dependent loads has no register dependency on them, and ptxas hoisted it above them
+ * (line_latency's first run, session 27: 1-3 ns per L2 load). */
+__device__ __forceinline__ uint64_t now_ns_after(uint64_t v, uint64_t never = 0x5a5a5a5a5a5a5a5aull) {
+    uint64_t t = 0;
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u64 p, %1, %2;\n\t@p mov.u64 %0, %%globaltimer;\n\t}"
+                 : "+l"(t)
+                 : "l"(v), "l"(never));
+    return t;
+}
 __device__ __forceinline__ uint32_t sm_id(void) {
     uint32_t s;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
