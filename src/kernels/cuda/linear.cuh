@@ -445,6 +445,106 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 }
 
 
+/* ---- one decode row against a tile staged whole, all of a warp's rows in one pass -------------
+ * (PK_LIN_STAGED_FAST, docs/PERF.md session 27: on by default where tiles stage whole.)
+ * pk_lin_rows takes such a tile in column groups of CW consecutive rows, U chunks ahead, and splits
+ * K over warps when the groups are fewer than the warps (8-row tiles: 4 groups of 2, partial sums
+ * through shared memory and a barrier); a 48-row tile takes two rounds, the second with half the
+ * warps idle. Here warp w takes rows w, w + 8, ... (R of them at most), every lane the chunks
+ * lane, lane + 32, ... of K for all its rows at once, U chunks ahead: per chunk one xs load and
+ * one load per row, two partial sums per row (even / odd element pairs), then the rows'
+ * butterflies interleaved, and lane i writes row w + 8 i. The x stage and the epilogue are
+ * pk_lin_rows's. bench/cluster_chain.cu's gemv_fast measured qkv 1.14 -> 0.71 us and gate_up
+ * 1.65 -> 0.91 in the model; in pk the 0.6B went 0.950 -> 0.865 ms/token. The sums' order is
+ * fixed by the shapes: the same bits every run (not pk_lin_rows's bits). Needs K % 8 == 0 and
+ * 16-byte rows. Few rows per warp need many chunks ahead: one row with 2 ahead (a chain of
+ * shared-memory latencies) made the 0.6B's 8-row tiles 0.8-1.5 us slower than pk_lin_rows, 8
+ * ahead makes them 0.3-0.6 us faster. Ends with a barrier (xs is free). */
+#ifndef PK_LIN_STAGED_FAST /* 0: pk_lin_rows for every staged tile (PK_NVCC_DEFINES, to compare) */
+#define PK_LIN_STAGED_FAST (PK_LIN_WST_LDS ? 2 : 0) /* where codegen.c's stages_whole holds */
+#endif
+#define PK_LIN_SF_R 6
+#ifndef PK_LIN_SF_U
+#define PK_LIN_SF_U 2 /* chunks ahead for tiles of > 16 rows */
+#endif
+#ifndef PK_LIN_SF_R4
+#define PK_LIN_SF_R4 0 /* 1: tiles of 17-32 rows take 4 rows per warp (an instance of their own) */
+#endif
+#ifndef PK_LIN_SF_ONE_READ
+#define PK_LIN_SF_ONE_READ 0 /* 1: x read once (pk_lin_stage1) */
+#endif
+/* Which staged fast path a tile takes, by the rows per warp: PK_LIN_SF_R (2 chunks ahead: > 16 rows,
+ * the 0.6B's qkv and gate_up), 2 (9-16 rows, 8 chunks ahead: the 1.7B's o_proj, K 2048, lost 0.5 us
+ * per layer with 6 rows and 2 chunks ahead, call 2), 1 (<= 8 rows, 8 chunks ahead, with
+ * PK_LIN_STAGED_FAST 2 only), or 0: pk_lin_rows. */
+__device__ __forceinline__ int pk_lin_staged_fast_rows(const pk_lin_args &a) {
+    if (!PK_LIN_STAGED_FAST || a.n_tok != 1 || !a.wst || a.wst_rows < a.ncols || a.ncols <= 0 ||
+        a.ncols > PK_DEV_WARPS * PK_LIN_SF_R || a.K % 8 != 0 || (a.w->row_stride * 2) % 16 != 0 ||
+        !pk_dev_aligned16(a.wst) || (int64_t)a.K * 2 > PK_CUDA_SMEM_BYTES - PK_LIN_HDR)
+        return 0;
+    if (PK_LIN_SF_R4 && a.ncols > 2 * PK_DEV_WARPS && a.ncols <= 4 * PK_DEV_WARPS) return 4;
+    if (a.ncols > 2 * PK_DEV_WARPS) return PK_LIN_SF_R;
+    if (a.ncols > PK_DEV_WARPS) return 2;
+    return PK_LIN_STAGED_FAST >= 2 ? 1 : 0;
+}
+template <int XN, int R, int U>
+__device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
+    float *scale_s = (float *)smem, *red_s = scale_s + PK_LIN_MAXROWS;
+    pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR); /* [K] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, K = a.K, nch = K / 8;
+    const int64_t row_stride = (int64_t)a.w->row_stride;
+    /* the residual of the row this lane writes, read now: its round trip overlaps the sums */
+    const int jw = warp + 8 * lane;
+    const bool writes = lane < R && jw < a.ncols;
+    const float res = a.residual && writes ? pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + jw)) : 0.0f;
+    if (PK_LIN_SF_ONE_READ) {
+        pk_lin_stage1<XN>(a, scale_s, red_s, xs); /* ends with a barrier */
+    } else { /* pk_lin_rows's two passes over x */
+        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
+        pk_lin_stage<XN>(a, 0, 1, 1, 0, K, K, scale_s, xs);
+        pk_cta_sync();
+    }
+    float acc[R][2];
+#pragma unroll
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = 0.0f;
+    const pk_bf16 *w0 = a.wst + (int64_t)warp * row_stride, *const w_end = a.wst + (int64_t)a.ncols * row_stride;
+#pragma unroll U
+    for (int c = lane; c < nch; c += 32) {
+        const uint4 xv = pk_lin_ld_staged(xs + 8 * c);
+        uint4 wv[R];
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const pk_bf16 *p = w0 + 8 * (int64_t)i * row_stride;
+            wv[i] = p < w_end ? pk_lin_ld_staged(p + 8 * c) : make_uint4(0, 0, 0, 0);
+        }
+        float xf[8];
+        pk_dev_unpack8(xv, xf);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float wf[8];
+            pk_dev_unpack8(wv[i], wf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[i][(e / 2) & 1] = fmaf(xf[e], wf[e], acc[i][(e / 2) & 1]);
+        }
+    }
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < R; i++) acc[i][0] += acc[i][1];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int i = 0; i < R; i++) acc[i][0] += __shfl_xor_sync(PK_DEV_FULL_MASK, acc[i][0], o);
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        if (lane == i) mine = acc[i][0];
+    if (writes) {
+        float y = mine;
+        if (a.residual) y = pk_dev_round_bf16(y) + res;
+        a.out[jw] = pk_dev_f32_to_bf16(y);
+    }
+    pk_cta_sync(); /* xs and scale_s are free for the next task */
+}
+
 /* ---- decode rows from global memory with their loads kept in flight (PK_LIN_ASYNC) ------------
  * pk_lin_rows<XN, 1, CW, U> issues a batch of U·CW 16-byte loads per lane, waits for all of them,
  * does its FMAs and only then issues the next batch: the bytes in flight fall to zero once per
@@ -1119,6 +1219,17 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
             pk_lin_paged<XN, false, true>(a, smem, (const char *)a.wst, nullptr);
         else
             pk_lin_paged<XN, false, false>(a, smem, tile, nullptr);
+        return;
+    }
+    if (const int sf = pk_lin_staged_fast_rows(a)) {
+        if (sf == 1)
+            pk_lin_rows_staged1<XN, 1, 8>(a, smem);
+        else if (sf == 2)
+            pk_lin_rows_staged1<XN, 2, 8>(a, smem);
+        else if (PK_LIN_SF_R4 && sf == 4)
+            pk_lin_rows_staged1<XN, 4, PK_LIN_SF_U>(a, smem);
+        else
+            pk_lin_rows_staged1<XN, PK_LIN_SF_R, PK_LIN_SF_U>(a, smem);
         return;
     }
     for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
