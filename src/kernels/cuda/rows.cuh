@@ -232,6 +232,33 @@ __device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
     return __ldg((const uint4 *)p);
 #endif
 }
+/* 16 bytes of an rmsnorm_linear's norm weights (K bf16 per norm, read by every task of the layer
+ * right after its wait). With PK_NORM_EVICT_LAST the L2 keeps them (evict-last; 2 KB per norm, 112
+ * KB for Qwen3-0.6B): loaded as weights (evict-first) the first task of a layer to read them finds
+ * them in DRAM, behind the layer's copies, and every task of the layer waits for that read.
+ * Session 28 (same call): Qwen3-0.6B 0.8645 / 0.8632 / 0.8660 -> 0.8556 / 0.8609 / 0.8572 ms/token.
+ * On by default where the GEMV tiles stage whole (codegen's PK_LIN_WST_LDS: the 0.6B and 1.7B),
+ * off elsewhere (the 8B: not measured). The same bits either way. */
+#ifndef PK_NORM_EVICT_LAST
+#if defined(PK_LIN_WST_LDS) && PK_LIN_WST_LDS
+#define PK_NORM_EVICT_LAST 1
+#else
+#define PK_NORM_EVICT_LAST 0 /* PK_NVCC_DEFINES="-DPK_NORM_EVICT_LAST=0|1" to compare */
+#endif
+#endif
+__device__ __forceinline__ uint4 pk_dev_ldn16(const void *p) {
+#if __CUDA_ARCH__ >= 800 && PK_NORM_EVICT_LAST
+    uint4 v;
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+#else
+    return pk_dev_ldw16(p);
+#endif
+}
 /* cp.async of 16 weight bytes to shared memory, with the weight loads' L2 policy. */
 __device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *src) {
 #if PK_WEIGHT_EVICT_FIRST
