@@ -152,7 +152,17 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
  * reading x from L2 a second time after them — one dependent L2 round trip less per task.
  * Needs K % 8 == 0 and K <= 8 · THREADS · PK_LIN_RMS_CHUNKS (else the two passes). Ends with a
  * barrier: xs is then visible to every thread. */
-#define PK_LIN_RMS_CHUNKS 4 /* 16-byte chunks per thread: K <= 8192 at 256 threads */
+/* 16-byte chunks per thread: K <= 8192 at 256 threads with 4. 1 (K <= 2048) where tiles stage
+ * whole (codegen's PK_LIN_WST_LDS: the 0.6B, 1.7B): with 4 the staged fast path's one read
+ * (PK_LIN_SF_ONE_READ) made the inlined persistent kernel spill (bench/ptxas_report.sh: 184 ->
+ * 528 bytes of stack, 120 B of spills; docs/PERF.md session 28), with 1 it does not. */
+#ifndef PK_LIN_RMS_CHUNKS
+#if defined(PK_LIN_WST_LDS) && PK_LIN_WST_LDS
+#define PK_LIN_RMS_CHUNKS 1
+#else
+#define PK_LIN_RMS_CHUNKS 4
+#endif
+#endif
 #ifndef PK_LIN_ONE_READ
 #define PK_LIN_ONE_READ 1 /* 0: always the two passes (PK_NVCC_DEFINES, to compare) */
 #endif
@@ -474,7 +484,10 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #define PK_LIN_SF_R4 0 /* 1: tiles of 17-32 rows take 4 rows per warp (an instance of their own) */
 #endif
 #ifndef PK_LIN_SF_ONE_READ
-#define PK_LIN_SF_ONE_READ 0 /* 1: x read once (pk_lin_stage1) */
+/* 1: x read once (pk_lin_stage1, PK_LIN_RMS_CHUNKS 1 here). Session 28, same call, on the build that
+ * does not spill: Qwen3-0.6B 0.8527 / 0.8584 / 0.8532 -> 0.8481 / 0.8397 / 0.8392 ms/token, 1.7B
+ * 1.4729 / 1.4828 / 1.4736 -> 1.4604 / 1.4531 / 1.4590. 0: the two passes (PK_NVCC_DEFINES). */
+#define PK_LIN_SF_ONE_READ 1
 #endif
 /* Which staged fast path a tile takes, by the rows per warp: PK_LIN_SF_R (2 chunks ahead: > 16 rows,
  * the 0.6B's qkv and gate_up), 2 (9-16 rows, 8 chunks ahead: the 1.7B's o_proj, K 2048, lost 0.5 us
