@@ -472,13 +472,23 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
  * fixed by the shapes: the same bits every run (not pk_lin_rows's bits). Needs K % 8 == 0 and
  * 16-byte rows. Few rows per warp need many chunks ahead: one row with 2 ahead (a chain of
  * shared-memory latencies) made the 0.6B's 8-row tiles 0.8-1.5 us slower than pk_lin_rows, 8
- * ahead makes them 0.3-0.6 us faster. Ends with a barrier (xs is free). */
+ * ahead makes them 0.3-0.6 us faster (4 ahead a little more: PK_LIN_SF_U1). Ends with a barrier
+ * (xs is free). */
 #ifndef PK_LIN_STAGED_FAST /* 0: pk_lin_rows for every staged tile (PK_NVCC_DEFINES, to compare) */
 #define PK_LIN_STAGED_FAST (PK_LIN_WST_LDS ? 2 : 0) /* where codegen.c's stages_whole holds */
 #endif
 #define PK_LIN_SF_R 6
 #ifndef PK_LIN_SF_U
 #define PK_LIN_SF_U 2 /* chunks ahead for tiles of > 16 rows */
+#endif
+#ifndef PK_LIN_SF_U1
+/* chunks ahead for tiles of <= 8 rows (1 row per warp). Session 28, same call, Qwen3-0.6B (o_proj and
+ * down): 8 0.8432 / 0.8461 / 0.8415 ms/token, 16 0.8411 / 0.8416 / 0.8441, 4 0.8369 / 0.8374 / 0.8349.
+ * Still 8: the device time ran out before the GPU gate could run with 4 (docs/PERF.md next steps). */
+#define PK_LIN_SF_U1 8
+#endif
+#ifndef PK_LIN_SF_U2
+#define PK_LIN_SF_U2 8 /* chunks ahead for tiles of 9-16 rows (2 rows per warp: the 1.7B's o_proj) */
 #endif
 #ifndef PK_LIN_SF_R4
 #define PK_LIN_SF_R4 0 /* 1: tiles of 17-32 rows take 4 rows per warp (an instance of their own) */
@@ -491,7 +501,7 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #endif
 /* Which staged fast path a tile takes, by the rows per warp: PK_LIN_SF_R (2 chunks ahead: > 16 rows,
  * the 0.6B's qkv and gate_up), 2 (9-16 rows, 8 chunks ahead: the 1.7B's o_proj, K 2048, lost 0.5 us
- * per layer with 6 rows and 2 chunks ahead, call 2), 1 (<= 8 rows, 8 chunks ahead, with
+ * per layer with 6 rows and 2 chunks ahead, call 2), 1 (<= 8 rows, PK_LIN_SF_U1 ahead, with
  * PK_LIN_STAGED_FAST 2 only), or 0: pk_lin_rows. */
 __device__ __forceinline__ int pk_lin_staged_fast_rows(const pk_lin_args &a) {
     if (!PK_LIN_STAGED_FAST || a.n_tok != 1 || !a.wst || a.wst_rows < a.ncols || a.ncols <= 0 ||
@@ -1239,9 +1249,9 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem,
     }
     if (const int sf = pk_lin_staged_fast_rows(a)) {
         if (sf == 1)
-            pk_lin_rows_staged1<XN, 1, 8>(a, smem);
+            pk_lin_rows_staged1<XN, 1, PK_LIN_SF_U1>(a, smem);
         else if (sf == 2)
-            pk_lin_rows_staged1<XN, 2, 8>(a, smem);
+            pk_lin_rows_staged1<XN, 2, PK_LIN_SF_U2>(a, smem);
         else if (PK_LIN_SF_R4 && sf == 4)
             pk_lin_rows_staged1<XN, 4, PK_LIN_SF_U>(a, smem);
         else
