@@ -96,9 +96,7 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
             if (e < total && r < nt && kc - c >= 8) {
                 const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride; /* [K] or [2K] */
                 fv[b] = pk_dev_load8_any<true>(xr + k);
-                if (XN == PK_LIN_RMSNORM)
-                    gv[b] = pk_dev_aligned16(a.norm_w + k) ? pk_dev_ldn16(a.norm_w + k)
-                                                           : pk_dev_load8_any<false>(a.norm_w + k);
+                if (XN == PK_LIN_RMSNORM) gv[b] = pk_dev_load8_norm(a.norm_w + k);
                 if (XN == PK_LIN_SILU_MUL) gv[b] = pk_dev_load8_any<true>(xr + a.K + k);
             }
         }
@@ -182,8 +180,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
         const int c = threadIdx.x + m * PK_CUDA_THREADS;
         if (c < nch) {
             xv[m] = pk_dev_load8_any<true>(a.x + 8 * c);
-            nv[m] = pk_dev_aligned16(a.norm_w + 8 * c) ? pk_dev_ldn16(a.norm_w + 8 * c)
-                                                        : pk_dev_load8_any<false>(a.norm_w + 8 * c);
+            nv[m] = pk_dev_load8_norm(a.norm_w + 8 * c);
         }
     }
     float ss = 0.0f; /* pk_dev_rms_scales's order: chunks in order, elements in order */

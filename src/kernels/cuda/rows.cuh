@@ -296,6 +296,12 @@ __device__ __forceinline__ uint4 pk_dev_load8_any(const pk_bf16 *p) {
     return make_uint4(u[0], u[1], u[2], u[3]);
 }
 
+/* 8 consecutive norm weights at p, any 2-byte aligned p: pk_dev_ldn16's policy when 16-byte aligned,
+ * else pk_dev_load8_any's smaller loads. */
+__device__ __forceinline__ uint4 pk_dev_load8_norm(const pk_bf16 *p) {
+    return pk_dev_aligned16(p) ? pk_dev_ldn16(p) : pk_dev_load8_any<false>(p);
+}
+
 /* ---- warp reductions (fixed butterfly order: the same bits on every run) --------------------- */
 
 __device__ __forceinline__ float pk_dev_warp_sum(float v) {
