@@ -480,9 +480,9 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
 #endif
 #ifndef PK_LIN_SF_U1
 /* chunks ahead for tiles of <= 8 rows (1 row per warp). Session 28, same call, Qwen3-0.6B (o_proj and
- * down): 8 0.8432 / 0.8461 / 0.8415 ms/token, 16 0.8411 / 0.8416 / 0.8441, 4 0.8369 / 0.8374 / 0.8349.
- * Still 8: the device time ran out before the GPU gate could run with 4 (docs/PERF.md next steps). */
-#define PK_LIN_SF_U1 8
+ * down): 8 0.8432 / 0.8461 / 0.8415 ms/token, 16 0.8411 / 0.8416 / 0.8441, 4 0.8369 / 0.8374 / 0.8349;
+ * the unroll does not change the sums' order (docs/PERF.md, session 29). */
+#define PK_LIN_SF_U1 4
 #endif
 #ifndef PK_LIN_SF_U2
 #define PK_LIN_SF_U2 8 /* chunks ahead for tiles of 9-16 rows (2 rows per warp: the 1.7B's o_proj) */
