@@ -54,6 +54,16 @@
  * 20.07 us per layer (att 2.5 us), 21.90 -> 21.24 (4 us): one hand-off fewer saves ~0.7 us, the
  * rest goes to the hand-off into the fused layer (every SM's pre-wait copies queued) and gate_up's
  * partial reads (0.54 against 0.25 us).
+ * mlp (session 29, run after `fused`): gate_up and down as one layer of 128 tasks — task b computes
+ * gate_up's 48 rows (24 features), silu · mul, then down's 1024 rows over those 24 columns (a
+ * [1024][24] tile, 48 KB, copied before the wait with gate_up's 96 KB) and adds them into a per-layer
+ * accumulator acc [H] as 2^-32 fixed point with 64-bit integer atomics (exact: any order
+ * gives the same bits); qkv reads x = h + acc (8 KB through L2) and stores its 8 elements of x for
+ * o_proj's residual; o_proj zeroes the layer before's acc once qkv has read it. Measured (fast
+ * GEMVs, same launch set): 20.97 / 20.96 -> 20.02 us per layer with a 4 us attention, 19.56 /
+ * 19.58 -> 18.53 with 2.5 us (fused: 20.39, 18.93): one hand-off fewer saves ~1 us; the mlp layer's
+ * end+ is 6.9-7.3 us against gate_up's and down's 8.2-8.8, its gate_up tasks wait 4.0 us (2.8:
+ * their 144 KB of copies), qkv's x read 0.35 us (0.27).
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
  * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
  * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.
@@ -84,6 +94,8 @@ typedef struct {
     long long att_ns;
     int fast; /* the global schedule's GEMV: 0 gemv (a warp per two rows), 1 gemv_fast */
     int fused; /* the global schedule with the attention and o_proj as one layer of 128 tasks (`fused`) */
+    int mlp;   /* the global schedule with gate_up and down as one layer of 128 tasks (`mlp`) */
+    long long *acc; /* mlp: [LAYERS][H] down's sums, fixed point (2^-32), added with integer atomics */
     int bloat; /* 0; 1: every GEMV task also runs BLOAT_N dependent FMAs as a loop (little code); 2: the
                   same FMAs unrolled, a distinct copy per kind (BLOAT_N x 16 B of code each) */
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
@@ -111,7 +123,7 @@ __device__ void signal_rec(unsigned long long *c, const args_t &a, int ev, int k
     if (threadIdx.x == 0) {
         red_release(c, 1);
         if (ev == REC_EV) a.rec[k * GCTA + blockIdx.x] = now_ns();
-        if (ev == REC_EV - 1 && k == 4) a.rec[5 * GCTA + blockIdx.x] = now_ns(); /* the down before */
+        if (ev == REC_EV - 1 && k == (a.mlp ? 3 : 4)) a.rec[5 * GCTA + blockIdx.x] = now_ns(); /* the down before */
     }
 }
 __device__ void issue_copies(char *dst, const char *src, int bytes) {
@@ -266,6 +278,13 @@ __device__ void load_x_parts(const __nv_bfloat16 *v, const float *part, int n, f
     }
     __syncthreads();
 }
+/* xs[0 .. n) = the bf16 vector v plus acc [n] (fixed point, 2^-32; through L2): the mlp schedule's
+ * x = h + down, read by qkv. */
+__device__ void load_x_acc(const __nv_bfloat16 *v, const long long *acc, int n, float *xs) {
+    for (int k = threadIdx.x; k < n; k += THREADS)
+        xs[k] = __bfloat162float(v[k]) + (float)__ldcg(acc + k) * 2.3283064365386963e-10f;
+    __syncthreads();
+}
 /* Thread 0: kind k's phase times of this task (start = task start, after the poll, x loaded, rms
  * scale, copies landed, GEMV done) summed into prof[k]. */
 __device__ void prof_add(const args_t &a, int k, const uint64_t *t) {
@@ -291,7 +310,7 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g));
 template <int K, int R, bool RMS>
 __device__ float gemv_task(const args_t &a, int kind, char *tile, const char *src, int bytes,
                            const unsigned long long *ctr, unsigned long long need, const __nv_bfloat16 *x, float *xs,
-                           float *y, float *red, const float *part = nullptr) {
+                           float *y, float *red, const float *part = nullptr, const long long *acc = nullptr) {
     uint64_t tp[6];
     tp[0] = now_ns();
     issue_copies(tile, src, bytes);
@@ -299,6 +318,8 @@ __device__ float gemv_task(const args_t &a, int kind, char *tile, const char *sr
     tp[1] = now_ns();
     if (part)
         load_x_parts(x, part, K, xs);
+    else if (acc)
+        load_x_acc(x, acc, K, xs);
     else
         load_x(x, K, xs);
     tp[2] = now_ns();
@@ -326,9 +347,12 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
     for (int ev = 0; ev < NEV; ev++) {
         const int l = ev % LAYERS;
         const char *W = a.w + (size_t)l * LAYER_BYTES * 3 / 2;
-        if (b < 128) { /* qkv: rmsnorm(resid) . W [32 rows] */
-            const float s = gemv_task<H, 4, true>(a, 0, tile, W + (size_t)b * QKV_TILE, QKV_TILE,
-                                                  ev > 0 ? E + 4 * NEV + ev - 1 : nullptr, 128, a.act[0], xs, y, red);
+        if (b < 128) { /* qkv: rmsnorm(resid) . W [32 rows]; mlp: resid = h + the down sums, its 8 elements stored */
+            const unsigned long long *prev = ev == 0 ? nullptr : E + (a.mlp ? 3 : 4) * NEV + ev - 1;
+            const long long *accp = a.mlp ? a.acc + (size_t)((l + LAYERS - 1) % LAYERS) * H : nullptr;
+            const float s = gemv_task<H, 4, true>(a, 0, tile, W + (size_t)b * QKV_TILE, QKV_TILE, prev, 128,
+                                                  a.mlp ? a.act[3] : a.act[0], xs, y, red, nullptr, accp);
+            if (a.mlp && threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(xs[b * 8 + threadIdx.x]);
             const float z = bloat<0>(a, y[0]);
             if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s + z);
             signal_rec(E + ev, a, ev, 0);
@@ -365,9 +389,39 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
                                     red);
             const float z = bloat<1>(a, y[0]);
             if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z);
+            /* mlp: the layer before's down sums are read (every qkv task of this layer signalled before
+             * the attention): zero this task's 8 for their next use, a step later */
+            if (a.mlp && threadIdx.x < 8) a.acc[(size_t)((l + LAYERS - 1) % LAYERS) * H + b * 8 + threadIdx.x] = 0;
             signal_rec(E + 2 * NEV + ev, a, ev, 2);
         }
-        if (b < 128) {
+        if (a.mlp && b < 128) {
+            /* gate_up and down as one task: rmsnorm(h) . Wgu [48 rows], its 24 features silu(g) · u, then
+             * down's 1024 rows over those 24 columns (a [1024][24] tile copied before the wait, 48 KB)
+             * added into acc [l] as fixed point with integer atomics: any order gives the same bits */
+            char *dt = sm + 96 * 1024;
+            float *mlp = red + 16; /* past y [48] and red [8] */
+            issue_copies(dt, Wd + (size_t)b * D_TILE, D_TILE);
+            const float s = gemv_task<H, 6, true>(a, 2, tile, Wgu + (size_t)b * GU_TILE, GU_TILE, E + 2 * NEV + ev, 128,
+                                                  a.act[3], xs, y, red);
+            if (threadIdx.x < 24) mlp[threadIdx.x] = silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s;
+            __syncthreads();
+            long long *acc = a.acc + (size_t)l * H;
+            for (int row = threadIdx.x; row < H; row += THREADS) {
+                const uint4 *w = (const uint4 *)(dt + (size_t)row * 48);
+                float v = 0.0f;
+#pragma unroll
+                for (int c = 0; c < 3; c++) {
+                    const uint4 u = w[c];
+                    const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
+                }
+                atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * 4294967296.0f));
+            }
+            signal_rec(E + 3 * NEV + ev, a, ev, 3);
+        }
+        if (!a.mlp && b < 128) {
             /* gate_up: rmsnorm(h) . W [48 rows], silu(g) · u; fused: h = residual + the 8 heads' partials,
              * this task's 8 elements of it stored for down */
             const float s = gemv_task<H, 6, true>(a, 2, tile, Wgu + (size_t)b * GU_TILE, GU_TILE, E + 2 * NEV + ev, 128,
@@ -487,6 +541,7 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         CHECK(cudaMemset(a.ev, 0, 8 * 7 * NEV));
         CHECK(cudaMemset(a.prof, 0, 8 * 24));
         CHECK(cudaMemset(a.part_o, 0, 16 * H * 4));
+        CHECK(cudaMemset(a.acc, 0, (size_t)LAYERS * H * 8));
         CHECK(cudaMemset(a.part_d, 0, 16 * H * 4));
         CHECK(cudaMemset(a.rec, 0, 8 * 6 * GCTA));
         CHECK(cudaLaunchKernelEx(cfg, kernel, a));
@@ -518,6 +573,7 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
                 if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
         }
         if (a.fused) end[1] = end[0]; /* no attention layer of its own: o_proj's end+ is the fused layer's */
+        if (a.mlp) end[4] = end[3];   /* no down layer of its own: gate_up's end+ is the mlp layer's */
         printf("%s: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
                name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
@@ -546,6 +602,7 @@ int main(int argc, char **argv) {
         CHECK(cudaMalloc(&a.act[i], sizes[i] * 2));
         CHECK(cudaMemset(a.act[i], 0x3c, sizes[i] * 2));
     }
+    CHECK(cudaMalloc(&a.acc, (size_t)LAYERS * H * 8));
     CHECK(cudaMalloc(&a.part_o, 16 * H * 4));
     CHECK(cudaMalloc(&a.part_d, 16 * H * 4));
     CHECK(cudaMalloc(&a.t, 16));
@@ -568,6 +625,9 @@ int main(int argc, char **argv) {
     a.fused = 1; /* the same schedule with the attention and o_proj as one layer; then global again */
     run_sched("fused", a, launches, &cfg, global_kernel);
     a.fused = 0;
+    a.mlp = 1; /* gate_up and down as one layer */
+    run_sched("mlp", a, launches, &cfg, global_kernel);
+    a.mlp = 0;
     run_sched("global", a, launches, &cfg, global_kernel);
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
