@@ -337,12 +337,13 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
  * m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1;
  * n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1), c2, c3 (row gid + 8). K_s [pos][D + 8]
  * is B = K^T as ldmatrix reads it; V_s [pos][D + 8] is B = V through ldmatrix .trans. */
+/* Not volatile: the product touches no memory, so the compiler may place it among the fragment loads. */
 __device__ __forceinline__ void pk_attd_mma(float *c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 #else
     (void)c, (void)a0, (void)a2, (void)b0, (void)b1;
     __trap(); /* PK_ATTD_USE_MMA is 0 there */
@@ -389,17 +390,23 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 #pragma unroll
         for (int t = 0; t < 4; t++) sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
         const int r0 = min(jb + mrow, P - 1), r1 = min(jb + 16 + mrow, P - 1);
+        /* every K fragment of the block first (D / 16 x 2 x 4 registers), then the products */
+        {
+            uint32_t bk[D / 16][2][4];
 #pragma unroll
-        for (int k0 = 0; k0 < D; k0 += 16) {
-            const uint32_t a0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
-            const uint32_t a2 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
-            uint32_t b[2][4];
-            pk_attd_ldsm4<false>(b[0], K_s + pk_attd_kidx(r0, k0 + mcol, D));
-            pk_attd_ldsm4<false>(b[1], K_s + pk_attd_kidx(r1, k0 + mcol, D));
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                pk_attd_ldsm4<false>(bk[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + mcol, D));
+                pk_attd_ldsm4<false>(bk[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + mcol, D));
+            }
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                pk_attd_mma(sc[2 * h], a0, a2, b[h][0], b[h][2]);
-                pk_attd_mma(sc[2 * h + 1], a0, a2, b[h][1], b[h][3]);
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                const uint32_t a0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
+                const uint32_t a2 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    pk_attd_mma(sc[2 * h], a0, a2, bk[k0 / 16][h][0], bk[k0 / 16][h][2]);
+                    pk_attd_mma(sc[2 * h + 1], a0, a2, bk[k0 / 16][h][1], bk[k0 / 16][h][3]);
+                }
             }
         }
         /* online softmax of row gid over this block's 32 positions (8 in this lane, the rest in
@@ -444,17 +451,23 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int vr = min(jb + 16 * h + mrow, P - 1);
+            /* every V fragment of the 16 positions first, then the hi products, then the lo ones:
+             * no mma waits on the one just before it (each acc still takes hi, then lo, then the
+             * next h: the same order, the same bits) */
+            uint32_t bv[DT / 2][4];
+#pragma unroll
+            for (int d0 = 0; d0 < D; d0 += 16) pk_attd_ldsm4<true>(bv[d0 / 16], V_s + pk_attd_kidx(vr, d0 + mcol, D));
 #pragma unroll
             for (int d0 = 0; d0 < D; d0 += 16) {
-                uint32_t b[4];
-                pk_attd_ldsm4<true>(b, V_s + pk_attd_kidx(vr, d0 + mcol, D));
-                pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], b[0], b[1]);
-                pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], b[2], b[3]);
-                if (PK_ATTD_PLO) {
-                    pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], b[0], b[1]);
-                    pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], b[2], b[3]);
-                }
+                pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], bv[d0 / 16][0], bv[d0 / 16][1]);
+                pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], bv[d0 / 16][2], bv[d0 / 16][3]);
             }
+            if (PK_ATTD_PLO)
+#pragma unroll
+                for (int d0 = 0; d0 < D; d0 += 16) {
+                    pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], bv[d0 / 16][0], bv[d0 / 16][1]);
+                    pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], bv[d0 / 16][2], bv[d0 / 16][3]);
+                }
         }
     }
     l += __shfl_xor_sync(PK_DEV_FULL_MASK, l, 1);
