@@ -18,6 +18,18 @@ pk_private_cache() {
     if [ -d .gpu/cache ]; then cp -r .gpu/cache/. "$PK_CACHE_DIR"/ && chmod -R go-w "$PK_CACHE_DIR"; fi
 }
 
+# Kernels from the carried cache only: PK_NVCC becomes a stand-in that answers --version as nvcc
+# does (the cache key holds it) and fails every compile, so on the device a cache miss ends the run
+# at once instead of spending device time on nvcc (session 29 lost a call's traces that way), and
+# here a dry run of each command a call will make says, before packing, whether .gpu/cache holds
+# its kernel ("kernel not in the cache" on stderr). Needs nvcc on PATH (pk_gpu_paths).
+pk_nvcc_cached() {
+    local f=${TMPDIR:-/tmp}/pk-nvcc-cached.$$
+    # shellcheck disable=SC2016 # the stand-in's own "$1", written literally
+    printf '%s\n' '#!/bin/bash' 'if [ "$1" = "--version" ]; then exec nvcc --version; fi' \
+        'echo "pk_nvcc_cached: kernel not in the cache" >&2; exit 1' >"$f" && chmod +x "$f" && export PK_NVCC="$f"
+}
+
 # The prompt of the pk-tiny split check (`pk generate --prompt-ids "$(pk_tiny_split_ids)"
 # --max-tokens 12 --kv-splits 3`, CUDA against the CPU: quick_gpu.sh, gpu_check.sh, run_bench.sh's
 # gate; precompile.sh compiles its kernel): 100 ids, so decode rows take the staged split path and
