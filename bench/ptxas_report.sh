@@ -25,14 +25,11 @@ fi
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null || { echo "ptxas_report: nvcc not found" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out/cache" && chmod 700 "$out/cache"
-cat >"$out/nvcc-stand-in" <<'SH'
-#!/bin/sh
-# answers pk's version check, fails the compile: kernel.cu stays in the cache folder
-if [ "$1" = "--version" ]; then exec nvcc --version; fi
-exit 1
-SH
-chmod +x "$out/nvcc-stand-in"
-PK_NVCC="$out/nvcc-stand-in" PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$out/cache" build/pk bench --model "$model" \
+# an nvcc that answers pk's version check and fails the compile: kernel.cu stays in the cache folder
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
+pk_nvcc_cached "$out/nvcc-stand-in"
+PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$out/cache" build/pk bench --model "$model" \
     --backend cuda --threads "${THREADS:-132}" --context "${CONTEXT:-160}" --max-seq "${MAX_SEQ:-288}" \
     --gen 8 >/dev/null 2>&1 || true
 dir=$(find "$out/cache" -mindepth 1 -maxdepth 1 -type d | head -n 1)

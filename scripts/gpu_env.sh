@@ -22,9 +22,11 @@ pk_private_cache() {
 # does (the cache key holds it) and fails every compile, so on the device a cache miss ends the run
 # at once instead of spending device time on nvcc (session 29 lost a call's traces that way), and
 # here a dry run of each command a call will make says, before packing, whether .gpu/cache holds
-# its kernel ("kernel not in the cache" on stderr). Needs nvcc on PATH (pk_gpu_paths).
+# its kernel ("kernel not in the cache" on stderr); bench/ptxas_report.sh uses it to have pk write
+# kernel.cu without compiling it. Needs nvcc on PATH (pk_gpu_paths). Usage: pk_nvcc_cached [FILE]
+# (where the stand-in goes; default a file in TMPDIR).
 pk_nvcc_cached() {
-    local f=${TMPDIR:-/tmp}/pk-nvcc-cached.$$
+    local f=${1:-${TMPDIR:-/tmp}/pk-nvcc-cached.$$}
     # shellcheck disable=SC2016 # the stand-in's own "$1", written literally
     printf '%s\n' '#!/bin/bash' 'if [ "$1" = "--version" ]; then exec nvcc --version; fi' \
         'echo "pk_nvcc_cached: kernel not in the cache" >&2; exit 1' >"$f" && chmod +x "$f" && export PK_NVCC="$f"
