@@ -78,6 +78,7 @@ namespace cg = cooperative_groups;
 enum { THREADS = 256, WARPS = 8, LAYERS = 28, STEPS = 4, NEV = STEPS * LAYERS, REC_EV = NEV / 2 };
 enum { H = 1024, QKV = 4096, QO = 2048, FF = 3072, HEADS_KV = 8, HD = 128 };
 enum { NCTA = 128, GCTA = 132 };
+#define FIX_ONE 4294967296.0f /* the mlp schedule's fixed point: acc holds sums x 2^32 */
 /* tiles (bytes): pk's and the cluster schedule's are the same size per CTA */
 enum { QKV_TILE = 32 * H * 2, O_TILE = 32 * 1024, GU_TILE = 48 * H * 2, D_TILE = 48 * 1024, KV_BYTES = 80 * 1024 };
 enum { LAYER_BYTES = 128 * (QKV_TILE + O_TILE + GU_TILE + D_TILE) };
@@ -282,7 +283,7 @@ __device__ void load_x_parts(const __nv_bfloat16 *v, const float *part, int n, f
  * x = h + down, read by qkv. */
 __device__ void load_x_acc(const __nv_bfloat16 *v, const long long *acc, int n, float *xs) {
     for (int k = threadIdx.x; k < n; k += THREADS)
-        xs[k] = __bfloat162float(v[k]) + (float)__ldcg(acc + k) * 2.3283064365386963e-10f;
+        xs[k] = __bfloat162float(v[k]) + (float)__ldcg(acc + k) / FIX_ONE;
     __syncthreads();
 }
 /* Thread 0: kind k's phase times of this task (start = task start, after the poll, x loaded, rms
@@ -347,11 +348,12 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
     for (int ev = 0; ev < NEV; ev++) {
         const int l = ev % LAYERS;
         const char *W = a.w + (size_t)l * LAYER_BYTES * 3 / 2;
+        long long *acc_prev = a.acc + (size_t)((l + LAYERS - 1) % LAYERS) * H; /* mlp: the layer before's sums */
         if (b < 128) { /* qkv: rmsnorm(resid) . W [32 rows]; mlp: resid = h + the down sums, its 8 elements stored */
             const unsigned long long *prev = ev == 0 ? nullptr : E + (a.mlp ? 3 : 4) * NEV + ev - 1;
-            const long long *accp = a.mlp ? a.acc + (size_t)((l + LAYERS - 1) % LAYERS) * H : nullptr;
             const float s = gemv_task<H, 4, true>(a, 0, tile, W + (size_t)b * QKV_TILE, QKV_TILE, prev, 128,
-                                                  a.mlp ? a.act[3] : a.act[0], xs, y, red, nullptr, accp);
+                                                  a.mlp ? a.act[3] : a.act[0], xs, y, red, nullptr,
+                                                  a.mlp ? acc_prev : nullptr);
             if (a.mlp && threadIdx.x < 8) a.act[0][b * 8 + threadIdx.x] = __float2bfloat16(xs[b * 8 + threadIdx.x]);
             const float z = bloat<0>(a, y[0]);
             if (threadIdx.x < 32) a.act[1][b * 32 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] * s + z);
@@ -391,7 +393,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (threadIdx.x < 8) a.act[3][b * 8 + threadIdx.x] = __float2bfloat16(y[threadIdx.x] + z);
             /* mlp: the layer before's down sums are read (every qkv task of this layer signalled before
              * the attention): zero this task's 8 for their next use, a step later */
-            if (a.mlp && threadIdx.x < 8) a.acc[(size_t)((l + LAYERS - 1) % LAYERS) * H + b * 8 + threadIdx.x] = 0;
+            if (a.mlp && threadIdx.x < 8) acc_prev[b * 8 + threadIdx.x] = 0;
             signal_rec(E + 2 * NEV + ev, a, ev, 2);
         }
         if (a.mlp && b < 128) {
@@ -417,7 +419,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
                     for (int q = 0; q < 4; q++)
                         v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
                 }
-                atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * 4294967296.0f));
+                atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * FIX_ONE));
             }
             signal_rec(E + 3 * NEV + ev, a, ev, 3);
         }
