@@ -183,12 +183,40 @@ pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w,
 pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w, int block,
                                          pk_tensor *out, float eps, int grid);
 
+/* A SwiGLU MLP whose sum no task writes: the MLP of pk_rmsnorm_linear_swiglu_layer and its down
+ * projection as one layer, whose task i computes its I / grid features (gate / up rows, silu ·
+ * mul) and then down_proj's partial sums over those features for every output, and adds them to
+ * acc as fixed point: acc[t, n] += round(partial · 2^32), 64-bit integer adds, exact, so the sum
+ * is the same bits in any order. x [T, K], norm_w [K]; w_gu is pk_fuse_tensors of {gate_proj,
+ * up_proj} [I, K] each with num_groups = grid; w_down [K, I] (attached; pk keeps a transposed copy
+ * in host memory, which the GPU reads: task i's gate, up and down rows are one contiguous range);
+ * acc a pk_new_tensor int64 [T, K], zero before the first step. The layer's output
+ * x + down(...) is never stored: the layers that read it take acc and x —
+ * pk_rmsnorm_linear_acc_layer (which also writes the sum as bf16 for a residual) — and one
+ * pk_linear_with_residual_clear_layer, after all of them, zeroes acc for the next step
+ * (pk_compile fails when no layer clears it). grid divides I. */
+pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w_gu,
+                                       pk_tensor *w_down, pk_tensor *acc, float eps, int grid);
+
+/* pk_rmsnorm_linear_layer of s = bf16(bf16(acc · 2^-32) + x): x plus the sum a
+ * pk_rmsnorm_swiglu_down_layer left in acc (int64 [T, K]). Task i of the grid also writes
+ * columns [i·K/grid, (i+1)·K/grid) of s into sum (bf16 [T, K]), so that s can be a later
+ * layer's residual. K must be a multiple of 8. */
+pk_status pk_rmsnorm_linear_acc_layer(pk_kernel *k, pk_tensor *x, pk_tensor *acc, pk_tensor *norm_w, pk_tensor *w,
+                                      pk_tensor *out, pk_tensor *sum, float eps, int grid);
+
 /* out = x · Wᵀ.  x [T, K], W [N, K], out [T, N]; grid splits N. */
 pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *out, int grid);
 
 /* out = x · Wᵀ + residual.  residual and out [T, N]; grid splits N. */
 pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w,
                                         pk_tensor *residual, pk_tensor *out, int grid);
+
+/* pk_linear_with_residual_layer that also zeroes accumulator `clear` (a
+ * pk_rmsnorm_swiglu_down_layer's acc, int64 [T, M]; task i its columns [i·M/grid, (i+1)·M/grid)):
+ * every other layer that reads clear must be one this layer waits on, through x or residual. */
+pk_status pk_linear_with_residual_clear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                              pk_tensor *clear, pk_tensor *out, int grid);
 
 /* out = x · Wᵀ + residual as pk_linear_with_residual_layer, but grid splits K: task i takes
  * columns [i·K/grid, (i+1)·K/grid) of x and W, adds its fp32 partial sums to an accumulator

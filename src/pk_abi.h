@@ -13,10 +13,13 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 5 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+#define PK_ABI_VERSION 6 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
                            * 3: the combine folded into the partial layer (its last task per group);
                            * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block;
-                           * 5: PK_TASK_LINEAR_SPLITK_RESIDUAL */
+                           * 5: PK_TASK_LINEAR_SPLITK_RESIDUAL;
+                           * 6: PK_TASK_RMSNORM_SWIGLU_DOWN, the accumulator views of
+                           *    RMSNORM_LINEAR (PK_V_NL_ACC, PK_V_NL_SUM) and LINEAR_RESIDUAL
+                           *    (PK_V_LR_CLEAR) */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -48,7 +51,11 @@ typedef enum pk_task_kind {
     PK_TASK_LINEAR_SPLITK_RESIDUAL = 14, /* x · Wᵀ + residual split over K: each task adds its partial
                                           * sums to an fp32 accumulator; the layer's last task to
                                           * finish writes out and clears the accumulator */
-    PK_TASK_KIND_COUNT = 15,
+    PK_TASK_RMSNORM_SWIGLU_DOWN = 15, /* the SwiGLU MLP as one layer: task i's gate / up rows, silu ·
+                                       * mul, then down_proj's partial sums over its features for every
+                                       * output, added to an int64 fixed-point accumulator (no task
+                                       * writes the sum: its readers add it to their x, PK_V_NL_ACC) */
+    PK_TASK_KIND_COUNT = 16,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -117,14 +124,24 @@ PK_STATIC_ASSERT(sizeof(pk_layer_params) == 64, "pk_layer_params layout");
 enum {
     PK_V_EMB_TOKENS = 0, PK_V_EMB_WEIGHT = 1 /* [V, col tile] */, PK_V_EMB_OUT = 2 /* [T, col tile] */,
     PK_V_NORM_X = 0 /* [row tile, H] */, PK_V_NORM_W = 1, PK_V_NORM_OUT = 2 /* [row tile, H] */,
-    PK_V_NL_X = 0 /* [T, K] */, PK_V_NL_NORM_W = 1, PK_V_NL_W = 2 /* [n tile, K] */,
-    PK_V_NL_OUT = 3 /* [T, n tile] */,
-    /* RMSNORM_LINEAR_SWIGLU: x, norm_w, w [2 · i tile, K] as RMSNORM_LINEAR; gu [T, 2 · i tile] the
-     * projection in w's row order (blocks of swiglu_block gate rows, then the matching up rows);
-     * out [T, i tile] = silu(gate) · up */
-    PK_V_NLS_X = 0, PK_V_NLS_NORM_W = 1, PK_V_NLS_W = 2, PK_V_NLS_GU = 3, PK_V_NLS_OUT = 4,
+    /* RMSNORM_LINEAR: acc (nseg 0 when absent) int64 [T, K] whole: the layer's input is then
+     * s = bf16(bf16(acc · 2^-32) + x) (x plus a RMSNORM_SWIGLU_DOWN layer's sum), and task i of G
+     * writes s's columns [i·K/G, (i+1)·K/G) into sum [T, K] (whole view) */
+    PK_V_NL_X = 0 /* [T, K] */, PK_V_NL_NORM_W = 1, PK_V_NL_W = 2 /* [n tile, K] */, PK_V_NL_ACC = 3,
+    PK_V_NL_OUT = 4 /* [T, n tile] */, PK_V_NL_SUM = 5,
+    /* RMSNORM_LINEAR_SWIGLU: x, norm_w, w [2 · i tile, K] as RMSNORM_LINEAR (no acc); gu [T, 2 · i
+     * tile] the projection in w's row order (blocks of swiglu_block gate rows, then the matching up
+     * rows); out [T, i tile] = silu(gate) · up */
+    PK_V_NLS_X = 0, PK_V_NLS_NORM_W = 1, PK_V_NLS_W = 2, PK_V_NLS_GU = 4, PK_V_NLS_OUT = 5,
+    /* RMSNORM_SWIGLU_DOWN: x, norm_w as RMSNORM_LINEAR; w [3 · i tile, K]: per task (one group of
+     * the fused weight) i tile gate rows, i tile up rows (swiglu_block = i tile), then rows
+     * [i·I/G, (i+1)·I/G) of down_proj's transpose; scratch [T, 3 · i tile]: gu (2 · i tile columns)
+     * then silu(gate) · up; acc int64 [T, N] whole: each task adds round(partial · 2^32) */
+    PK_V_MLP_X = 0, PK_V_MLP_NORM_W = 1, PK_V_MLP_W = 2, PK_V_MLP_SCRATCH = 4, PK_V_MLP_ACC = 5,
     PK_V_LIN_X = 0, PK_V_LIN_W = 1, PK_V_LIN_OUT = 2,
-    PK_V_LR_X = 0, PK_V_LR_W = 1, PK_V_LR_RES = 2 /* [T, n tile] */, PK_V_LR_OUT = 3,
+    /* LINEAR_RESIDUAL: clear (nseg 0 when absent) int64 [T, N'] whole: task i of G zeroes its columns
+     * [i·N'/G, (i+1)·N'/G) (a RMSNORM_SWIGLU_DOWN accumulator, after every reader of it) */
+    PK_V_LR_X = 0, PK_V_LR_W = 1, PK_V_LR_RES = 2 /* [T, n tile] */, PK_V_LR_CLEAR = 3, PK_V_LR_OUT = 4,
     /* LINEAR_SPLITK_RESIDUAL: x [T, k tile], w [N, k tile]; residual, acc (fp32), out whole [T, N] */
     PK_V_LSK_X = 0, PK_V_LSK_W = 1, PK_V_LSK_RES = 2, PK_V_LSK_ACC = 3, PK_V_LSK_OUT = 4,
     PK_V_SM_X = 0 /* [T, 2I] */, PK_V_SM_OUT = 1 /* [T, i tile] */,
@@ -141,6 +158,9 @@ enum {
 PK_STATIC_ASSERT(PK_V_NLS_X == PK_V_NL_X && PK_V_NLS_NORM_W == PK_V_NL_NORM_W && PK_V_NLS_W == PK_V_NL_W &&
                      PK_V_NLS_GU == PK_V_NL_OUT,
                  "RMSNORM_LINEAR_SWIGLU's GEMV views are RMSNORM_LINEAR's (codegen.c emits one call for both)");
+PK_STATIC_ASSERT(PK_V_MLP_X == PK_V_NL_X && PK_V_MLP_NORM_W == PK_V_NL_NORM_W && PK_V_MLP_W == PK_V_NL_W &&
+                     PK_V_MLP_SCRATCH == PK_V_NL_OUT,
+                 "RMSNORM_SWIGLU_DOWN's GEMV views are RMSNORM_LINEAR's");
 
 /* The step's decode metadata, in the pk-owned int32 tensor "pk.step_info". */
 enum {

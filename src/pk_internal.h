@@ -32,6 +32,8 @@ typedef enum pk_storage {
     PK_STORAGE_ATTACHED = 0, /* caller's memory */
     PK_STORAGE_OWNED = 1,    /* pk's memory, zero-filled */
     PK_STORAGE_FUSED = 2,    /* rows of other tensors, see pk_fuse_tensors */
+    PK_STORAGE_TRANSPOSED = 3, /* pk's copy of an attached weight's transpose, read only as an input of a
+                                * fused tensor (pk_transposed_weight) */
 } pk_storage;
 
 struct pk_tensor {
@@ -114,6 +116,12 @@ struct pk_kernel {
     int64_t steps_run;
     pk_runtime *runtime; /* backend state (the CUDA backend's), NULL when none */
 };
+
+/* pk's transpose [dims[1], dims[0]] of the attached 2-D bf16 weight w, named `name`: a copy in
+ * host memory (freed with k) that pk_fuse_tensors can take as an input, so that a fused weight
+ * holds a block of w's columns as contiguous rows (pk_rmsnorm_swiglu_down_layer). NULL on error
+ * (recorded on k). */
+pk_tensor *pk_transposed_weight(pk_kernel *k, const char *name, const pk_tensor *w);
 
 /* Records an error on k and returns it; the message is formatted like printf. */
 pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...)

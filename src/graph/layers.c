@@ -4,6 +4,7 @@
  * and how its grid splits each one (pk_split), which is all the task graph builder needs.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pk_internal.h"
@@ -13,6 +14,8 @@
         pk_status s_ = (expr);             \
         if (s_ != PK_OK) return s_;        \
     } while (0)
+
+static const pk_split WHOLE = {-1, 1}; /* every task touches the whole tensor */
 
 typedef struct layer_builder {
     pk_kernel *k;
@@ -103,6 +106,13 @@ static pk_status add_input(layer_builder *b, const char *role, const pk_tensor *
     return PK_OK;
 }
 
+/* An optional input left out (its view has nseg 0): keeps the views after it at their indices. */
+static void add_absent(layer_builder *b) {
+    PK_ASSERT(b->l.ninputs < PK_LAYER_MAX_TENSORS);
+    b->l.inputs[b->l.ninputs] = -1;
+    b->l.in_split[b->l.ninputs++] = WHOLE;
+}
+
 /* The first layer that reads tensor `id` and is not of kind `except_kind` (-1: any kind), or -1. */
 static int reader_of(const pk_kernel *k, int id, int except_kind) {
     for (int l = 0; l < k->nlayers; l++)
@@ -183,7 +193,6 @@ static pk_status commit(layer_builder *b, const char *kind_name) {
     return PK_OK;
 }
 
-static const pk_split WHOLE = {-1, 1};
 static pk_split split_dim(const layer_builder *b, int dim) {
     pk_split s = {dim, b->l.grid};
     return s;
@@ -248,20 +257,71 @@ static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_ten
     return PK_OK;
 }
 
-pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
-                                  pk_tensor *out, float eps, int grid) {
+/* The layer that clears accumulator `acc` (a LINEAR_RESIDUAL whose clear view is acc), or -1. */
+static int clearer_of(const pk_kernel *k, int acc) {
+    for (int l = 0; l < k->nlayers; l++)
+        if (k->layers[l].kind == PK_TASK_LINEAR_RESIDUAL && k->layers[l].inputs[PK_V_LR_CLEAR] == acc) return l;
+    return -1;
+}
+
+/* acc must be the accumulator of a RMSNORM_SWIGLU_DOWN layer, not cleared yet, of shape [T, K]. */
+static pk_status check_accumulator(layer_builder *b, const char *role, const pk_tensor *acc, int64_t K) {
+    pk_kernel *k = b->k;
+    TRY(check_tensor(b, role, acc, PK_DTYPE_INT64, 2, (int64_t[]){T_of(k), K}));
+    if (acc->producer < 0 || k->layers[acc->producer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is not the accumulator of a pk_rmsnorm_swiglu_down_layer", b->fn, role,
+                       acc->name);
+    const int c = clearer_of(k, acc->id);
+    if (c >= 0)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: %s '%s' is cleared by layer %s already: every reader of an accumulator comes "
+                       "before the layer that clears it",
+                       b->fn, role, acc->name, k->layers[c].name);
+    return PK_OK;
+}
+
+static pk_status rmsnorm_linear(pk_kernel *k, const char *fn, pk_tensor *x, pk_tensor *acc, pk_tensor *norm_w,
+                                pk_tensor *w, pk_tensor *out, pk_tensor *sum, float eps, int grid) {
     layer_builder b;
-    TRY(begin(&b, k, "pk_rmsnorm_linear_layer", PK_TASK_RMSNORM_LINEAR, grid));
+    TRY(begin(&b, k, fn, PK_TASK_RMSNORM_LINEAR, grid));
     TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
     int64_t K = x->dims[1], N;
     TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
     if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    if (acc) {
+        TRY(check_accumulator(&b, "accumulator", acc, K));
+        TRY(check_tensor(&b, "sum", sum, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), K}));
+        if (K % 8 != 0) /* the GPU adds the accumulator to x 8 elements at a time */
+            return pk_fail(k, PK_ERR_SHAPE, "%s: x '%s' has %lld columns; with an accumulator, a multiple of 8",
+                           b.fn, x->name, (long long)K);
+        TRY(check_writable(&b, "sum", sum));
+    }
     TRY(linear_common(&b, x, K, w, out, &N));
     b.l.params.eps = eps;
     TRY(add_input(&b, "norm weight", norm_w, WHOLE));
     TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    if (acc)
+        TRY(add_input(&b, "accumulator", acc, WHOLE));
+    else
+        add_absent(&b);
     TRY(add_output(&b, "out", out, split_dim(&b, 1)));
+    if (sum) TRY(add_output(&b, "sum", sum, WHOLE)); /* task i writes its share of the columns */
     return commit(&b, "rmsnorm_linear");
+}
+
+pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
+                                  pk_tensor *out, float eps, int grid) {
+    return rmsnorm_linear(k, "pk_rmsnorm_linear_layer", x, NULL, norm_w, w, out, NULL, eps, grid);
+}
+
+pk_status pk_rmsnorm_linear_acc_layer(pk_kernel *k, pk_tensor *x, pk_tensor *acc, pk_tensor *norm_w, pk_tensor *w,
+                                      pk_tensor *out, pk_tensor *sum, float eps, int grid) {
+    if (k && !acc) {
+        pk_status s = pk_enter(k);
+        return s != PK_OK ? s : pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_rmsnorm_linear_acc_layer: accumulator tensor is NULL");
+    }
+    return rmsnorm_linear(k, "pk_rmsnorm_linear_acc_layer", x, acc, norm_w, w, out, sum, eps, grid);
 }
 
 pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w, int block,
@@ -292,6 +352,7 @@ pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *
     TRY(add_input(&b, "x", x, WHOLE));
     TRY(add_input(&b, "norm weight", norm_w, WHOLE));
     TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    add_absent(&b);
     TRY(add_output(&b, "projection", gu, split_dim(&b, 1)));
     TRY(add_output(&b, "out", out, split_dim(&b, 1)));
     return commit(&b, "rmsnorm_linear_swiglu");
@@ -308,18 +369,112 @@ pk_status pk_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *o
     return commit(&b, "linear");
 }
 
-pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
-                                        pk_tensor *out, int grid) {
+/* Marks in `anc` (nlayers bytes, zeroed) every layer that tensor `id`'s producer depends on,
+ * itself included. */
+static void mark_ancestors(const pk_kernel *k, int id, unsigned char *anc) {
+    const int p = id >= 0 ? k->tensors[id]->producer : -1;
+    if (p < 0 || anc[p]) return;
+    anc[p] = 1;
+    for (int i = 0; i < k->layers[p].ninputs; i++) mark_ancestors(k, k->layers[p].inputs[i], anc);
+}
+
+static pk_status linear_with_residual(pk_kernel *k, const char *fn, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                      pk_tensor *clear, pk_tensor *out, int grid) {
     layer_builder b;
-    TRY(begin(&b, k, "pk_linear_with_residual_layer", PK_TASK_LINEAR_RESIDUAL, grid));
+    TRY(begin(&b, k, fn, PK_TASK_LINEAR_RESIDUAL, grid));
     TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
     int64_t N;
     TRY(linear_common(&b, x, x->dims[1], w, out, &N));
     TRY(check_tensor(&b, "residual", residual, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), N}));
+    if (clear) {
+        TRY(check_tensor(&b, "accumulator", clear, PK_DTYPE_INT64, 2, (int64_t[]){T_of(k), -1}));
+        TRY(check_accumulator(&b, "accumulator", clear, clear->dims[1]));
+        /* every other reader of the accumulator must have finished when this layer's tasks start:
+         * each must be a layer this one waits on, through x or the residual */
+        unsigned char *anc = calloc((size_t)k->nlayers + 1, 1);
+        if (!anc) return pk_fail(k, PK_ERR_NO_MEMORY, "%s: out of memory", b.fn);
+        mark_ancestors(k, x->id, anc);
+        mark_ancestors(k, residual->id, anc);
+        int early = -1;
+        for (int l = 0; l < k->nlayers && early < 0; l++)
+            for (int i = 0; i < k->layers[l].ninputs; i++)
+                if (k->layers[l].inputs[i] == clear->id && !anc[l]) early = l;
+        free(anc);
+        if (early >= 0)
+            return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                           "%s: accumulator '%s' is read by layer %s, which this layer does not wait on (through "
+                           "x or the residual): it could be cleared before that layer reads it",
+                           b.fn, clear->name, k->layers[early].name);
+    }
     TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
     TRY(add_input(&b, "residual", residual, split_dim(&b, 1)));
+    if (clear)
+        TRY(add_input(&b, "accumulator", clear, WHOLE)); /* task i zeroes its share of the columns */
+    else
+        add_absent(&b);
     TRY(add_output(&b, "out", out, split_dim(&b, 1)));
     return commit(&b, "linear_with_residual");
+}
+
+pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                        pk_tensor *out, int grid) {
+    return linear_with_residual(k, "pk_linear_with_residual_layer", x, w, residual, NULL, out, grid);
+}
+
+pk_status pk_linear_with_residual_clear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
+                                              pk_tensor *clear, pk_tensor *out, int grid) {
+    if (k && !clear) {
+        pk_status s = pk_enter(k);
+        return s != PK_OK ? s
+                          : pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                                    "pk_linear_with_residual_clear_layer: accumulator tensor is NULL");
+    }
+    return linear_with_residual(k, "pk_linear_with_residual_clear_layer", x, w, residual, clear, out, grid);
+}
+
+pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w_gu,
+                                       pk_tensor *w_down, pk_tensor *acc, float eps, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_rmsnorm_swiglu_down_layer", PK_TASK_RMSNORM_SWIGLU_DOWN, grid));
+    const int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    const int64_t K = x->dims[1];
+    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    TRY(check_tensor(&b, "gate / up weight", w_gu, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
+    if (w_gu->storage != PK_STORAGE_FUSED || w_gu->nfused != 2 || w_gu->groups != grid)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
+                       "%s: gate / up weight '%s' must be pk_fuse_tensors of the gate and up weights in %d groups "
+                       "(one per task)",
+                       b.fn, w_gu->name, grid);
+    const int64_t I = w_gu->dims[0] / 2;
+    TRY(check_tensor(&b, "down weight", w_down, PK_DTYPE_BF16, 2, (int64_t[]){K, I}));
+    if (w_down->storage != PK_STORAGE_ATTACHED)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: down weight '%s' is not an attached input", b.fn,
+                       w_down->name);
+    TRY(check_tensor(&b, "accumulator", acc, PK_DTYPE_INT64, 2, (int64_t[]){T, K}));
+    TRY(check_grid(&b, "the intermediate size I", I));
+    TRY(check_writable(&b, "accumulator", acc)); /* before the layer's own tensors are made */
+    char name[PK_NAME_MAX];
+    snprintf(name, sizeof name, "pk.mlp%d.down_t", k->nlayers);
+    pk_tensor *down_t = pk_transposed_weight(k, name, w_down);
+    if (!down_t) return k->status;
+    /* task i's rows, contiguous on the GPU: its gate block, its up block, its columns of down */
+    snprintf(name, sizeof name, "pk.mlp%d.w", k->nlayers);
+    pk_tensor *parts[3] = {k->tensors[w_gu->fused[0]], k->tensors[w_gu->fused[1]], down_t};
+    pk_tensor *w = pk_fuse_tensors(k, name, parts, 3, 0, grid);
+    snprintf(name, sizeof name, "pk.mlp%d.scratch", k->nlayers);
+    pk_tensor *scratch = w ? pk_new_tensor(k, name, PK_DTYPE_BF16, 2, (int64_t[]){T, 3 * I}, PK_IO_LOCAL) : NULL;
+    if (!scratch) return k->status;
+    b.l.params.eps = eps;
+    b.l.params.swiglu_block = (int32_t)(I / grid);
+    TRY(add_input(&b, "x", x, WHOLE));
+    TRY(add_input(&b, "norm weight", norm_w, WHOLE));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    add_absent(&b);
+    TRY(add_output(&b, "scratch", scratch, split_dim(&b, 1)));
+    TRY(add_output(&b, "accumulator", acc, WHOLE));
+    return commit(&b, "rmsnorm_swiglu_down");
 }
 
 pk_status pk_linear_splitk_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,

@@ -11,6 +11,11 @@
  *          layer's grid): task i adds its I / grid features' share to an fp32 accumulator right
  *          after gate / up task i on the same worker, and the layer's last task writes h''
  *          (measured slower on the H200 as it stands: docs/PERF.md session 17)
+ *          or, with PK_MLP_FUSED=1 (every layer but the last), both as one layer
+ *          (rmsnorm_swiglu_down): task i adds down's partial sums over its I / grid features to an
+ *          int64 fixed-point accumulator acc; h'' is never stored: the next layer's qkv is
+ *          rmsnorm_linear_acc(h', acc) (which writes h'' = h' + acc for its o_proj's residual) and
+ *          its o_proj zeroes acc (linear_with_residual_clear)
  * (PK_MLP_SWIGLU=0 in the environment: gu = rmsnorm_linear(h', ..., [gate|up]) and
  * h'' = silu_mul_linear_with_residual(gu, down_proj, h'), where every down_proj task computes the
  * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
@@ -96,6 +101,7 @@ typedef struct builder {
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
+    int fused;  /* with swiglu, PK_MLP_FUSED=1: the MLP as one layer (rmsnorm_swiglu_down) */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -135,7 +141,9 @@ static int layer_ok(builder *b, pk_status s) {
     return s == PK_OK;
 }
 
-static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
+/* Layer l from its input: *h, plus *acc when the layer before left its MLP's sum in an
+ * accumulator (the layer's input is then h + acc); both are set to the layer's output. */
+static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc) {
     const pk_hf_config *c = b->c;
     pk_kernel *k = b->m->k;
     const int64_t H = c->hidden_size, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
@@ -177,8 +185,12 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     pk_tensor *vc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
     if (!vc) return layer_ok(b, pk_kernel_status(k));
     pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
-    pk_tensor *gu = swiglu ? A("mlp_act", I) : A("gate_up", 2 * I), *h_mlp = A("h_mlp", H);
-    if (!qkv || !att || !h_attn || !gu || !h_mlp) return 0; /* activation() wrote err */
+    /* the MLP as one layer leaves its sum in an accumulator (every layer but the last) */
+    const int fused = b->fused && l + 1 < c->num_hidden_layers;
+    pk_tensor *gu = fused ? NULL : swiglu ? A("mlp_act", I) : A("gate_up", 2 * I);
+    pk_tensor *h_mlp = fused ? NULL : A("h_mlp", H);
+    pk_tensor *h_in = *acc ? A("h_in", H) : *h; /* the layer's input as bf16: o_proj's residual */
+    if (!qkv || !att || !h_attn || (!fused && (!gu || !h_mlp)) || !h_in) return 0; /* activation() wrote err */
 #undef W
 #undef A
     pk_attention_params ap;
@@ -189,10 +201,22 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
     const int qkv_grid = b->qkv_target ? (b->uneven ? b->qkv_target : pick_grid(qkv->dims[1], b->qkv_target))
                          : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits, b->uneven)
                                       : pick_grid(qkv->dims[1], t);
-    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
+    const int oproj_grid = b->oproj_grid ? b->oproj_grid : pick_grid(H, t);
+    if (!layer_ok(b, *acc ? pk_rmsnorm_linear_acc_layer(k, *h, *acc, attn_norm, wqkv, qkv, h_in, eps, qkv_grid)
+                          : pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
         !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, att_grid)) ||
-        !layer_ok(b, pk_linear_with_residual_layer(k, att, wo, *h, h_attn, b->oproj_grid ? b->oproj_grid : pick_grid(H, t))))
+        !layer_ok(b, *acc ? pk_linear_with_residual_clear_layer(k, att, wo, h_in, *acc, h_attn, oproj_grid)
+                          : pk_linear_with_residual_layer(k, att, wo, h_in, h_attn, oproj_grid)))
         return 0;
+    if (fused) {
+        int64_t dims[2] = {k->cfg.max_tokens_per_step, H};
+        snprintf(n, sizeof n, "%smlp_acc", p);
+        pk_tensor *a = pk_new_tensor(k, n, PK_DTYPE_INT64, 2, dims, PK_IO_LOCAL);
+        if (!a || !layer_ok(b, pk_rmsnorm_swiglu_down_layer(k, h_attn, mlp_norm, wgu, wd, a, eps, gu_grid)))
+            return layer_ok(b, pk_kernel_status(k));
+        *h = h_attn, *acc = a;
+        return 1;
+    }
     if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
                                                              gu_grid)) ||
                      !layer_ok(b, b->splitk ? pk_linear_splitk_with_residual_layer(k, gu, wd, h_attn, h_mlp, gu_grid)
@@ -200,7 +224,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h) {
                : !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
                      !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
         return 0;
-    *h = h_mlp;
+    *h = h_mlp, *acc = NULL;
     return 1;
 }
 
@@ -217,8 +241,9 @@ static int build(builder *b) {
     pk_tensor *h = activation(b, "embed_out", H);
     if (!embed || !h) return 0;
     if (!layer_ok(b, pk_embedding_layer(k, pk_step_tokens(k), embed, h, pick_grid(H, b->target)))) return 0;
+    pk_tensor *acc = NULL;
     for (int l = 0; l < c->num_hidden_layers; l++)
-        if (!build_decoder_layer(b, l, &h)) return 0;
+        if (!build_decoder_layer(b, l, &h, &acc)) return 0;
     pk_tensor *norm = weight(b, "model.norm.weight", 1, H, 0);
     pk_tensor *head = c->tie_word_embeddings ? embed : weight(b, "lm_head.weight", 2, V, H);
     pk_tensor *logits = activation(b, "logits", V);
@@ -314,13 +339,13 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
-    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID");
+    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID"), *fused = getenv("PK_MLP_FUSED");
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
-                 swiglu && splitk && strcmp(splitk, "1") == 0, 0};
+                 swiglu && splitk && strcmp(splitk, "1") == 0, swiglu && fused && strcmp(fused, "1") == 0, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);

@@ -13,6 +13,7 @@
 #ifndef PK_CPU_KERNELS_H
 #define PK_CPU_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "common/bf16.h"
@@ -90,6 +91,31 @@ void pk_cpu_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int
                               int64_t w_stride, int N, float *acc, int64_t acc_stride);
 void pk_cpu_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_stride, const pk_bf16 *residual,
                                  int64_t res_stride, pk_bf16 *out, int64_t out_stride);
+
+/* The fused MLP's accumulator (RMSNORM_SWIGLU_DOWN): int64 fixed point, value · 2^32, so that the
+ * tasks' adds are exact and their order does not change the sum. kernels/cuda/mlp_fused.cuh
+ * computes both conversions with the same roundings: the GPU's and the CPU's sums of the same
+ * partials are the same bits. */
+#define PK_FIXED_ONE 0x1p32
+/* round(v · 2^32) to nearest even, v clamped to ±2^23 first (NaN to -2^23: fmaxf's rule) so that
+ * 2^9 tasks' adds cannot overflow 63 bits. */
+static inline int64_t pk_fixed_from_f32(float v) {
+    v = fminf(fmaxf(v, -0x1p23f), 0x1p23f);
+    return (int64_t)llrint((double)v * PK_FIXED_ONE);
+}
+/* bf16(acc · 2^-32) as an fp32: through double (exact scaling), then fp32, then bf16. */
+static inline float pk_fixed_to_bf16(int64_t a) {
+    return pk_round_bf16((float)((double)a / PK_FIXED_ONE));
+}
+
+/* pk_cpu_mlp_down_add: acc[t, n] += fixed(Σ_{j < ib} act[t, j] · w_t[r0 + j][n]) for t < n_tok,
+ * n < N (each partial an fp32 sum over j ascending), w_t rows of down_proj's transpose read
+ * through pk_rows; the adds are atomic (the layer's tasks add concurrently).
+ * pk_cpu_acc_sum: out[t, k] = bf16(bf16(acc[t, k] · 2^-32) + x[t, k]) for t < n_tok, k < K. */
+void pk_cpu_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_rows *w, uint32_t r0,
+                         int N, int64_t *acc, int64_t acc_stride);
+void pk_cpu_acc_sum(const pk_bf16 *x, int64_t x_stride, const int64_t *acc, int64_t acc_stride, int n_tok, int K,
+                    pk_bf16 *out, int64_t out_stride);
 
 /* out[t, j] = bf16(bf16(silu(g)) · u) with g = x[t, i0 + j], u = x[t, I + i0 + j], silu in fp32
  * (g / (1 + exp(-g))). out points at the tile's first column. */

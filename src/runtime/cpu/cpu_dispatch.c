@@ -1,6 +1,8 @@
 /* cpu_dispatch.c — runs one task on the CPU: resolves its views (pk_abi.h) to pointers and
  * calls the task kind's kernel (src/kernels/cpu). Stateless and thread-safe.
  */
+#include <stdlib.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_runtime.h"
 
@@ -61,13 +63,31 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                        live_rows(&v[PK_V_NORM_X], n), (int)v[PK_V_NORM_X].cols, p->eps,
                        tile(k, &v[PK_V_NORM_OUT]), (int64_t)v[PK_V_NORM_OUT].row_stride);
         break;
-    case PK_TASK_RMSNORM_LINEAR:
+    case PK_TASK_RMSNORM_LINEAR: {
+        const pk_view *x = &v[PK_V_NL_X];
+        const pk_bf16 *xp = base(k, x);
+        int64_t x_stride = (int64_t)x->row_stride;
+        pk_bf16 *s = NULL;
+        if (v[PK_V_NL_ACC].nseg) { /* x plus the fused MLP's sum: s, and the task's share of it */
+            const int K = (int)x->cols;
+            s = malloc((size_t)(n > 0 ? n : 1) * (size_t)K * sizeof *s);
+            PK_ASSERT(s); /* a few KB per token; no way to report it from a worker */
+            pk_cpu_acc_sum(xp, x_stride, base(k, &v[PK_V_NL_ACC]), (int64_t)v[PK_V_NL_ACC].row_stride, n, K, s, K);
+            const int c0 = (int)pk_split_start(K, (int)p->grid, t->index);
+            const int c1 = (int)pk_split_start(K, (int)p->grid, t->index + 1);
+            pk_bf16 *sum = base(k, &v[PK_V_NL_SUM]);
+            for (int r = 0; r < n; r++)
+                memcpy(sum + r * (int64_t)v[PK_V_NL_SUM].row_stride + c0, s + (int64_t)r * K + c0,
+                       (size_t)(c1 - c0) * sizeof *s);
+            xp = s, x_stride = K;
+        }
         w = rows_of(k, &v[PK_V_NL_W]);
-        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NL_X]), (int64_t)v[PK_V_NL_X].row_stride, base(k, &v[PK_V_NL_NORM_W]),
-                              p->eps, n, (int)v[PK_V_NL_X].cols, &w, (int)v[PK_V_NL_W].row0,
-                              (int)v[PK_V_NL_W].rows, tile(k, &v[PK_V_NL_OUT]),
+        pk_cpu_rmsnorm_linear(xp, x_stride, base(k, &v[PK_V_NL_NORM_W]), p->eps, n, (int)x->cols, &w,
+                              (int)v[PK_V_NL_W].row0, (int)v[PK_V_NL_W].rows, tile(k, &v[PK_V_NL_OUT]),
                               (int64_t)v[PK_V_NL_OUT].row_stride);
+        free(s);
         break;
+    }
     case PK_TASK_RMSNORM_LINEAR_SWIGLU:
         w = rows_of(k, &v[PK_V_NLS_W]);
         pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NLS_X]), (int64_t)v[PK_V_NLS_X].row_stride,
@@ -90,7 +110,34 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                       (int)v[PK_V_LR_W].row0, (int)v[PK_V_LR_W].rows, tile(k, &v[PK_V_LR_RES]),
                       (int64_t)v[PK_V_LR_RES].row_stride, tile(k, &v[PK_V_LR_OUT]),
                       (int64_t)v[PK_V_LR_OUT].row_stride);
+        if (v[PK_V_LR_CLEAR].nseg) { /* the task's share of the accumulator, zero for the next step */
+            const pk_view *c = &v[PK_V_LR_CLEAR];
+            const int64_t c0 = pk_split_start(c->cols, (int)p->grid, t->index);
+            const int64_t c1 = pk_split_start(c->cols, (int)p->grid, t->index + 1);
+            int64_t *acc = base(k, c);
+            for (int r = 0; r < n; r++)
+                for (int64_t j = c0; j < c1; j++)
+                    atomic_store_explicit((_Atomic int64_t *)(acc + r * (int64_t)c->row_stride + j), 0,
+                                          memory_order_relaxed);
+        }
         break;
+    case PK_TASK_RMSNORM_SWIGLU_DOWN: {
+        /* the GEMV into the task's gu columns, silu · mul into its act columns, then down's
+         * partial sums from its rows of down_proj's transpose (the tile's last ib rows) */
+        const pk_view *sc = &v[PK_V_MLP_SCRATCH];
+        const int ib = p->swiglu_block;
+        const int64_t ss = (int64_t)sc->row_stride;
+        pk_bf16 *gu = tile(k, sc);
+        w = rows_of(k, &v[PK_V_MLP_W]);
+        PK_ASSERT(v[PK_V_MLP_W].rows == 3u * (uint32_t)ib && sc->cols == 3u * (uint32_t)ib);
+        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_MLP_X]), (int64_t)v[PK_V_MLP_X].row_stride, base(k, &v[PK_V_MLP_NORM_W]),
+                              p->eps, n, (int)v[PK_V_MLP_X].cols, &w, (int)v[PK_V_MLP_W].row0, 2 * ib, gu, ss);
+        pk_cpu_swiglu_blocks(gu, ss, n, ib, ib, gu + 2 * ib, ss);
+        const pk_view *acc = &v[PK_V_MLP_ACC];
+        pk_cpu_mlp_down_add(gu + 2 * ib, ss, n, ib, &w, v[PK_V_MLP_W].row0 + 2u * (uint32_t)ib, (int)acc->cols,
+                            base(k, acc), (int64_t)acc->row_stride);
+        break;
+    }
     case PK_TASK_LINEAR_SPLITK_RESIDUAL: {
         const pk_view *acc = &v[PK_V_LSK_ACC];
         pk_cpu_linear_splitk_add(tile(k, &v[PK_V_LSK_X]), (int64_t)v[PK_V_LSK_X].row_stride, n,
