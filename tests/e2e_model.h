@@ -89,14 +89,18 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
  * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids on
  * purpose, and the linear family's uneven ones (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows): qkv 6 (256 rows;
  * tiles cross the fused KV groups' and q / k / v's boundaries, and the attention's two events take
- * three tiles each), o_proj 6, gate|up 9, down 7 and 3, LM head 3; kv_splits: the attention's split over the KV length (0: none); splitk: layer 1's
- * down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up layer's grid 5: each task
- * follows one gate/up task), else by rows. Returns the logits tensor [T, V]. */
+ * three tiles each), o_proj 6, gate|up 9, down 7 and 3, LM head 3; kv_splits: the attention's split over the KV length (0: none); mlp
+ * E2E_MLP_SPLITK: layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up
+ * layer's grid 5: each task follows one gate/up task), else by rows; E2E_MLP_FUSED: layer 0's MLP as
+ * one layer of 5 tasks (pk_rmsnorm_swiglu_down_layer) whose sum stays in an accumulator: layer 1's
+ * qkv reads h + acc (pk_rmsnorm_linear_acc_layer) and its o_proj clears acc. Returns the logits
+ * tensor [T, V]. */
+enum { E2E_MLP_ROWS = 0, E2E_MLP_SPLITK = 1, E2E_MLP_FUSED = 2 };
 static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits,
-                                        int splitk) {
+                                        int mlp) {
     const int64_t T = c->max_tokens_per_step;
     char name[64];
-    pk_tensor *h = e2e_act(k, "h0", T, H);
+    pk_tensor *h = e2e_act(k, "h0", T, H), *acc = NULL; /* the layer's input: h (+ acc) */
     pk_embedding_layer(k, pk_step_tokens(k), e2e_attach(k, "embed", w->embed, V, H), h, 5);
     for (int l = 0; l < NL; l++) {
 #define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
@@ -105,7 +109,12 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
                                 e2e_attach(k, NAME("wv%d"), w->wv[l], HKV * D, H)};
         pk_tensor *wqkv = pk_fuse_tensors(k, NAME("wqkv%d"), qkv_in, 3, 0, HKV);
         pk_tensor *qkv = e2e_act(k, NAME("qkv%d"), T, QKV);
-        pk_rmsnorm_linear_layer(k, h, e2e_attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0), wqkv, qkv, EPS, 6);
+        pk_tensor *attn_norm = e2e_attach(k, NAME("attn_norm%d"), w->attn_norm[l], H, 0);
+        pk_tensor *h_in = acc ? e2e_act(k, NAME("h_in%d"), T, H) : h; /* h + acc, written by the qkv tasks */
+        if (acc)
+            pk_rmsnorm_linear_acc_layer(k, h, acc, attn_norm, wqkv, qkv, h_in, EPS, 6);
+        else
+            pk_rmsnorm_linear_layer(k, h, attn_norm, wqkv, qkv, EPS, 6);
         int64_t cache_dims[4] = {c->num_pages, c->page_size, HKV, D};
         pk_tensor *kc = pk_new_tensor(k, NAME("k_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
         pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
@@ -116,11 +125,24 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         pk_tensor *kn = e2e_attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
         pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
         pk_tensor *h2 = e2e_act(k, NAME("h_attn%d"), T, H);
-        pk_linear_with_residual_layer(k, att, e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D), h, h2, 6);
+        pk_tensor *wo = e2e_attach(k, NAME("wo%d"), w->wo[l], H, HQ * D);
+        if (acc)
+            pk_linear_with_residual_clear_layer(k, att, wo, h_in, acc, h2, 6);
+        else
+            pk_linear_with_residual_layer(k, att, wo, h_in, h2, 6);
+        acc = NULL;
         pk_tensor *gu_in[2] = {e2e_attach(k, NAME("wg%d"), w->wg[l], I, H),
                                e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
         pk_tensor *mlp_norm = e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0);
         pk_tensor *wd = e2e_attach(k, NAME("wd%d"), w->wd[l], H, I);
+        if (l == 0 && mlp == E2E_MLP_FUSED) { /* 5 tasks of 40 features: gate, up and down rows each */
+            pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 5);
+            int64_t acc_dims[2] = {T, H};
+            acc = pk_new_tensor(k, NAME("acc%d"), PK_DTYPE_INT64, 2, acc_dims, PK_IO_LOCAL);
+            pk_rmsnorm_swiglu_down_layer(k, h2, mlp_norm, wgu, wd, acc, EPS, 5);
+            h = h2;
+            continue;
+        }
         pk_tensor *h3 = e2e_act(k, NAME("h_mlp%d"), T, H);
         if (l == 0) { /* gate|up, then silu·mul inside every down_proj task */
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 1);
@@ -131,7 +153,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
             pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
             pk_rmsnorm_linear_swiglu_layer(k, h2, mlp_norm, wgu, 8, act, EPS, 5);
-            if (splitk)
+            if (mlp == E2E_MLP_SPLITK)
                 pk_linear_splitk_with_residual_layer(k, act, wd, h2, h3, 5);
             else
                 pk_linear_with_residual_layer(k, act, wd, h2, h3, 3);

@@ -179,7 +179,7 @@ static void test_splitk(const weights *w, int32_t prompts[NREQ][32], int32_t exp
     };
     for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
         pk_tensor *lt;
-        pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits, 1, &lt);
+        pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits, E2E_MLP_SPLITK, &lt);
         for (int rep = 0; rep < 2; rep++) {
             int32_t out[NREQ][NEW];
             pk_request req[NREQ];
@@ -190,6 +190,54 @@ static void test_splitk(const weights *w, int32_t prompts[NREQ][32], int32_t exp
                       "splitk run %zu.%d (mode %d, %d workers, kv split %d) request %d: %d tokens, not the "
                       "reference's",
                       ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, i, req[i].num_output);
+        }
+        pk_kernel_free(k);
+    }
+}
+
+/* Layer 0's MLP as one layer (pk_rmsnorm_swiglu_down_layer): its sum stays in an int64 accumulator
+ * that layer 1's qkv adds to its x and its o_proj clears. The reference's greedy tokens in both modes
+ * and several worker counts; the accumulator's adds are exact, so the logits are the same bits in
+ * every run (any order of the tasks), and a second run on the same kernel (the accumulator cleared
+ * at every step) gives them again. */
+static void test_mlp_fused(const weights *w, int32_t prompts[NREQ][32], int32_t expect[NREQ][NEW]) {
+    const struct { pk_sched_mode mode; int workers, schedulers, splits; } runs[] = {
+        {PK_SCHED_STATIC, 1, 1, 0}, {PK_SCHED_STATIC, 3, 1, 0}, {PK_SCHED_STATIC, 8, 1, 2},
+        {PK_SCHED_DYNAMIC, 4, 2, 0}, {PK_SCHED_DYNAMIC, 7, 3, 0},
+    };
+    static float first[8 * V]; /* the last step's logits of the first run */
+    for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+        pk_tensor *lt;
+        pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits,
+                             E2E_MLP_FUSED, &lt);
+        pk_graph_stats st;
+        pk_kernel_stats(k, &st);
+        int fused = 0;
+        for (int l = 0; l < st.num_layers; l++) {
+            pk_layer_info li;
+            fused += pk_kernel_layer(k, l, &li) == PK_OK && strcmp(li.kind, "rmsnorm_swiglu_down") == 0;
+        }
+        CHECK(fused == 1, "mlp fused run %zu: %d rmsnorm_swiglu_down layers, want 1", ri, fused);
+        for (int rep = 0; rep < 2; rep++) {
+            int32_t out[NREQ][NEW];
+            pk_request req[NREQ];
+            pk_status s = run_requests(k, prompts, req, out);
+            CHECK(s == PK_OK, "mlp fused run %zu: %s", ri, pk_kernel_error(k));
+            for (int i = 0; i < NREQ; i++)
+                CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
+                      "mlp fused run %zu.%d (mode %d, %d workers, kv split %d) request %d: %d tokens, not the "
+                      "reference's",
+                      ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, i, req[i].num_output);
+            float lg[8 * V];
+            uint16_t raw[8 * V];
+            CHECK(pk_tensor_read(k, lt, raw, sizeof raw) == PK_OK, "mlp fused: reading the logits: %s",
+                  pk_kernel_error(k));
+            for (int j = 0; j < 8 * V; j++) lg[j] = pk_bf16_to_f32(raw[j]);
+            if (ri == 0 && rep == 0)
+                memcpy(first, lg, sizeof first);
+            else
+                CHECK(memcmp(first, lg, sizeof first) == 0, "mlp fused run %zu.%d: logits differ from run 0's bits",
+                      ri, rep);
         }
         pk_kernel_free(k);
     }
@@ -259,6 +307,7 @@ int main(void) {
     }
     test_kv_splits(&w);
     test_splitk(&w, prompts, expect);
+    test_mlp_fused(&w, prompts, expect);
     e2e_free_weights(&w);
     return check_report("e2e_graph");
 }

@@ -42,7 +42,8 @@ typedef struct run_cfg {
     int64_t eos;
     const char *trace;
     int kv_splits; /* the attention's split over the KV length (0: none) */
-    int splitk;    /* layer 1's down_proj split over K (e2e_add_layers) */
+    int splitk;    /* e2e_add_layers' mlp: E2E_MLP_SPLITK layer 1's down_proj split over K, E2E_MLP_FUSED layer
+                    * 0's MLP as one layer (its sum in an accumulator) */
 } run_cfg;
 
 static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
@@ -181,6 +182,10 @@ static void split_check(const weights *w, int quick) {
         {"cuda static W4 splitk split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 1},
         {"cuda dynamic W4 S1 splitk", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 0, 1},
         {"fallback static W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 1},
+        /* layer 0's MLP as one layer: down's partial sums in an int64 accumulator (exact adds) */
+        {"cuda static W16 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 2},
+        {"cuda static W4 mlp fused split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 2},
+        {"fallback static W4 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 2},
     };
     int32_t prompt[PLEN];
     uint64_t seed = 4242;
@@ -584,6 +589,9 @@ int main(int argc, char **argv) {
             {"cuda W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 0, 1},
             {"cuda W4 splitk split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 1},
             {"fallback W4 splitk", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 1},
+            {"cuda W16 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 2},
+            {"cuda W4 mlp fused split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 2},
+            {"fallback W4 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 2},
         };
         for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
             pk_tensor *lt;

@@ -33,6 +33,7 @@
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/linear_splitk.cuh"
+#include "kernels/cuda/mlp_fused.cuh"
 #include "kernels/cuda/silu_mul.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_decode.cuh"

@@ -71,7 +71,30 @@ typedef struct pk_lin_args {
                          * copy, made before the task's dependency was met), row stride as w's;
                          * wst_rows < 0: wst is the weight ring's state (weight_ring.cuh) */
     int wst_rows;
+    /* RMSNORM with a fused MLP's accumulator (RMSNORM_LINEAR's PK_V_NL_ACC; K % 8 == 0): x is
+     * x + acc (pk_dev_acc_x8), and the task stores its columns [sum0, sum1) of it into sum */
+    const int64_t *acc; /* [n_tok, K], row stride acc_stride, or NULL */
+    int64_t acc_stride;
+    pk_bf16 *sum; /* [n_tok, K], row stride sum_stride */
+    int64_t sum_stride;
+    int sum0, sum1;
 } pk_lin_args;
+
+/* The 8 elements of x at row t, columns [k, k + 8) (16-byte load where aligned), plus acc when the
+ * layer has one: then the task's columns of the sum are stored as well (a row is staged by one
+ * thread per chunk; a chunk staged twice stores the same values). */
+__device__ __forceinline__ uint4 pk_lin_x8(const pk_lin_args &a, int t, int k) {
+    const uint4 xv = pk_dev_load8_any<true>(a.x + t * a.x_stride + k);
+    if (!a.acc) return xv;
+    const uint4 s = pk_dev_acc_x8(xv, a.acc + t * a.acc_stride + k);
+    if (k + 8 > a.sum0 && k < a.sum1) {
+        const pk_bf16 *e = (const pk_bf16 *)&s;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (k + i >= a.sum0 && k + i < a.sum1) a.sum[t * a.sum_stride + k + i] = e[i];
+    }
+    return s;
+}
 
 /* Stages xn[t0 + r, k0 + c] for r < nt, c < kc into xs[r · ldx + c] (bf16); zeros for c in
  * [kc, ldx) and for rows nt .. nrows - 1. ldx is a multiple of 8. Whole CTA; no barrier.
@@ -95,7 +118,7 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
             fv[b] = gv[b] = make_uint4(0, 0, 0, 0);
             if (e < total && r < nt && kc - c >= 8) {
                 const pk_bf16 *xr = a.x + (t0 + r) * a.x_stride; /* [K] or [2K] */
-                fv[b] = pk_dev_load8_any<true>(xr + k);
+                fv[b] = XN == PK_LIN_RMSNORM ? pk_lin_x8(a, t0 + r, k) : pk_dev_load8_any<true>(xr + k);
                 if (XN == PK_LIN_RMSNORM) gv[b] = pk_dev_load8_norm(a.norm_w + k);
                 if (XN == PK_LIN_SILU_MUL) gv[b] = pk_dev_load8_any<true>(xr + a.K + k);
             }
@@ -168,7 +191,7 @@ template <int XN>
 __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float *red_s, pk_bf16 *xs) {
     const int K = a.K;
     if (!PK_LIN_ONE_READ || XN != PK_LIN_RMSNORM || K % 8 != 0 || K > 8 * PK_CUDA_THREADS * PK_LIN_RMS_CHUNKS) {
-        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
+        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s, a.acc, a.acc_stride);
         pk_lin_stage<XN>(a, 0, 1, 1, 0, K, (K + 7) / 8 * 8, scale_s, xs);
         pk_cta_sync();
         return;
@@ -179,7 +202,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
     for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++) {
         const int c = threadIdx.x + m * PK_CUDA_THREADS;
         if (c < nch) {
-            xv[m] = pk_dev_load8_any<true>(a.x + 8 * c);
+            xv[m] = pk_lin_x8(a, 0, 8 * c);
             nv[m] = pk_dev_load8_norm(a.norm_w + 8 * c);
         }
     }
@@ -352,7 +375,8 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
     const int kcmax = full ? Kp : avail / (NT * 2) / 8 * 8;
 
     if (XN == PK_LIN_RMSNORM)
-        pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s);
+        pk_dev_rms_scales(a.x + t0 * a.x_stride, a.x_stride, nt, K, a.eps, scale_s, red_s,
+                          a.acc ? a.acc + t0 * a.acc_stride : nullptr, a.acc_stride);
     PK_LIN_STAMP(1);
 
     const int ngroups = (a.ncols + CW - 1) / CW; /* column groups */
@@ -523,7 +547,7 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
     if (PK_LIN_SF_ONE_READ) {
         pk_lin_stage1<XN>(a, scale_s, red_s, xs); /* ends with a barrier */
     } else { /* pk_lin_rows's two passes over x */
-        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s);
+        if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s, a.acc, a.acc_stride);
         pk_lin_stage<XN>(a, 0, 1, 1, 0, K, K, scale_s, xs);
         pk_cta_sync();
     }
@@ -1290,9 +1314,12 @@ __device__ __forceinline__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t 
                                              const pk_rows *w, int n0, int ncols, pk_bf16 *out,
                                              int64_t out_stride, char *smem,
                                              const pk_bf16 *wst = nullptr, int wst_rows = 0,
-                                             const pk_lin_claim &claim = pk_lin_claim{nullptr, 0, 0}) {
+                                             const pk_lin_claim &claim = pk_lin_claim{nullptr, 0, 0},
+                                             const int64_t *acc = nullptr, int64_t acc_stride = 0,
+                                             pk_bf16 *sum = nullptr, int64_t sum_stride = 0, int sum0 = 0,
+                                             int sum1 = 0) {
     pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols,
-                     NULL, 0, out, out_stride, wst, wst_rows};
+                     NULL, 0, out, out_stride, wst, wst_rows, acc, acc_stride, sum, sum_stride, sum0, sum1};
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem, claim);
 }
 

@@ -13,6 +13,7 @@
 #ifndef PK_CUDA_RMSNORM_CUH
 #define PK_CUDA_RMSNORM_CUH
 
+#include "kernels/cuda/fixed_point.cuh"
 #include "kernels/cuda/rows.cuh"
 
 #define PK_DEV_RMS_ROWS 8
@@ -22,11 +23,28 @@ __device__ __forceinline__ float pk_dev_rmsnorm1(float x, float scale, float w) 
     return pk_dev_round_bf16(pk_dev_round_bf16(x * scale) * w);
 }
 
+/* 8 elements of x plus a fused MLP's accumulator (RMSNORM_LINEAR's PK_V_NL_ACC): bf16(bf16(acc ·
+ * 2^-32) + x), as pk_cpu_acc_sum. acc: 8 int64 at a 64-byte boundary, read through L2 (other SMs'
+ * reductions wrote them). */
+__device__ __forceinline__ uint4 pk_dev_acc_x8(uint4 xv, const int64_t *acc) {
+    float f[8];
+    pk_dev_unpack8(xv, f);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const longlong2 a = __ldcg((const longlong2 *)acc + q);
+        f[2 * q] = pk_dev_round_bf16(pk_dev_round_bf16(pk_dev_fixed_to_f32(a.x)) + f[2 * q]);
+        f[2 * q + 1] = pk_dev_round_bf16(pk_dev_round_bf16(pk_dev_fixed_to_f32(a.y)) + f[2 * q + 1]);
+    }
+    return pk_dev_pack8(f);
+}
+
 /* scale_s[r] = 1/sqrt(Σ_k x[r, k]² / n + eps) for r < nrows <= PK_DEV_RMS_ROWS. Called by the whole
  * CTA; scale_s and red_s ([PK_DEV_RMS_ROWS][PK_DEV_WARPS]) are shared memory. Ends with a barrier:
  * scale_s is then visible to every thread. */
+/* With acc (n % 8 == 0, row stride acc_stride), x is x plus acc as pk_dev_acc_x8. */
 __device__ inline void pk_dev_rms_scales(const pk_bf16 *x, int64_t x_stride, int nrows, int n,
-                                         float eps, float *scale_s, float *red_s) {
+                                         float eps, float *scale_s, float *red_s,
+                                         const int64_t *acc = nullptr, int64_t acc_stride = 0) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int nch = (n + 7) / 8;
     for (int r = 0; r < nrows; r++) {
@@ -36,7 +54,8 @@ __device__ inline void pk_dev_rms_scales(const pk_bf16 *x, int64_t x_stride, int
             int k = 8 * c;
             float f[8];
             if (k + 8 <= n) {
-                pk_dev_unpack8(pk_dev_load8_any<true>(xr + k), f);
+                const uint4 xv = pk_dev_load8_any<true>(xr + k);
+                pk_dev_unpack8(acc ? pk_dev_acc_x8(xv, acc + r * acc_stride + k) : xv, f);
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; i++)

@@ -466,20 +466,43 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      v[PK_V_NORM_OUT].rs);
         break;
     case PK_TASK_RMSNORM_LINEAR:
-    case PK_TASK_RMSNORM_LINEAR_SWIGLU: /* its first four views are rmsnorm_linear's: the GEMV into gu */
+    case PK_TASK_RMSNORM_LINEAR_SWIGLU: /* its first views are rmsnorm_linear's: the GEMV into gu */
+    case PK_TASK_RMSNORM_SWIGLU_DOWN: { /* the same, into the first 2 · ib columns of its scratch */
+        const int mlp = L->kind == PK_TASK_RMSNORM_SWIGLU_DOWN, ib = p->swiglu_block;
         emit_rows(o, &v[PK_V_NL_W]);
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", row0_expr(&v[PK_V_NL_W], c, sizeof c),
-                     rows_expr(&v[PK_V_NL_W], g, sizeof g), tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs,
+        if (mlp) snprintf(g, sizeof g, "%d", 2 * ib);
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows, %s,\n            ", row0_expr(&v[PK_V_NL_W], c, sizeof c),
+                     mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs,
                      claim_arg(claims[l], f, sizeof f));
+        if (L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0) { /* x + acc; the task's share of it into sum */
+            const uint32_t K = v[PK_V_NL_X].cols;
+            pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a), v[PK_V_NL_ACC].rs,
+                         base_expr(&v[PK_V_NL_SUM], 0, b, sizeof b), v[PK_V_NL_SUM].rs);
+            pk_sb_printf(o, "(int)((long long)idx * %u / %d), (int)((long long)(idx + 1) * %u / %d));\n", K, L->grid, K, L->grid);
+        } else {
+            pk_sb_printf(o, "nullptr, 0, nullptr, 0, 0, 0);\n");
+        }
         if (L->kind == PK_TASK_RMSNORM_LINEAR_SWIGLU) {
             pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
                          v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
             pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
         }
+        if (mlp) { /* silu · mul into the scratch's last ib columns, then down's partial sums */
+            const gview *sc = &v[PK_V_MLP_SCRATCH], *w = &v[PK_V_MLP_W];
+            PK_ASSERT(!uneven(sc) && !uneven(w) && sc->cols == 3u * (uint32_t)ib && w->rows == 3u * (uint32_t)ib);
+            tile_expr(sc, 0, a, sizeof a);
+            pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %d, %d, %s + %d, %" PRIu64 ");\n", a, sc->rs, ib,
+                         ib, a, 2 * ib, sc->rs);
+            pk_sb_printf(o, "        pk_gen_call_mlp_down(%s + %d, %" PRIu64 ", n_tok, %d, &w, (int)(%s) + %d, %d, %u, ", a, 2 * ib,
+                         sc->rs, ib, row0_expr(w, c, sizeof c), 2 * ib, 3 * ib, v[PK_V_MLP_ACC].cols);
+            pk_sb_printf(o, "%s, %" PRIu64 ", smem, wst, wst_rows);\n", base_expr(&v[PK_V_MLP_ACC], 0, b, sizeof b),
+                         v[PK_V_MLP_ACC].rs);
+        }
         break;
+    }
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
         pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
@@ -494,6 +517,12 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      rows_expr(&v[PK_V_LR_W], g, sizeof g));
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
+        if (v[PK_V_LR_CLEAR].id >= 0) { /* after the GEMV, which waited for the event */
+            const uint32_t M = v[PK_V_LR_CLEAR].cols;
+            pk_sb_printf(o, "        pk_gen_call_acc_clear(%s, %" PRIu64 ", n_tok, (int)((long long)idx * %u / %d), ",
+                         base_expr(&v[PK_V_LR_CLEAR], 0, a, sizeof a), v[PK_V_LR_CLEAR].rs, M, L->grid);
+            pk_sb_printf(o, "(int)((long long)(idx + 1) * %u / %d));\n", M, L->grid);
+        }
         break;
     case PK_TASK_LINEAR_SPLITK_RESIDUAL: /* the weight is on the GPU transposed: task idx's block is rows
                                           * [idx · kc, (idx + 1) · kc) of W^T [K, N] */
@@ -578,6 +607,7 @@ static int weight_view(pk_task_kind kind) {
     switch (kind) {
     case PK_TASK_RMSNORM_LINEAR: return PK_V_NL_W;
     case PK_TASK_RMSNORM_LINEAR_SWIGLU: return PK_V_NLS_W;
+    case PK_TASK_RMSNORM_SWIGLU_DOWN: return PK_V_MLP_W;
     case PK_TASK_LINEAR: return PK_V_LIN_W;
     case PK_TASK_LINEAR_RESIDUAL: return PK_V_LR_W;
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: return PK_V_SML_W;
@@ -796,7 +826,11 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     /* Only a graph with uneven weight tiles compiles runtime.cuh's branch for them: with it in
      * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
     const int uneven_tiles = has_uneven_tiles(k);
-    pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n\n", uneven_tiles);
+    pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n", uneven_tiles);
+    int mlp_fused = 0;
+    for (int l = 0; l < k->nlayers; l++) mlp_fused |= k->layers[l].kind == PK_TASK_RMSNORM_SWIGLU_DOWN;
+    pk_sb_printf(o, "#define PK_GEN_MLP_FUSED %d /* a RMSNORM_SWIGLU_DOWN layer: its tiles may stage low */\n\n",
+                 mlp_fused);
     /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
      * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
     if (!fallback && stages_whole(k))

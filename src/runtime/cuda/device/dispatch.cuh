@@ -65,6 +65,9 @@ typedef struct pk_gen_task {
 #ifndef PK_GEN_UNEVEN
 #define PK_GEN_UNEVEN 0 /* kernel.cu defines it: 1 when a layer's tiles are uneven */
 #endif
+#ifndef PK_GEN_MLP_FUSED
+#define PK_GEN_MLP_FUSED 0 /* kernel.cu defines it: 1 when a layer is RMSNORM_SWIGLU_DOWN */
+#endif
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
@@ -139,14 +142,44 @@ __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stri
     const int K = KT ? KT : K_arg;
     pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
+/* acc (RMSNORM_LINEAR's PK_V_NL_ACC, or nullptr): x is x + acc, and the task stores its columns
+ * [sum0, sum1) of that into sum. */
 template <int KT>
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
                                                        float eps, int n_tok, int K_arg, const pk_rows *w, int n0,
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
-                                                       const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim) {
+                                                       const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim,
+                                                       const int64_t *acc, int64_t acc_stride, pk_bf16 *sum,
+                                                       int64_t sum_stride, int sum0, int sum1) {
     (void)wst, (void)wst_rows, (void)claim;
     const int K = KT ? KT : K_arg;
-    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST);
+    pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST, acc,
+                          acc_stride, sum, sum_stride, sum0, sum1);
+}
+/* RMSNORM_SWIGLU_DOWN's down part, after pk_gen_call_rmsnorm_linear and pk_gen_call_swiglu wrote
+ * the task's gu and act columns: act [T, ib], the partial sums from rows [r0, r0 + ib) of the
+ * task's weight (down_proj's transpose, [ib][N]) — the staged tile's last ib rows when the whole
+ * tile (wst_rows >= tile_rows) is in shared memory — added to acc [T, N]. */
+__device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib,
+                                                 const pk_rows *w, int r0, int tile_rows, int N, int64_t *acc,
+                                                 int64_t acc_stride, char *smem, const pk_bf16 *wst, int wst_rows) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)tile_rows, (void)wst, (void)wst_rows;
+    pk_dev_mlp_down_add(act, act_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
+#else
+    const int staged = wst_rows > 0 ? wst_rows & ~PK_STAGED_LATE : 0;
+    const pk_bf16 *wt = staged >= tile_rows ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
+    pk_dev_mlp_down_add(act, act_stride, n_tok, ib, wt, N, acc, acc_stride, smem);
+#endif
+}
+/* LINEAR_RESIDUAL's PK_V_LR_CLEAR: zeroes columns [c0, c1) of rows [0, n_tok) of acc, after the
+ * task's GEMV (which waited for the task's event: every reader of acc is done). */
+__device__ __noinline__ void pk_gen_call_acc_clear(int64_t *acc, int64_t stride, int n_tok, int c0, int c1) {
+    const int n = c1 - c0;
+    for (int e = threadIdx.x; e < n_tok * n; e += PK_CUDA_THREADS) {
+        const int t = e / n;
+        __stcg(acc + t * stride + c0 + (e - t * n), 0ll);
+    }
 }
 template <int KT>
 __device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg,

@@ -17,6 +17,7 @@
 
 #include "common/bf16.h"
 #include "kernels/cpu/cpu_kernels.h" /* pk_rows, pk_attn_step: plain structs shared with the host */
+#include "kernels/cuda/fixed_point.cuh"
 #include "pk_abi.h"
 
 #ifndef PK_CUDA_THREADS
@@ -53,11 +54,17 @@ __device__ __forceinline__ const pk_bf16 *pk_fb_row(const pk_rows *w, uint32_t r
     return w->seg[i] + ((uint64_t)g * w->seg_rows[i] + o) * w->row_stride;
 }
 
-/* pk_cpu_rms_scale, one thread. */
-__device__ __forceinline__ float pk_fb_rms_scale(const pk_bf16 *x, int n, float eps) {
+/* x[k], or with a fused MLP's accumulator x[k] + acc[k] as pk_cpu_acc_sum. */
+__device__ __forceinline__ float pk_fb_x(const pk_bf16 *x, const int64_t *acc, int k) {
+    if (!acc) return pk_fb_act(x + k);
+    return pk_fb_round(__fadd_rn(pk_fb_round(pk_dev_fixed_to_f32(__ldcg((const long long *)acc + k))), pk_fb_act(x + k)));
+}
+
+/* pk_cpu_rms_scale, one thread (of x + acc when acc is not NULL). */
+__device__ __forceinline__ float pk_fb_rms_scale(const pk_bf16 *x, int n, float eps, const int64_t *acc = nullptr) {
     float s = 0.0f;
     for (int k = 0; k < n; k++) {
-        float v = pk_fb_act(x + k);
+        float v = pk_fb_x(x, acc, k);
         s = __fadd_rn(s, __fmul_rn(v, v));
     }
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(s, (float)n), eps)));
@@ -128,13 +135,18 @@ enum { PK_FB_XN_PLAIN = 0, PK_FB_XN_RMSNORM = 1, PK_FB_XN_SILU_MUL = 2 };
 template <int XN>
 __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w, int n0,
                              int ncols, const pk_bf16 *norm_w, float eps, const pk_bf16 *residual,
-                             int64_t res_stride, pk_bf16 *out, int64_t out_stride, char *smem) {
+                             int64_t res_stride, pk_bf16 *out, int64_t out_stride, char *smem,
+                             const int64_t *acc = nullptr, int64_t acc_stride = 0, pk_bf16 *sum = nullptr,
+                             int64_t sum_stride = 0, int sum0 = 0, int sum1 = 0) {
     float *xs = (float *)smem;
     float *scale_s = xs + PK_FB_KC;
     for (int t = 0; t < n_tok; t++) {
         const pk_bf16 *xr = x + t * x_stride; /* [K] (silu_mul: [2K]) */
+        const int64_t *ar = acc ? acc + t * acc_stride : nullptr;
         if (XN == PK_FB_XN_RMSNORM) {
-            if (threadIdx.x == 0) *scale_s = pk_fb_rms_scale(xr, K, eps);
+            if (threadIdx.x == 0) *scale_s = pk_fb_rms_scale(xr, K, eps, ar);
+            for (int k = sum0 + (int)threadIdx.x; ar && k < sum1; k += blockDim.x) /* the task's share */
+                sum[t * sum_stride + k] = pk_fb_bf16(pk_fb_x(xr, ar, k));
             pk_cta_sync();
         }
         float scale = XN == PK_FB_XN_RMSNORM ? *scale_s : 0.0f;
@@ -150,7 +162,7 @@ __device__ void pk_fb_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int 
                     if (XN == PK_FB_XN_PLAIN)
                         v = pk_fb_act(xr + k0 + k);
                     else if (XN == PK_FB_XN_RMSNORM)
-                        v = pk_fb_rmsnorm1(pk_fb_act(xr + k0 + k), scale, pk_fb_wt(norm_w + k0 + k));
+                        v = pk_fb_rmsnorm1(pk_fb_x(xr, ar, k0 + k), scale, pk_fb_wt(norm_w + k0 + k));
                     else
                         v = pk_fb_silu_mul1(pk_fb_act(xr + k0 + k), pk_fb_act(xr + K + k0 + k));
                     xs[k] = v;
@@ -180,9 +192,26 @@ __device__ void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int
 
 __device__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w, float eps,
                                       int n_tok, int K, const pk_rows *w, int n0, int ncols, pk_bf16 *out,
-                                      int64_t out_stride, char *smem) {
+                                      int64_t out_stride, char *smem, const int64_t *acc = nullptr,
+                                      int64_t acc_stride = 0, pk_bf16 *sum = nullptr, int64_t sum_stride = 0,
+                                      int sum0 = 0, int sum1 = 0) {
     pk_fb_linear<PK_FB_XN_RMSNORM>(x, x_stride, n_tok, K, w, n0, ncols, norm_w, eps, nullptr, 0, out, out_stride,
-                                   smem);
+                                   smem, acc, acc_stride, sum, sum_stride, sum0, sum1);
+}
+
+/* RMSNORM_SWIGLU_DOWN's down part: a thread per output n, its partial over j ascending (the CPU's
+ * order and roundings: the same fixed-point adds as the CPU backend). */
+__device__ void pk_dev_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_bf16 *wt,
+                                    int N, int64_t *acc, int64_t acc_stride, char *smem) {
+    (void)smem;
+    pk_cta_sync(); /* act's columns written */
+    for (int e = threadIdx.x; e < n_tok * N; e += PK_CUDA_THREADS) {
+        const int t = e / N, n = e - t * N;
+        float s = 0.0f;
+        for (int j = 0; j < ib; j++)
+            s = __fadd_rn(s, __fmul_rn(pk_fb_act(act + t * act_stride + j), pk_fb_wt(wt + (int64_t)j * N + n)));
+        pk_dev_fixed_add(acc + t * acc_stride + n, pk_dev_fixed_from_f32(s));
+    }
 }
 
 __device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,

@@ -308,6 +308,32 @@ __device__ __forceinline__ uint32_t pk_stage_lo(const pk_dev_state *S, uint32_t 
     return PK_STAGE_LO_FIT ? (PK_LIN_HDR + p.row_bytes + 127u) & ~127u : PK_STAGE_LO;
 #endif
 }
+/* RMSNORM_SWIGLU_DOWN's tile (its gate, up and down rows: 144 KB for the Qwen3-0.6B) is larger than
+ * the area above the kernels' own (PK_WSTAGE_BYTES): in a one-token step it stages from
+ * pk_stage_lo's offset instead, where its GEMV leaves the kernels' area free, when it ends below
+ * the top; its down part's act_s [ib] fp32 (mlp_fused.cuh) lies below that offset. Returns the
+ * rows staged (0: none) and their offset in *off. Every thread calls it. */
+__device__ __forceinline__ int pk_stage_mlp_low(const pk_dev_state *S, uint32_t t, char *smem, uint32_t *off,
+                                                int n_tok) {
+#if PK_GEN_FALLBACK_KERNELS || !PK_GEN_MLP_FUSED
+    (void)S, (void)t, (void)smem, (void)off, (void)n_tok;
+    return 0;
+#else
+    const pk_gen_task task = pk_gen_tasks[t];
+    if (n_tok != 1 || !S->wstage_bytes || task.layer >= PK_GEN_NUM_LAYERS ||
+        pk_gen_layers[task.layer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN)
+        return 0;
+    pk_gen_prefetch p;
+    const char *src = pk_task_tile(S, t, &p);
+    const uint32_t lo = src ? pk_stage_lo(S, t) : 0u;
+    if (!lo || lo + p.bytes > PK_CUDA_SMEM_BYTES + S->wstage_bytes ||
+        4u * (uint32_t)pk_gen_layers[task.layer].swiglu_block > lo)
+        return 0;
+    pk_stage_copy(src, p.bytes, smem, lo);
+    *off = lo;
+    return (int)(p.bytes / p.row_bytes);
+#endif
+}
 /* The end of the bytes task t uses while it runs: its tile staged whole at wst_off, or the async
  * GEMV's header, xs and rings (PK_WST_ASYNC); 0 for anything else. */
 __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint32_t t, bool tile_staged,
@@ -595,6 +621,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     const uint32_t low_off = att_next ? pk_stage_lo(S, t) : 0u;
                     if (low_off) wst_off = low_off;
                     tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
+                    if (PK_GEN_MLP_FUSED && !staged)
+                        tile_staged = (staged = pk_stage_mlp_low(S, t, smem, &wst_off, n_tok)) > 0;
                 }
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
