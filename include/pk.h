@@ -194,7 +194,7 @@ pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *
  * x + down(...) is never stored: the layers that read it take acc and x —
  * pk_rmsnorm_linear_acc_layer (which also writes the sum as bf16 for a residual) — and one
  * pk_linear_with_residual_clear_layer, after all of them, zeroes acc for the next step
- * (pk_compile fails when no layer clears it). grid divides I. */
+ * (pk_compile fails when no layer clears it). grid divides I; K is a multiple of 8. */
 pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w_gu,
                                        pk_tensor *w_down, pk_tensor *acc, float eps, int grid);
 

@@ -32,8 +32,8 @@ typedef enum pk_storage {
     PK_STORAGE_ATTACHED = 0, /* caller's memory */
     PK_STORAGE_OWNED = 1,    /* pk's memory, zero-filled */
     PK_STORAGE_FUSED = 2,    /* rows of other tensors, see pk_fuse_tensors */
-    PK_STORAGE_TRANSPOSED = 3, /* pk's copy of an attached weight's transpose, read only as an input of a
-                                * fused tensor (pk_transposed_weight) */
+    PK_STORAGE_COLUMN_BLOCKS = 3, /* pk's copy of an attached weight's column blocks, read only as an input
+                                   * of a fused tensor (pk_column_blocks) */
 } pk_storage;
 
 struct pk_tensor {
@@ -117,11 +117,14 @@ struct pk_kernel {
     pk_runtime *runtime; /* backend state (the CUDA backend's), NULL when none */
 };
 
-/* pk's transpose [dims[1], dims[0]] of the attached 2-D bf16 weight w, named `name`: a copy in
- * host memory (freed with k) that pk_fuse_tensors can take as an input, so that a fused weight
- * holds a block of w's columns as contiguous rows (pk_rmsnorm_swiglu_down_layer). NULL on error
- * (recorded on k). */
-pk_tensor *pk_transposed_weight(pk_kernel *k, const char *name, const pk_tensor *w);
+/* The attached 2-D bf16 weight w [N, K] as column blocks of `block` columns (block divides K): a
+ * tensor of dims [K, N] (w's transpose's) named `name`, whose rows [b · block, (b + 1) · block)
+ * hold block b = w[:, b · block : (b + 1) · block] row-major ([N][block]: one output's `block`
+ * weights contiguous). A copy in host memory (freed with k) that pk_fuse_tensors can take as an
+ * input with num_groups = K / block, so that a fused weight holds each block as one contiguous
+ * range (pk_rmsnorm_swiglu_down_layer); only that layer's kernels read its rows this way. NULL on
+ * error (recorded on k). */
+pk_tensor *pk_column_blocks(pk_kernel *k, const char *name, const pk_tensor *w, int64_t block);
 
 /* Records an error on k and returns it; the message is formatted like printf. */
 pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...)

@@ -615,6 +615,82 @@ static void test_splitk_layer(void) {
     pk_kernel_free(k);
 }
 
+/* rmsnorm_swiglu_down and its accumulator's readers (rmsnorm_linear_acc) and clearer
+ * (linear_with_residual_clear), in a kernel of their own: x [T, H], gate / up [I, H], down [H, I]. */
+static pk_tensor *acc64(pk_kernel *k, const char *name, pk_dtype dt, int64_t cols) {
+    int64_t dims[2] = {T, cols};
+    pk_tensor *t = pk_new_tensor(k, name, dt, 2, dims, PK_IO_LOCAL);
+    CHECK(t != NULL, "new_tensor %s: %s", name, pk_kernel_error(k));
+    return t;
+}
+static void test_mlp_fused_layer(void) {
+    pk_kernel *k = kernel();
+    pk_tensor *x = act(k, "xm", H), *nw = w1(k, "nwm", H), *wd = w2(k, "wdm", H, I);
+    pk_tensor *gu_in[2] = {w2(k, "wgm", I, H), w2(k, "wum", I, H)};
+    pk_tensor *wgu = pk_fuse_tensors(k, "wgum", gu_in, 2, 0, 3), *wgu1 = pk_fuse_tensors(k, "wgum1", gu_in, 2, 0, 1);
+    pk_tensor *acc = acc64(k, "accm", PK_DTYPE_INT64, H), *acc32 = acc64(k, "accm32", PK_DTYPE_FP32, H);
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, wd, acc32, 1e-6f, 3), PK_ERR_DTYPE, "accm32", "int64");
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu1, wd, acc, 1e-6f, 3), PK_ERR_INVALID_ARGUMENT, "wgum1",
+           "3 groups");
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, gu_in[0], wd, acc, 1e-6f, 3), PK_ERR_INVALID_ARGUMENT, "wgm",
+           "pk_fuse_tensors");
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, w2(k, "wdm13", H, I + 1), acc, 1e-6f, 3), PK_ERR_SHAPE,
+           "wdm13", "[16, 12]");
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, wd, acc, 1e-6f, 0), PK_ERR_GRID, "grid 0");
+    EXPECT(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, wd, acc, -1.0f, 3), PK_ERR_INVALID_ARGUMENT, "eps");
+    /* an accumulator that is not a fused MLP's */
+    pk_tensor *wq = w2(k, "wqm", H, H), *h_in = act(k, "h_inm", H), *qkv = act(k, "qkvm", H);
+    EXPECT(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, wq, qkv, h_in, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "accm",
+           "not the accumulator");
+    EXPECT(k, pk_rmsnorm_linear_acc_layer(k, x, NULL, nw, wq, qkv, h_in, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT,
+           "accumulator", "NULL");
+    OK(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, wd, acc, 1e-6f, 3));
+    CHECK(pk_find_tensor(k, "pk.mlp0.down_blocks") && pk_tensor_dim(pk_find_tensor(k, "pk.mlp0.down_blocks"), 0) == I &&
+              pk_tensor_dim(pk_find_tensor(k, "pk.mlp0.w"), 0) == 3 * I,
+          "rmsnorm_swiglu_down keeps down's column blocks [12, 16] and the fused weight [36, 16]");
+    EXPECT(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, wq, qkv, act(k, "h_in17m", H + 1), 1e-6f, 2), PK_ERR_SHAPE,
+           "h_in17m", "[8, 17]");
+    OK(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, wq, qkv, h_in, 1e-6f, 2));
+    pk_tensor *att = act(k, "attm", H), *h2 = act(k, "h2m", H);
+    OK(k, pk_linear_layer(k, qkv, w2(k, "wam", H, H), att, 2));
+    /* a second reader that the clear layer does not wait on */
+    pk_tensor *side = act(k, "sidem", H), *side_sum = act(k, "side_summ", H);
+    OK(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, w2(k, "wsm", H, H), side, side_sum, 1e-6f, 2));
+    EXPECT(k, pk_linear_with_residual_clear_layer(k, att, w2(k, "wom", H, H), h_in, acc, h2, 2),
+           PK_ERR_INVALID_ARGUMENT, "accm", "L", "does not wait on");
+    pk_kernel_free(k);
+
+    /* the whole chain: compile fails without the clear, passes with it; no reader after the clear */
+    for (int with_clear = 0; with_clear < 2; with_clear++) {
+        k = kernel();
+        x = act(k, "xm", H), nw = w1(k, "nwm", H), wd = w2(k, "wdm", H, I);
+        pk_tensor *g2[2] = {w2(k, "wgm", I, H), w2(k, "wum", I, H)};
+        wgu = pk_fuse_tensors(k, "wgum", g2, 2, 0, 3);
+        acc = acc64(k, "accm", PK_DTYPE_INT64, H);
+        h_in = act(k, "h_inm", H), qkv = act(k, "qkvm", H);
+        pk_tensor *h_out = act(k, "h_outm", H), *logits = act(k, "lgm", V);
+        OK(k, pk_embedding_layer(k, pk_step_tokens(k), w2(k, "embm", V, H), x, 2));
+        OK(k, pk_rmsnorm_swiglu_down_layer(k, x, nw, wgu, wd, acc, 1e-6f, 3));
+        OK(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, w2(k, "wqm", H, H), qkv, h_in, 1e-6f, 2));
+        if (with_clear) {
+            OK(k, pk_linear_with_residual_clear_layer(k, qkv, w2(k, "wom", H, H), h_in, acc, h_out, 2));
+            EXPECT(k, pk_rmsnorm_linear_acc_layer(k, x, acc, nw, w2(k, "wq2m", H, H), act(k, "q2m", H),
+                                                  act(k, "s2m", H), 1e-6f, 2),
+                   PK_ERR_INVALID_ARGUMENT, "accm", "cleared by layer");
+        } else {
+            OK(k, pk_linear_with_residual_layer(k, qkv, w2(k, "wom", H, H), h_in, h_out, 2));
+        }
+        OK(k, pk_rmsnorm_linear_layer(k, h_out, w1(k, "fnm", H), w2(k, "lmm", V, H), logits, 1e-6f, 2));
+        OK(k, pk_argmax_layer(k, logits, pk_step_output(k), 1));
+        if (with_clear)
+            OK(k, pk_compile(k, NULL));
+        else
+            EXPECT(k, pk_compile(k, NULL), PK_ERR_INVALID_ARGUMENT, "accm", "never cleared",
+                   "pk_linear_with_residual_clear_layer");
+        pk_kernel_free(k);
+    }
+}
+
 static void test_run(void) {
     int32_t prompt[MAXLEN] = {1, 2, 3, 4}, out[MAXLEN];
     pk_request rq = {.prompt = prompt, .prompt_len = 4, .max_new_tokens = 3, .output = out};
@@ -756,6 +832,7 @@ int main(void) {
     test_layers();
     test_swiglu_layer();
     test_splitk_layer();
+    test_mlp_fused_layer();
     test_run();
     test_names_and_frees();
     return check_report("api_errors");

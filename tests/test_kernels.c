@@ -897,7 +897,56 @@ static void test_argmax(void) {
         }
 }
 
+/* The fused MLP's fixed point (cpu_kernels.h): exact scaling, round to nearest even, the clamp, and
+ * down's partial sums: adding the tasks' partials in any order gives the same accumulator, whose
+ * value is the fp32 sum of the partials to within 2^-32 each. */
+static void test_fixed_point(void) {
+    CHECK(pk_fixed_from_f32(1.0f) == (int64_t)1 << 32 && pk_fixed_from_f32(-0.5f) == -((int64_t)1 << 31),
+          "fixed(1) = 2^32, fixed(-0.5) = -2^31");
+    CHECK(pk_fixed_from_f32(0x1p-33f) == 0 && pk_fixed_from_f32(0x1.8p-32f) == 2 && pk_fixed_from_f32(0x1p-32f) == 1,
+          "fixed rounds to nearest even (2^-33 -> 0, 1.5 · 2^-32 -> 2)");
+    CHECK(pk_fixed_from_f32(1e30f) == (int64_t)1 << 55 && pk_fixed_from_f32(-INFINITY) == -((int64_t)1 << 55) &&
+              pk_fixed_from_f32(NAN) == -((int64_t)1 << 55),
+          "fixed clamps to +-2^23 (NaN to -2^23)");
+    CHECK(pk_fixed_to_bf16((int64_t)3 << 32) == 3.0f && pk_fixed_to_bf16(-((int64_t)1 << 30)) == -0.25f,
+          "fixed back to bf16");
+    uint64_t seed = 47;
+    enum { NT = 2, IB = 7, NTASK = 5, N = 24, ACS = N + 2 };
+    const int64_t as = IB + 3, ws = N + 8, acs = ACS;
+    pk_bf16 *act = rand_bf16((size_t)NT * as * NTASK, 2.0f, &seed);
+    pk_bf16 *wt = rand_bf16((size_t)IB * NTASK * ws, 0.5f, &seed); /* column blocks: task i's [N][IB] at i · N · IB */
+    int64_t acc[2][NT * ACS];
+    memset(acc, 0, sizeof acc);
+    for (int order = 0; order < 2; order++)
+        for (int i = 0; i < NTASK; i++) {
+            const int task = order ? NTASK - 1 - i : i;
+            pk_cpu_mlp_down_add(act + task * NT * as, as, NT, IB, wt + (int64_t)task * N * IB, N, acc[order], acs);
+        }
+    CHECK(memcmp(acc[0], acc[1], sizeof acc[0]) == 0, "mlp_down_add: the same sum in either order of the tasks");
+    double worst = 0;
+    for (int t = 0; t < NT; t++)
+        for (int n = 0; n < N; n++) {
+            double want = 0;
+            for (int task = 0; task < NTASK; task++)
+                for (int j = 0; j < IB; j++)
+                    want += (double)pk_bf16_to_f32(act[task * NT * as + t * as + j]) *
+                            pk_bf16_to_f32(wt[((int64_t)task * N + n) * IB + j]);
+            const double got = (double)acc[0][t * acs + n] / 0x1p32, e = fabs(got - want) / (fabs(want) + 1e-3);
+            if (e > worst) worst = e;
+        }
+    CHECK(worst < 1e-5, "mlp_down_add: the partials' sum within fp32 rounding of the exact one (%g)", worst);
+    /* acc_sum: bf16(bf16(acc) + x) */
+    pk_bf16 x[2] = {pk_f32_to_bf16(1.0f), pk_f32_to_bf16(-2.0f)}, out[2];
+    const int64_t a2[2] = {(int64_t)1 << 31, (int64_t)3 << 32};
+    pk_cpu_acc_sum(x, 1, a2, 1, 2, 1, out, 1);
+    CHECK(pk_bf16_to_f32(out[0]) == 1.5f && pk_bf16_to_f32(out[1]) == 1.0f, "acc_sum: 0.5 + 1 and 3 - 2 (%g, %g)",
+          pk_bf16_to_f32(out[0]), pk_bf16_to_f32(out[1]));
+    free(act);
+    free(wt);
+}
+
 int main(void) {
+    test_fixed_point();
     test_rows();
     test_embedding();
     test_rmsnorm();

@@ -177,7 +177,7 @@ void pk_kernel_free(pk_kernel *k) {
     pk_taskgraph_free(&k->graph);
     for (int i = 0; i < k->ntensors; i++) {
         pk_tensor *t = k->tensors[i];
-        if (t->storage == PK_STORAGE_OWNED || t->storage == PK_STORAGE_TRANSPOSED) free(t->data);
+        if (t->storage == PK_STORAGE_OWNED || t->storage == PK_STORAGE_COLUMN_BLOCKS) free(t->data);
         free(t);
     }
     free(k->tensors);

@@ -454,12 +454,14 @@ pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *no
                        w_down->name);
     TRY(check_tensor(&b, "accumulator", acc, PK_DTYPE_INT64, 2, (int64_t[]){T, K}));
     TRY(check_grid(&b, "the intermediate size I", I));
+    if (K % 8 != 0) /* the GPU's partial sums take 8 outputs per thread, its readers 8 columns of x at a time */
+        return pk_fail(k, PK_ERR_SHAPE, "%s: x '%s' has %lld columns; a multiple of 8", b.fn, x->name, (long long)K);
     TRY(check_writable(&b, "accumulator", acc)); /* before the layer's own tensors are made */
     char name[PK_NAME_MAX];
-    snprintf(name, sizeof name, "pk.mlp%d.down_t", k->nlayers);
-    pk_tensor *down_t = pk_transposed_weight(k, name, w_down);
+    snprintf(name, sizeof name, "pk.mlp%d.down_blocks", k->nlayers);
+    pk_tensor *down_t = pk_column_blocks(k, name, w_down, I / grid);
     if (!down_t) return k->status;
-    /* task i's rows, contiguous on the GPU: its gate block, its up block, its columns of down */
+    /* task i's rows, contiguous on the GPU: its gate block, its up block, its columns of down ([K][I / grid]) */
     snprintf(name, sizeof name, "pk.mlp%d.w", k->nlayers);
     pk_tensor *parts[3] = {k->tensors[w_gu->fused[0]], k->tensors[w_gu->fused[1]], down_t};
     pk_tensor *w = pk_fuse_tensors(k, name, parts, 3, 0, grid);

@@ -160,7 +160,7 @@ pk_tensor *pk_fuse_tensors(pk_kernel *k, const char *name, pk_tensor *const *inp
                     name ? name : "(null)", in->name);
             return NULL;
         }
-        if (in->storage != PK_STORAGE_ATTACHED && in->storage != PK_STORAGE_TRANSPOSED) {
+        if (in->storage != PK_STORAGE_ATTACHED && in->storage != PK_STORAGE_COLUMN_BLOCKS) {
             pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                     "pk_fuse_tensors '%s': input '%s' is not an attached input (only weights can be fused)",
                     name ? name : "(null)", in->name);
@@ -200,27 +200,26 @@ pk_tensor *pk_fuse_tensors(pk_kernel *k, const char *name, pk_tensor *const *inp
     return t;
 }
 
-pk_tensor *pk_transposed_weight(pk_kernel *k, const char *name, const pk_tensor *w) {
+pk_tensor *pk_column_blocks(pk_kernel *k, const char *name, const pk_tensor *w, int64_t block) {
     PK_ASSERT(w->storage == PK_STORAGE_ATTACHED && w->ndim == 2 && w->dtype == PK_DTYPE_BF16);
     const int64_t N = w->dims[0], K = w->dims[1];
-    if (check_new(k, "pk_transposed_weight", name, w->dtype, 2, (int64_t[]){K, N}) != PK_OK) return NULL;
+    PK_ASSERT(block >= 1 && K % block == 0);
+    if (check_new(k, "pk_column_blocks", name, w->dtype, 2, (int64_t[]){K, N}) != PK_OK) return NULL;
     const size_t bytes = (size_t)N * (size_t)K * sizeof(uint16_t);
     void *data = NULL;
     if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) data = NULL;
     pk_tensor *t = data ? add_tensor(k, name, w->dtype, 2, (int64_t[]){K, N}) : NULL;
     if (!t) {
         free(data);
-        pk_fail(k, PK_ERR_NO_MEMORY, "transposing '%s': out of memory (%zu bytes)", w->name, bytes);
+        pk_fail(k, PK_ERR_NO_MEMORY, "copying '%s' in column blocks: out of memory (%zu bytes)", w->name, bytes);
         return NULL;
     }
-    /* blocks of 64 x 64 elements: both sides stay in cache */
     const uint16_t *src = w->data;
     uint16_t *dst = data;
-    for (int64_t n0 = 0; n0 < N; n0 += 64)
-        for (int64_t k0 = 0; k0 < K; k0 += 64)
-            for (int64_t n = n0; n < N && n < n0 + 64; n++)
-                for (int64_t c = k0; c < K && c < k0 + 64; c++) dst[c * N + n] = src[n * K + c];
-    t->storage = PK_STORAGE_TRANSPOSED;
+    for (int64_t b0 = 0; b0 < K; b0 += block) /* block b0 / block: [N][block] at b0 · N */
+        for (int64_t n = 0; n < N; n++)
+            memcpy(dst + b0 * N + n * block, src + n * K + b0, (size_t)block * sizeof *src);
+    t->storage = PK_STORAGE_COLUMN_BLOCKS;
     t->data = data;
     return t;
 }

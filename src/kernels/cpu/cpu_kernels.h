@@ -108,12 +108,12 @@ static inline float pk_fixed_to_bf16(int64_t a) {
     return pk_round_bf16((float)((double)a / PK_FIXED_ONE));
 }
 
-/* pk_cpu_mlp_down_add: acc[t, n] += fixed(Σ_{j < ib} act[t, j] · w_t[r0 + j][n]) for t < n_tok,
- * n < N (each partial an fp32 sum over j ascending), w_t rows of down_proj's transpose read
- * through pk_rows; the adds are atomic (the layer's tasks add concurrently).
+/* pk_cpu_mlp_down_add: acc[t, n] += fixed(Σ_{j < ib} act[t, j] · wd[n · ib + j]) for t < n_tok,
+ * n < N (each partial an fp32 sum over j ascending); wd: the task's column block of down_proj
+ * ([N][ib], pk_column_blocks); the adds are atomic (the layer's tasks add concurrently).
  * pk_cpu_acc_sum: out[t, k] = bf16(bf16(acc[t, k] · 2^-32) + x[t, k]) for t < n_tok, k < K. */
-void pk_cpu_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_rows *w, uint32_t r0,
-                         int N, int64_t *acc, int64_t acc_stride);
+void pk_cpu_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_bf16 *wd, int N,
+                         int64_t *acc, int64_t acc_stride);
 void pk_cpu_acc_sum(const pk_bf16 *x, int64_t x_stride, const int64_t *acc, int64_t acc_stride, int n_tok, int K,
                     pk_bf16 *out, int64_t out_stride);
 

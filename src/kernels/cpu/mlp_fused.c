@@ -8,23 +8,16 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
-enum { DOWN_NC = 64 }; /* output columns per pass: their partial sums stay in registers / L1 */
-
-void pk_cpu_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_rows *w, uint32_t r0,
-                         int N, int64_t *acc, int64_t acc_stride) {
+void pk_cpu_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_bf16 *wd, int N,
+                         int64_t *acc, int64_t acc_stride) {
     for (int t = 0; t < n_tok; t++) {
-        for (int n0 = 0; n0 < N; n0 += DOWN_NC) {
-            const int nc = N - n0 < DOWN_NC ? N - n0 : DOWN_NC;
-            float sum[DOWN_NC] = {0};
-            for (int j = 0; j < ib; j++) { /* j ascending: the fp32 order of every partial */
-                const float a = pk_bf16_to_f32(act[t * act_stride + j]);
-                const pk_bf16 *wr = pk_rows_get(w, r0 + (uint32_t)j) + n0;
-                for (int c = 0; c < nc; c++) sum[c] += a * pk_bf16_to_f32(wr[c]);
-            }
-            for (int c = 0; c < nc; c++) {
-                _Atomic int64_t *dst = (_Atomic int64_t *)(acc + t * acc_stride + n0 + c);
-                atomic_fetch_add_explicit(dst, pk_fixed_from_f32(sum[c]), memory_order_relaxed);
-            }
+        const pk_bf16 *a = act + t * act_stride;
+        for (int n = 0; n < N; n++) {
+            const pk_bf16 *w = wd + (int64_t)n * ib;
+            float sum = 0.0f;
+            for (int j = 0; j < ib; j++) sum += pk_bf16_to_f32(a[j]) * pk_bf16_to_f32(w[j]); /* j ascending */
+            atomic_fetch_add_explicit((_Atomic int64_t *)(acc + t * acc_stride + n), pk_fixed_from_f32(sum),
+                                      memory_order_relaxed);
         }
     }
 }

@@ -1,46 +1,52 @@
-/* mlp_fused.cuh — RMSNORM_SWIGLU_DOWN's last part on the device: down_proj's partial sums over the
- * task's ib features, for every output, added to the layer's int64 fixed-point accumulator
- * (fixed_point.cuh). The GEMV into gate / up and silu · mul before it are rmsnorm_linear's and
- * swiglu's (dispatch.cuh calls the three in a row).
+/* mlp_fused.cuh — RMSNORM_SWIGLU_DOWN's second half on the device, after rmsnorm_linear wrote the
+ * task's gate / up sums gu [T][2 · ib] (gate block, then up block): silu · mul of its ib features,
+ * then down_proj's partial sums over them for every output, added to the layer's int64
+ * fixed-point accumulator (fixed_point.cuh).
  *
- * acc[t, n] += fixed(Σ_{j < ib} act[t, j] · wt[j][n]), wt: the task's ib rows of down_proj's
- * transpose [ib][N] (row stride N), staged in shared memory or in global memory. A thread takes
- * 8 consecutive outputs of one token (16-byte loads of each wt row), j ascending with fmaf (the
- * CPU sums without FMA: bf16 tolerance, the same bits on every run), then 8 64-bit reductions.
- * act's row goes to shared memory first (act_s [ib] fp32 at smem, below any tile staged low:
- * runtime.cuh's pk_stage_lo keeps PK_LIN_HDR + 2K bytes free, and ib · 4 <= that is checked by
- * the caller). Needs N % 8 == 0 and wt 16-byte aligned (codegen.c's checks).
+ * act[j] = bf16(bf16(silu(gate_j)) · up_j) (silu_mul.cuh's rounding) goes to act_s [ib] fp32 in
+ * shared memory; then thread i takes outputs n = i, i + THREADS, ...: v = Σ_{j < ib} act[j] ·
+ * wd[n · ib + j] (wd: the task's column block of down_proj, [N][ib] row-major, pk_column_blocks:
+ * one output's ib weights contiguous, read as 16-byte vectors when ib % 8 == 0), j ascending with
+ * fmaf (the CPU sums without FMA: bf16 tolerance, the same bits on every run), and one 64-bit
+ * reduction to acc[t, n]. Consecutive lanes add to consecutive outputs: a warp's reductions cover
+ * two 128-byte lines, not sixteen (the 128 tasks of a layer all add to the same N outputs, and the
+ * L2 serialises the reductions to a line).
+ * gu and wd may be in shared memory (a one-token step whose tile was staged: dispatch.cuh's
+ * pk_gen_mlp_gu) or in global memory (gu_global: read through L2).
  */
 #ifndef PK_CUDA_MLP_FUSED_CUH
 #define PK_CUDA_MLP_FUSED_CUH
 
 #include "kernels/cuda/fixed_point.cuh"
 #include "kernels/cuda/rows.cuh"
+#include "kernels/cuda/silu_mul.cuh"
 
-__device__ inline void pk_dev_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib,
-                                           const pk_bf16 *wt, int N, int64_t *acc, int64_t acc_stride,
-                                           char *smem) {
-    float *act_s = (float *)smem;
-    const int nch = N / 8;
+__device__ inline void pk_dev_mlp_down_add(const pk_bf16 *gu, int64_t gu_stride, bool gu_global, int n_tok, int ib,
+                                           const pk_bf16 *wd, int N, int64_t *acc, int64_t acc_stride,
+                                           float *act_s) {
+    const bool vec = ib % 8 == 0 && pk_dev_aligned16(wd);
     for (int t = 0; t < n_tok; t++) {
-        pk_cta_sync(); /* act's columns written (swiglu), act_s free */
-        for (int j = threadIdx.x; j < ib; j += PK_CUDA_THREADS)
-            act_s[j] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(act + t * act_stride + j));
+        pk_cta_sync(); /* gu written (the GEMV's stores), act_s free */
+        for (int j = threadIdx.x; j < ib; j += PK_CUDA_THREADS) {
+            const pk_bf16 *g = gu + t * gu_stride + j;
+            const pk_bf16 gb = gu_global ? pk_dev_ldcg_bf16(g) : g[0], ub = gu_global ? pk_dev_ldcg_bf16(g + ib) : g[ib];
+            act_s[j] = pk_dev_silu_mul1(pk_dev_bf16_to_f32(gb), pk_dev_bf16_to_f32(ub));
+        }
         pk_cta_sync();
-        for (int c = threadIdx.x; c < nch; c += PK_CUDA_THREADS) {
-            float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-            const pk_bf16 *wc = wt + 8 * c;
-#pragma unroll 4
-            for (int j = 0; j < ib; j++) {
-                float w[8];
-                pk_dev_unpack8(*(const uint4 *)(wc + (int64_t)j * N), w); /* generic: shared or global */
-                const float aj = act_s[j];
+        for (int n = threadIdx.x; n < N; n += PK_CUDA_THREADS) {
+            const pk_bf16 *w = wd + (int64_t)n * ib;
+            float v = 0.0f;
+            if (vec) {
+                for (int j0 = 0; j0 < ib; j0 += 8) {
+                    float f[8];
+                    pk_dev_unpack8(*(const uint4 *)(w + j0), f); /* generic: shared or global */
 #pragma unroll
-                for (int i = 0; i < 8; i++) s[i] = fmaf(aj, w[i], s[i]);
+                    for (int e = 0; e < 8; e++) v = fmaf(act_s[j0 + e], f[e], v);
+                }
+            } else {
+                for (int j = 0; j < ib; j++) v = fmaf(act_s[j], pk_dev_bf16_to_f32(w[j]), v);
             }
-            int64_t *dst = acc + t * acc_stride + 8 * c;
-#pragma unroll
-            for (int i = 0; i < 8; i++) pk_dev_fixed_add(dst + i, pk_dev_fixed_from_f32(s[i]));
+            pk_dev_fixed_add(acc + t * acc_stride + n, pk_dev_fixed_from_f32(v));
         }
     }
 }

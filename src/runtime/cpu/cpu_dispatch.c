@@ -123,7 +123,7 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         break;
     case PK_TASK_RMSNORM_SWIGLU_DOWN: {
         /* the GEMV into the task's gu columns, silu · mul into its act columns, then down's
-         * partial sums from its rows of down_proj's transpose (the tile's last ib rows) */
+         * partial sums from its column block of down_proj ([N][ib]: the tile's last ib rows) */
         const pk_view *sc = &v[PK_V_MLP_SCRATCH];
         const int ib = p->swiglu_block;
         const int64_t ss = (int64_t)sc->row_stride;
@@ -134,8 +134,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                               p->eps, n, (int)v[PK_V_MLP_X].cols, &w, (int)v[PK_V_MLP_W].row0, 2 * ib, gu, ss);
         pk_cpu_swiglu_blocks(gu, ss, n, ib, ib, gu + 2 * ib, ss);
         const pk_view *acc = &v[PK_V_MLP_ACC];
-        pk_cpu_mlp_down_add(gu + 2 * ib, ss, n, ib, &w, v[PK_V_MLP_W].row0 + 2u * (uint32_t)ib, (int)acc->cols,
-                            base(k, acc), (int64_t)acc->row_stride);
+        pk_cpu_mlp_down_add(gu + 2 * ib, ss, n, ib, pk_rows_get(&w, v[PK_V_MLP_W].row0 + 2u * (uint32_t)ib),
+                            (int)acc->cols, base(k, acc), (int64_t)acc->row_stride);
         break;
     }
     case PK_TASK_LINEAR_SPLITK_RESIDUAL: {

@@ -470,13 +470,19 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
     case PK_TASK_RMSNORM_SWIGLU_DOWN: { /* the same, into the first 2 · ib columns of its scratch */
         const int mlp = L->kind == PK_TASK_RMSNORM_SWIGLU_DOWN, ib = p->swiglu_block;
         emit_rows(o, &v[PK_V_NL_W]);
+        if (mlp) { /* its gu: above the staged tile in a one-token step, else the scratch tile */
+            const gview *sc = &v[PK_V_MLP_SCRATCH], *w = &v[PK_V_MLP_W];
+            PK_ASSERT(!uneven(sc) && !uneven(w) && sc->cols == 3u * (uint32_t)ib && w->rows == 3u * (uint32_t)ib);
+            pk_sb_printf(o, "        {\n        pk_bf16 *gu = pk_gen_mlp_gu(%s, wst, wst_rows, n_tok, %d, %u);\n",
+                         tile_expr(sc, 0, a, sizeof a), 3 * ib, v[PK_V_NL_X].cols);
+        }
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
         if (mlp) snprintf(g, sizeof g, "%d", 2 * ib);
         pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows, %s,\n            ", row0_expr(&v[PK_V_NL_W], c, sizeof c),
-                     mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs,
-                     claim_arg(claims[l], f, sizeof f));
+                     mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), mlp ? "gu" : tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d),
+                     v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         if (L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0) { /* x + acc; the task's share of it into sum */
             const uint32_t K = v[PK_V_NL_X].cols;
             pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a), v[PK_V_NL_ACC].rs,
@@ -490,15 +496,10 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                          v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
             pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
         }
-        if (mlp) { /* silu · mul into the scratch's last ib columns, then down's partial sums */
-            const gview *sc = &v[PK_V_MLP_SCRATCH], *w = &v[PK_V_MLP_W];
-            PK_ASSERT(!uneven(sc) && !uneven(w) && sc->cols == 3u * (uint32_t)ib && w->rows == 3u * (uint32_t)ib);
-            tile_expr(sc, 0, a, sizeof a);
-            pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %d, %d, %s + %d, %" PRIu64 ");\n", a, sc->rs, ib,
-                         ib, a, 2 * ib, sc->rs);
-            pk_sb_printf(o, "        pk_gen_call_mlp_down(%s + %d, %" PRIu64 ", n_tok, %d, &w, (int)(%s) + %d, %d, %u, ", a, 2 * ib,
-                         sc->rs, ib, row0_expr(w, c, sizeof c), 2 * ib, 3 * ib, v[PK_V_MLP_ACC].cols);
-            pk_sb_printf(o, "%s, %" PRIu64 ", smem, wst, wst_rows);\n", base_expr(&v[PK_V_MLP_ACC], 0, b, sizeof b),
+        if (mlp) { /* silu · mul and down's partial sums (gu: pk_gen_mlp_gu's, declared above) */
+            pk_sb_printf(o, "        pk_gen_call_mlp_down(gu, %" PRIu64 ", n_tok, %d, &w, %s + %d, %d, %u, ", v[PK_V_MLP_SCRATCH].rs,
+                         ib, row0_expr(&v[PK_V_MLP_W], c, sizeof c), 2 * ib, 3 * ib, v[PK_V_MLP_ACC].cols);
+            pk_sb_printf(o, "%s, %" PRIu64 ", smem, wst, wst_rows);\n        }\n", base_expr(&v[PK_V_MLP_ACC], 0, b, sizeof b),
                          v[PK_V_MLP_ACC].rs);
         }
         break;

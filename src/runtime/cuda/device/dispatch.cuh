@@ -156,20 +156,38 @@ __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST, acc,
                           acc_stride, sum, sum_stride, sum0, sum1);
 }
-/* RMSNORM_SWIGLU_DOWN's down part, after pk_gen_call_rmsnorm_linear and pk_gen_call_swiglu wrote
- * the task's gu and act columns: act [T, ib], the partial sums from rows [r0, r0 + ib) of the
- * task's weight (down_proj's transpose, [ib][N]) — the staged tile's last ib rows when the whole
- * tile (wst_rows >= tile_rows) is in shared memory — added to acc [T, N]. */
-__device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib,
+/* RMSNORM_SWIGLU_DOWN: the task's tile is tile_rows rows of K (its gate and up blocks, then its
+ * column block of down_proj, ib · K elements as [K][ib]). In a one-token step whose whole tile is
+ * staged (runtime.cuh's pk_stage_mlp keeps room above it), gu [2 · ib] and act_s [ib] fp32 go in
+ * shared memory right above the tile; otherwise gu is the scratch tile in global memory and
+ * act_s lies at smem (the GEMV is done with the kernels' area by then). */
+__device__ __forceinline__ int pk_gen_mlp_staged(int wst_rows, int n_tok, int tile_rows) {
+#if PK_GEN_FALLBACK_KERNELS
+    (void)wst_rows, (void)n_tok, (void)tile_rows;
+    return 0;
+#else
+    return n_tok == 1 && wst_rows > 0 && (wst_rows & ~PK_STAGED_LATE) >= tile_rows;
+#endif
+}
+__device__ __forceinline__ pk_bf16 *pk_gen_mlp_gu(pk_bf16 *scratch, const pk_bf16 *wst, int wst_rows, int n_tok,
+                                                  int tile_rows, int K) {
+    return pk_gen_mlp_staged(wst_rows, n_tok, tile_rows) ? (pk_bf16 *)wst + (int64_t)tile_rows * K : scratch;
+}
+/* The second half, after pk_gen_call_rmsnorm_linear wrote gu (pk_gen_mlp_gu's): silu · mul, then the
+ * partial sums over the task's ib features from its column block (the tile's last ib rows: at
+ * row r0 of the weight, or staged) added to acc [T, N]. */
+__device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ib,
                                                  const pk_rows *w, int r0, int tile_rows, int N, int64_t *acc,
                                                  int64_t acc_stride, char *smem, const pk_bf16 *wst, int wst_rows) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)tile_rows, (void)wst, (void)wst_rows;
-    pk_dev_mlp_down_add(act, act_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
+    pk_dev_mlp_down_add(gu, gu_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
 #else
-    const int staged = wst_rows > 0 ? wst_rows & ~PK_STAGED_LATE : 0;
-    const pk_bf16 *wt = staged >= tile_rows ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
-    pk_dev_mlp_down_add(act, act_stride, n_tok, ib, wt, N, acc, acc_stride, smem);
+    const bool staged = pk_gen_mlp_staged(wst_rows, n_tok, tile_rows);
+    const pk_bf16 *wd = staged ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
+    float *act_s = staged ? (float *)(smem + (((uintptr_t)(gu + 2 * ib) - (uintptr_t)smem + 15) & ~(uintptr_t)15))
+                          : (float *)smem;
+    pk_dev_mlp_down_add(gu, gu_stride, !staged, n_tok, ib, wd, N, acc, acc_stride, act_s);
 #endif
 }
 /* LINEAR_RESIDUAL's PK_V_LR_CLEAR: zeroes columns [c0, c1) of rows [0, n_tok) of acc, after the

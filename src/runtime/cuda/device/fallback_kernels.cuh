@@ -199,26 +199,23 @@ __device__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const 
                                    smem, acc, acc_stride, sum, sum_stride, sum0, sum1);
 }
 
-/* RMSNORM_SWIGLU_DOWN's down part: a thread per output n, its partial over j ascending (the CPU's
- * order and roundings: the same fixed-point adds as the CPU backend). */
-__device__ void pk_dev_mlp_down_add(const pk_bf16 *act, int64_t act_stride, int n_tok, int ib, const pk_bf16 *wt,
+/* RMSNORM_SWIGLU_DOWN's second half: act = silu_mul(gate, up) of gu [T][2 · ib] into shared memory,
+ * then a thread per output n, its partial over j ascending from the column block wd [N][ib] (the
+ * CPU's order and roundings: the same fixed-point adds as the CPU backend). */
+__device__ void pk_dev_mlp_down_add(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ib, const pk_bf16 *wd,
                                     int N, int64_t *acc, int64_t acc_stride, char *smem) {
-    (void)smem;
-    pk_cta_sync(); /* act's columns written */
-    for (int e = threadIdx.x; e < n_tok * N; e += PK_CUDA_THREADS) {
-        const int t = e / N, n = e - t * N;
-        float s = 0.0f;
-        for (int j = 0; j < ib; j++)
-            s = __fadd_rn(s, __fmul_rn(pk_fb_act(act + t * act_stride + j), pk_fb_wt(wt + (int64_t)j * N + n)));
-        pk_dev_fixed_add(acc + t * acc_stride + n, pk_dev_fixed_from_f32(s));
+    float *act = (float *)smem; /* [ib]; ib <= PK_CUDA_SMEM_BYTES / 4 (a tile's columns) */
+    for (int t = 0; t < n_tok; t++) {
+        pk_cta_sync(); /* gu written, act free */
+        for (int j = threadIdx.x; j < ib; j += PK_CUDA_THREADS)
+            act[j] = pk_fb_silu_mul1(pk_fb_act(gu + t * gu_stride + j), pk_fb_act(gu + t * gu_stride + ib + j));
+        pk_cta_sync();
+        for (int n = threadIdx.x; n < N; n += PK_CUDA_THREADS) {
+            float s = 0.0f;
+            for (int j = 0; j < ib; j++) s = __fadd_rn(s, __fmul_rn(act[j], pk_fb_wt(wd + (int64_t)n * ib + j)));
+            pk_dev_fixed_add(acc + t * acc_stride + n, pk_dev_fixed_from_f32(s));
+        }
     }
-}
-
-__device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
-                                       int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
-                                       pk_bf16 *out, int64_t out_stride, char *smem) {
-    pk_fb_linear<PK_FB_XN_SILU_MUL>(x, x_stride, n_tok, K, w, n0, ncols, nullptr, 0.0f, residual, res_stride, out,
-                                    out_stride, smem);
 }
 
 /* LINEAR_SPLITK_RESIDUAL: a thread per output column n, its sum over the block's k ascending (the

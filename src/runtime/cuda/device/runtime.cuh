@@ -308,27 +308,32 @@ __device__ __forceinline__ uint32_t pk_stage_lo(const pk_dev_state *S, uint32_t 
     return PK_STAGE_LO_FIT ? (PK_LIN_HDR + p.row_bytes + 127u) & ~127u : PK_STAGE_LO;
 #endif
 }
-/* RMSNORM_SWIGLU_DOWN's tile (its gate, up and down rows: 144 KB for the Qwen3-0.6B) is larger than
- * the area above the kernels' own (PK_WSTAGE_BYTES): in a one-token step it stages from
- * pk_stage_lo's offset instead, where its GEMV leaves the kernels' area free, when it ends below
- * the top; its down part's act_s [ib] fp32 (mlp_fused.cuh) lies below that offset. Returns the
- * rows staged (0: none) and their offset in *off. Every thread calls it. */
-__device__ __forceinline__ int pk_stage_mlp_low(const pk_dev_state *S, uint32_t t, char *smem, uint32_t *off,
-                                                int n_tok) {
+/* Whether task t is RMSNORM_SWIGLU_DOWN's (compiled only into graphs that have one). */
+__device__ __forceinline__ bool pk_task_is_mlp(uint32_t t) {
+#if PK_GEN_MLP_FUSED
+    const pk_gen_task task = pk_gen_tasks[t];
+    return task.layer < PK_GEN_NUM_LAYERS && pk_gen_layers[task.layer].kind == PK_TASK_RMSNORM_SWIGLU_DOWN;
+#else
+    (void)t;
+    return false;
+#endif
+}
+/* RMSNORM_SWIGLU_DOWN's staging, in one-token steps only: its tile (gate, up and down rows: 144 KB
+ * for the Qwen3-0.6B, more than the area above the kernels' own) from pk_stage_lo's offset, where
+ * its one-token GEMV leaves the kernels' area free, and room above it for the task's gu [2 · ib]
+ * bf16 and act [ib] fp32 (dispatch.cuh's pk_gen_mlp_gu), when all of it ends below the top.
+ * Returns the rows staged (0: none) and their offset in *off. Every thread calls it. */
+__device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, char *smem, uint32_t *off, int n_tok) {
 #if PK_GEN_FALLBACK_KERNELS || !PK_GEN_MLP_FUSED
     (void)S, (void)t, (void)smem, (void)off, (void)n_tok;
     return 0;
 #else
-    const pk_gen_task task = pk_gen_tasks[t];
-    if (n_tok != 1 || !S->wstage_bytes || task.layer >= PK_GEN_NUM_LAYERS ||
-        pk_gen_layers[task.layer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN)
-        return 0;
+    if (n_tok != 1 || !S->wstage_bytes) return 0;
     pk_gen_prefetch p;
     const char *src = pk_task_tile(S, t, &p);
     const uint32_t lo = src ? pk_stage_lo(S, t) : 0u;
-    if (!lo || lo + p.bytes > PK_CUDA_SMEM_BYTES + S->wstage_bytes ||
-        4u * (uint32_t)pk_gen_layers[task.layer].swiglu_block > lo)
-        return 0;
+    const uint32_t room = (8u * (uint32_t)pk_gen_layers[pk_gen_tasks[t].layer].swiglu_block + 16u + 127u) & ~127u;
+    if (!lo || lo + p.bytes + room > PK_CUDA_SMEM_BYTES + S->wstage_bytes) return 0;
     pk_stage_copy(src, p.bytes, smem, lo);
     *off = lo;
     return (int)(p.bytes / p.row_bytes);
@@ -620,9 +625,10 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (!staged) {
                     const uint32_t low_off = att_next ? pk_stage_lo(S, t) : 0u;
                     if (low_off) wst_off = low_off;
-                    tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
-                    if (PK_GEN_MLP_FUSED && !staged)
-                        tile_staged = (staged = pk_stage_mlp_low(S, t, smem, &wst_off, n_tok)) > 0;
+                    if (PK_GEN_MLP_FUSED && pk_task_is_mlp(t)) /* its own rule: room for gu above */
+                        tile_staged = (staged = pk_stage_mlp(S, t, smem, &wst_off, n_tok)) > 0;
+                    else
+                        tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
                 }
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
