@@ -199,6 +199,13 @@ __device__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const 
                                    smem, acc, acc_stride, sum, sum_stride, sum0, sum1);
 }
 
+__device__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K, const pk_rows *w,
+                                       int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
+                                       pk_bf16 *out, int64_t out_stride, char *smem) {
+    pk_fb_linear<PK_FB_XN_SILU_MUL>(x, x_stride, n_tok, K, w, n0, ncols, nullptr, 0.0f, residual, res_stride, out,
+                                    out_stride, smem);
+}
+
 /* RMSNORM_SWIGLU_DOWN's second half: act = silu_mul(gate, up) of gu [T][2 · ib] into shared memory,
  * then a thread per output n, its partial over j ascending from the column block wd [N][ib] (the
  * CPU's order and roundings: the same fixed-point adds as the CPU backend). */
