@@ -11,7 +11,8 @@
  *          layer's grid): task i adds its I / grid features' share to an fp32 accumulator right
  *          after gate / up task i on the same worker, and the layer's last task writes h''
  *          (measured slower on the H200 as it stands: docs/PERF.md session 17)
- *          or, with PK_MLP_FUSED=1 (every layer but the last), both as one layer
+ *          or, by default on the GPU where its tiles stage whole (mlp_fused_auto; PK_MLP_FUSED=1 / 0
+ *          forces it on / off, on either backend), for every layer but the last, both as one layer
  *          (rmsnorm_swiglu_down): task i adds down's partial sums over its I / grid features to an
  *          int64 fixed-point accumulator acc; h'' is never stored: the next layer's qkv is
  *          rmsnorm_linear_acc(h', acc) (which writes h'' = h' + acc for its o_proj's residual) and
@@ -101,7 +102,7 @@ typedef struct builder {
     int cuda;       /* the kernel's backend is CUDA */
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
-    int fused;  /* with swiglu, PK_MLP_FUSED=1: the MLP as one layer (rmsnorm_swiglu_down) */
+    int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -139,6 +140,18 @@ static int layer_ok(builder *b, pk_status s) {
         b->failed = 1;
     }
     return s == PK_OK;
+}
+
+/* The default for the MLP as one layer: on the GPU where its task's tile — gate, up and down rows,
+ * 3 · I / grid rows of H — stages whole in shared memory (runtime.cuh's pk_stage_mlp: from ~4.6 KB
+ * up, below the H100 / H200's 227 KB per block, with room for the task's gu and act): the
+ * Qwen3-0.6B's 144 KB (measured 0.840-0.845 -> 0.827-0.830 ms/token, docs/PERF.md session 30). Its
+ * tiles that stream (the 1.7B's 576 KB) make the down part read its block from global memory:
+ * slower there (session 30, call 1). Not on the CPU backend: the fixed-point sum is the GPU's
+ * answer to unordered adds the CPU does not have (PK_MLP_FUSED=1 builds it there too). */
+#define MLP_FUSED_AUTO_BYTES (192 << 10)
+static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
+    return b->cuda && b->swiglu && !b->splitk && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
 }
 
 /* Layer l from its input: *h, plus *acc when the layer before left its MLP's sum in an
@@ -186,7 +199,8 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
     if (!vc) return layer_ok(b, pk_kernel_status(k));
     pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
     /* the MLP as one layer leaves its sum in an accumulator (every layer but the last) */
-    const int fused = b->fused && l + 1 < c->num_hidden_layers;
+    const int fused = l + 1 < c->num_hidden_layers && swiglu &&
+                      (b->fused > 0 || (b->fused < 0 && mlp_fused_auto(b, I, H, gu_grid)));
     pk_tensor *gu = fused ? NULL : swiglu ? A("mlp_act", I) : A("gate_up", 2 * I);
     pk_tensor *h_mlp = fused ? NULL : A("h_mlp", H);
     pk_tensor *h_in = *acc ? A("h_in", H) : *h; /* the layer's input as bf16: o_proj's residual */
@@ -345,7 +359,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
-                 swiglu && splitk && strcmp(splitk, "1") == 0, swiglu && fused && strcmp(fused, "1") == 0, 0};
+                 swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);
