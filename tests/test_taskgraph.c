@@ -144,6 +144,30 @@ static pk_kernel *build_splitk_mlp(int workers, int g, int g_lm) {
     return k;
 }
 
+/* The MLP as one layer (grid g) whose accumulator the next qkv (grid gq) adds to its x, a linear
+ * standing in for the attention, and the o_proj that clears the accumulator (grid go). */
+static pk_kernel *build_mlp_fused(int workers, int g, int gq, int go) {
+    enum { T = 8, H = 80, I = 240, V = 96 };
+    pk_kernel *k = new_kernel(T, workers);
+    pk_tensor *h = act(k, "h0", T, H), *qkv = act(k, "qkv", T, H), *att = act(k, "att", T, H);
+    pk_tensor *h_in = act(k, "h_in", T, H), *h2 = act(k, "h2", T, H);
+    int64_t acc_dims[2] = {T, H};
+    pk_tensor *acc = pk_new_tensor(k, "acc", PK_DTYPE_INT64, 2, acc_dims, PK_IO_LOCAL);
+    OK(pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h, 4));
+    pk_tensor *gu_in[2] = {weight(k, "wg", I, H), weight(k, "wu", I, H)};
+    pk_tensor *wgu = pk_fuse_tensors(k, "wgu", gu_in, 2, 0, g);
+    CHECK(wgu != NULL && acc != NULL, "fuse / acc: %s", pk_kernel_error(k));
+    OK(pk_rmsnorm_swiglu_down_layer(k, h, weight(k, "mlp_norm", H, 0), wgu, weight(k, "wd", H, I), acc, 1e-6f, g));
+    OK(pk_rmsnorm_linear_acc_layer(k, h, acc, weight(k, "attn_norm", H, 0), weight(k, "wqkv", H, H), qkv, h_in, 1e-6f,
+                                   gq));
+    OK(pk_linear_layer(k, qkv, weight(k, "watt", H, H), att, gq));
+    OK(pk_linear_with_residual_clear_layer(k, att, weight(k, "wo", H, H), h_in, acc, h2, go));
+    pk_tensor *logits = act(k, "logits", T, V);
+    OK(pk_rmsnorm_linear_layer(k, h2, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 2));
+    OK(pk_argmax_layer(k, logits, pk_step_output(k), 1));
+    return k;
+}
+
 /* rmsnorm / linear / silu_mul chains over T = 12, H = 200, I = 1003: row-split rmsnorms
  * (gcd 2 and 6 events), whole reads (1 event), argmax over a column-split LM head (gcd 8). */
 static pk_kernel *build_chain(int workers, int g_emb, int g_n1, int g_n2, int g_n3, int g_gu, int g_sm, int g_d,
@@ -262,16 +286,24 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
 
 /* ---- invariants -------------------------------------------------------------------------- */
 
-/* Output views of a task kind: the last one (two for the argmax partial). */
-static int kind_outputs(uint32_t kind) {
+/* Output views of a task: the last one (two for the argmax partial, the swiglu and split-K layers,
+ * the fused MLP, and a rmsnorm_linear with an accumulator: its sum). */
+static int task_outputs(const pk_task *task) {
+    const uint32_t kind = task->kind;
+    if (kind == PK_TASK_RMSNORM_LINEAR) return task->views[PK_V_NL_ACC].nseg ? 2 : 1;
     return kind == PK_TASK_ARGMAX_PARTIAL || kind == PK_TASK_RMSNORM_LINEAR_SWIGLU ||
-                   kind == PK_TASK_LINEAR_SPLITK_RESIDUAL
+                   kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || kind == PK_TASK_RMSNORM_SWIGLU_DOWN
                ? 2
                : 1;
 }
-/* Outputs every task of the layer views whole, written for the layer by its last task (a split-K
- * layer's accumulator and out): counted once per layer, not once per task. */
-static int shared_output(uint32_t kind) { return kind == PK_TASK_LINEAR_SPLITK_RESIDUAL; }
+/* Output views every task of the layer views whole and the layer writes once between them (a
+ * split-K layer's accumulator and out, written by its last task; the fused MLP's accumulator, the
+ * sum of its adds; a rmsnorm_linear's sum, in shares): counted once per layer, not per task. */
+static int shared_output(const pk_task *task, uint32_t v) {
+    return task->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL ||
+           (task->kind == PK_TASK_RMSNORM_SWIGLU_DOWN && v == PK_V_MLP_ACC) ||
+           (task->kind == PK_TASK_RMSNORM_LINEAR && v == PK_V_NL_SUM);
+}
 
 static int64_t t_rows(const pk_tensor *t) { return t->ndim >= 2 ? t->dims[0] : 1; }
 static int64_t t_cols(const pk_tensor *t) { return pk_tensor_numel(t) / t_rows(t); }
@@ -324,7 +356,7 @@ static void check_graph(pk_kernel *k, const char *what) {
             EXPECT_G(task->layer == (uint32_t)l && task->index == (uint32_t)t && task->kind == (uint32_t)L->kind,
                   "%s: task %d labelled layer %u index %u kind %u", what, L->first_task + t, task->layer,
                   task->index, task->kind);
-            EXPECT_G(task->nviews == (uint32_t)(L->ninputs + L->noutputs) && L->noutputs == kind_outputs(L->kind),
+            EXPECT_G(task->nviews == (uint32_t)(L->ninputs + L->noutputs) && L->noutputs == task_outputs(task),
                   "%s: task %d has %u views, layer %d+%d", what, L->first_task + t, task->nviews, L->ninputs,
                   L->noutputs);
         }
@@ -366,10 +398,10 @@ static void check_graph(pk_kernel *k, const char *what) {
                   "%s: task %d view %u [%u+%u, %u+%u] stride %llu outside '%s' [%lld, %lld]", what, t, v, vw->row0,
                   vw->rows, vw->col0, vw->cols, (unsigned long long)vw->row_stride, x->name, (long long)rows,
                   (long long)cols);
-            if (v + (uint32_t)kind_outputs(task->kind) < task->nviews) continue; /* an input */
+            if (v + (uint32_t)task_outputs(task) < task->nviews) continue; /* an input */
             EXPECT_G(vw->nseg == 1 && x->storage == PK_STORAGE_OWNED && x->producer == (int)task->layer,
                   "%s: task %d writes '%s' (producer %d, layer %u)", what, t, x->name, x->producer, task->layer);
-            if (shared_output(task->kind) && task->index > 0) continue;
+            if (shared_output(task, v) && task->index > 0) continue;
             if (!cover[x->id]) cover[x->id] = calloc((size_t)(rows * cols), sizeof(int));
             for (uint32_t r = vw->row0; r < vw->row0 + vw->rows && r < rows; r++)
                 for (uint32_t c = vw->col0; c < vw->col0 + vw->cols && c < cols; c++) cover[x->id][r * cols + c]++;
@@ -438,7 +470,7 @@ static void check_graph(pk_kernel *k, const char *what) {
     int missing = 0;
     for (int t = 1; t < nt; t++) {
         const pk_task *task = &g->tasks[t];
-        uint32_t nin = task->nviews - (uint32_t)kind_outputs(task->kind);
+        uint32_t nin = task->nviews - (uint32_t)task_outputs(task);
         for (uint32_t v = 0; v < nin; v++) {
             const pk_view *in = &task->views[v];
             if (in->nseg != 1) continue; /* absent, or fused weights: no producer */
@@ -449,7 +481,7 @@ static void check_graph(pk_kernel *k, const char *what) {
             int nfound = 0;
             for (int q = P->first_task; q < P->first_task + P->grid; q++) {
                 const pk_task *pt = &g->tasks[q];
-                for (uint32_t ov = pt->nviews - (uint32_t)kind_outputs(pt->kind); ov < pt->nviews; ov++) {
+                for (uint32_t ov = pt->nviews - (uint32_t)task_outputs(pt); ov < pt->nviews; ov++) {
                     const pk_view *out = &pt->views[ov];
                     if (out->seg_buffer[0] != in->seg_buffer[0] || !overlap(in, out)) continue;
                     nfound++;
@@ -515,7 +547,7 @@ static void check_graph(pk_kernel *k, const char *what) {
 static const char *const task_kind_names[PK_TASK_KIND_COUNT] = {
     "begin", "embedding", "rmsnorm", "rmsnorm_linear", "linear", "linear_with_residual",
     "silu_mul", "silu_mul_linear_with_residual", "attention", "argmax_partial", "argmax_reduce",
-    "terminate", "attention_partial", "rmsnorm_linear_swiglu", "linear_splitk_with_residual",
+    "terminate", "attention_partial", "rmsnorm_linear_swiglu", "linear_splitk_with_residual", "rmsnorm_swiglu_down",
 };
 static const char *const event_kind_names[] = {"begin", "normal", "end_of_graph"};
 
@@ -700,9 +732,34 @@ static void test_splitk_graph(void) {
     }
 }
 
+/* The fused MLP: every task of the layer that reads its accumulator waits on all of its tasks (one
+ * event, grid triggers), and the graph passes the invariants with its shared outputs. */
+static void test_mlp_fused_graph(void) {
+    const struct { int workers, g, gq, go; } cs[] = {{8, 8, 5, 4}, {3, 6, 80, 7}, {1, 4, 1, 1}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "mlp fused#%zu", c);
+        pk_kernel *k = build_mlp_fused(cs[c].workers, cs[c].g, cs[c].gq, cs[c].go);
+        compile_and_check(k, what);
+        const pk_taskgraph *g = &k->graph;
+        const pk_layer *mlp = &k->layers[1], *qkv = &k->layers[2];
+        CHECK(mlp->kind == PK_TASK_RMSNORM_SWIGLU_DOWN && layer_events(k, 2) == 1, "%s: the accumulator's reader has %d events",
+              what, layer_events(k, 2));
+        int whole = 0;
+        for (int i = 0; i < qkv->grid; i++) {
+            const pk_task *q = &g->tasks[qkv->first_task + i];
+            whole += g->events[q->dep_event].num_triggers == (uint32_t)mlp->grid &&
+                     g->tasks[mlp->first_task].trig_event == q->dep_event;
+        }
+        CHECK(whole == qkv->grid, "%s: %d of %d qkv tasks wait on the whole fused MLP", what, whole, qkv->grid);
+        pk_kernel_free(k);
+    }
+}
+
 int main(void) {
     g_zeros = calloc(ZEROS_ELEMS, sizeof *g_zeros);
     test_splitk_graph();
+    test_mlp_fused_graph();
 
     /* Qwen3-shaped graphs. */
     const struct {
