@@ -459,11 +459,11 @@ pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *no
     TRY(check_writable(&b, "accumulator", acc)); /* before the layer's own tensors are made */
     char name[PK_NAME_MAX];
     snprintf(name, sizeof name, "pk.mlp%d.down_blocks", k->nlayers);
-    pk_tensor *down_t = pk_column_blocks(k, name, w_down, I / grid);
-    if (!down_t) return k->status;
+    pk_tensor *down_blocks = pk_column_blocks(k, name, w_down, I / grid);
+    if (!down_blocks) return k->status;
     /* task i's rows, contiguous on the GPU: its gate block, its up block, its columns of down ([K][I / grid]) */
     snprintf(name, sizeof name, "pk.mlp%d.w", k->nlayers);
-    pk_tensor *parts[3] = {k->tensors[w_gu->fused[0]], k->tensors[w_gu->fused[1]], down_t};
+    pk_tensor *parts[3] = {k->tensors[w_gu->fused[0]], k->tensors[w_gu->fused[1]], down_blocks};
     pk_tensor *w = pk_fuse_tensors(k, name, parts, 3, 0, grid);
     snprintf(name, sizeof name, "pk.mlp%d.scratch", k->nlayers);
     pk_tensor *scratch = w ? pk_new_tensor(k, name, PK_DTYPE_BF16, 2, (int64_t[]){T, 3 * I}, PK_IO_LOCAL) : NULL;
