@@ -126,6 +126,10 @@ struct pk_kernel {
  * error (recorded on k). */
 pk_tensor *pk_column_blocks(pk_kernel *k, const char *name, const pk_tensor *w, int64_t block);
 
+/* The layer that clears accumulator `acc` (the LINEAR_RESIDUAL whose PK_V_LR_CLEAR input it is,
+ * pk_linear_with_residual_clear_layer), or -1. */
+int pk_accumulator_clearer(const pk_kernel *k, int acc);
+
 /* Records an error on k and returns it; the message is formatted like printf. */
 pk_status pk_fail(pk_kernel *k, pk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

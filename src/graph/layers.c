@@ -257,8 +257,7 @@ static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_ten
     return PK_OK;
 }
 
-/* The layer that clears accumulator `acc` (a LINEAR_RESIDUAL whose clear view is acc), or -1. */
-static int clearer_of(const pk_kernel *k, int acc) {
+int pk_accumulator_clearer(const pk_kernel *k, int acc) {
     for (int l = 0; l < k->nlayers; l++)
         if (k->layers[l].kind == PK_TASK_LINEAR_RESIDUAL && k->layers[l].inputs[PK_V_LR_CLEAR] == acc) return l;
     return -1;
@@ -272,7 +271,7 @@ static pk_status check_accumulator(layer_builder *b, const char *role, const pk_
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                        "%s: %s '%s' is not the accumulator of a pk_rmsnorm_swiglu_down_layer", b->fn, role,
                        acc->name);
-    const int c = clearer_of(k, acc->id);
+    const int c = pk_accumulator_clearer(k, acc->id);
     if (c >= 0)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                        "%s: %s '%s' is cleared by layer %s already: every reader of an accumulator comes "
@@ -281,47 +280,43 @@ static pk_status check_accumulator(layer_builder *b, const char *role, const pk_
     return PK_OK;
 }
 
-static pk_status rmsnorm_linear(pk_kernel *k, const char *fn, pk_tensor *x, pk_tensor *acc, pk_tensor *norm_w,
-                                pk_tensor *w, pk_tensor *out, pk_tensor *sum, float eps, int grid) {
+/* with_acc: pk_rmsnorm_linear_acc_layer's (x plus acc, the sum stored); else acc and sum are unused. */
+static pk_status rmsnorm_linear(pk_kernel *k, const char *fn, pk_tensor *x, int with_acc, pk_tensor *acc,
+                                pk_tensor *norm_w, pk_tensor *w, pk_tensor *out, pk_tensor *sum, float eps, int grid) {
     layer_builder b;
     TRY(begin(&b, k, fn, PK_TASK_RMSNORM_LINEAR, grid));
     TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
     int64_t K = x->dims[1], N;
     TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
     if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
-    if (acc) {
+    if (with_acc) {
         TRY(check_accumulator(&b, "accumulator", acc, K));
         TRY(check_tensor(&b, "sum", sum, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), K}));
         if (K % 8 != 0) /* the GPU adds the accumulator to x 8 elements at a time */
             return pk_fail(k, PK_ERR_SHAPE, "%s: x '%s' has %lld columns; with an accumulator, a multiple of 8",
                            b.fn, x->name, (long long)K);
-        TRY(check_writable(&b, "sum", sum));
     }
     TRY(linear_common(&b, x, K, w, out, &N));
     b.l.params.eps = eps;
     TRY(add_input(&b, "norm weight", norm_w, WHOLE));
     TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
-    if (acc)
+    if (with_acc)
         TRY(add_input(&b, "accumulator", acc, WHOLE));
     else
         add_absent(&b);
     TRY(add_output(&b, "out", out, split_dim(&b, 1)));
-    if (sum) TRY(add_output(&b, "sum", sum, WHOLE)); /* task i writes its share of the columns */
+    if (with_acc) TRY(add_output(&b, "sum", sum, WHOLE)); /* task i writes its share of the columns */
     return commit(&b, "rmsnorm_linear");
 }
 
 pk_status pk_rmsnorm_linear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
                                   pk_tensor *out, float eps, int grid) {
-    return rmsnorm_linear(k, "pk_rmsnorm_linear_layer", x, NULL, norm_w, w, out, NULL, eps, grid);
+    return rmsnorm_linear(k, "pk_rmsnorm_linear_layer", x, 0, NULL, norm_w, w, out, NULL, eps, grid);
 }
 
 pk_status pk_rmsnorm_linear_acc_layer(pk_kernel *k, pk_tensor *x, pk_tensor *acc, pk_tensor *norm_w, pk_tensor *w,
                                       pk_tensor *out, pk_tensor *sum, float eps, int grid) {
-    if (k && !acc) {
-        pk_status s = pk_enter(k);
-        return s != PK_OK ? s : pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_rmsnorm_linear_acc_layer: accumulator tensor is NULL");
-    }
-    return rmsnorm_linear(k, "pk_rmsnorm_linear_acc_layer", x, acc, norm_w, w, out, sum, eps, grid);
+    return rmsnorm_linear(k, "pk_rmsnorm_linear_acc_layer", x, 1, acc, norm_w, w, out, sum, eps, grid);
 }
 
 pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w, int block,
@@ -378,15 +373,16 @@ static void mark_ancestors(const pk_kernel *k, int id, unsigned char *anc) {
     for (int i = 0; i < k->layers[p].ninputs; i++) mark_ancestors(k, k->layers[p].inputs[i], anc);
 }
 
+/* with_clear: pk_linear_with_residual_clear_layer's (task i zeroes its share of clear); else clear is unused. */
 static pk_status linear_with_residual(pk_kernel *k, const char *fn, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
-                                      pk_tensor *clear, pk_tensor *out, int grid) {
+                                      int with_clear, pk_tensor *clear, pk_tensor *out, int grid) {
     layer_builder b;
     TRY(begin(&b, k, fn, PK_TASK_LINEAR_RESIDUAL, grid));
     TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
     int64_t N;
     TRY(linear_common(&b, x, x->dims[1], w, out, &N));
     TRY(check_tensor(&b, "residual", residual, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), N}));
-    if (clear) {
+    if (with_clear) {
         TRY(check_tensor(&b, "accumulator", clear, PK_DTYPE_INT64, 2, (int64_t[]){T_of(k), -1}));
         TRY(check_accumulator(&b, "accumulator", clear, clear->dims[1]));
         /* every other reader of the accumulator must have finished when this layer's tasks start:
@@ -408,7 +404,7 @@ static pk_status linear_with_residual(pk_kernel *k, const char *fn, pk_tensor *x
     }
     TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
     TRY(add_input(&b, "residual", residual, split_dim(&b, 1)));
-    if (clear)
+    if (with_clear)
         TRY(add_input(&b, "accumulator", clear, WHOLE)); /* task i zeroes its share of the columns */
     else
         add_absent(&b);
@@ -418,18 +414,12 @@ static pk_status linear_with_residual(pk_kernel *k, const char *fn, pk_tensor *x
 
 pk_status pk_linear_with_residual_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
                                         pk_tensor *out, int grid) {
-    return linear_with_residual(k, "pk_linear_with_residual_layer", x, w, residual, NULL, out, grid);
+    return linear_with_residual(k, "pk_linear_with_residual_layer", x, w, residual, 0, NULL, out, grid);
 }
 
 pk_status pk_linear_with_residual_clear_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *residual,
                                               pk_tensor *clear, pk_tensor *out, int grid) {
-    if (k && !clear) {
-        pk_status s = pk_enter(k);
-        return s != PK_OK ? s
-                          : pk_fail(k, PK_ERR_INVALID_ARGUMENT,
-                                    "pk_linear_with_residual_clear_layer: accumulator tensor is NULL");
-    }
-    return linear_with_residual(k, "pk_linear_with_residual_clear_layer", x, w, residual, clear, out, grid);
+    return linear_with_residual(k, "pk_linear_with_residual_clear_layer", x, w, residual, 1, clear, out, grid);
 }
 
 pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w_gu,

@@ -193,10 +193,7 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
     for (int l = 0; l < nl && st == PK_OK; l++) {
         if (k->layers[l].kind != PK_TASK_RMSNORM_SWIGLU_DOWN) continue;
         const int acc = k->layers[l].outputs[1];
-        int cleared = 0;
-        for (int c = l + 1; c < nl && !cleared; c++)
-            cleared = k->layers[c].kind == PK_TASK_LINEAR_RESIDUAL && k->layers[c].inputs[PK_V_LR_CLEAR] == acc;
-        if (!cleared)
+        if (pk_accumulator_clearer(k, acc) < 0)
             st = pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                          "pk_compile: the accumulator '%s' of layer %s is never cleared: add a "
                          "pk_linear_with_residual_clear_layer after its last reader",
