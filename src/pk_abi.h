@@ -134,9 +134,11 @@ enum {
      * rows); out [T, i tile] = silu(gate) · up */
     PK_V_NLS_X = 0, PK_V_NLS_NORM_W = 1, PK_V_NLS_W = 2, PK_V_NLS_GU = 4, PK_V_NLS_OUT = 5,
     /* RMSNORM_SWIGLU_DOWN: x, norm_w as RMSNORM_LINEAR; w [3 · i tile, K]: per task (one group of
-     * the fused weight) i tile gate rows, i tile up rows (swiglu_block = i tile), then rows
-     * [i·I/G, (i+1)·I/G) of down_proj's transpose; scratch [T, 3 · i tile]: gu (2 · i tile columns)
-     * then silu(gate) · up; acc int64 [T, N] whole: each task adds round(partial · 2^32) */
+     * the fused weight) i tile gate rows, i tile up rows (swiglu_block = i tile), then down_proj's
+     * column block [i·I/G, (i+1)·I/G) stored row-major as [K][i tile] (pk_column_blocks); scratch
+     * [T, 3 · i tile]: gu (2 · i tile columns) then silu(gate) · up (the CPU's; the GPU keeps them
+     * in shared memory in one-token steps); acc int64 [T, K] whole: each task adds
+     * round(partial · 2^32) */
     PK_V_MLP_X = 0, PK_V_MLP_NORM_W = 1, PK_V_MLP_W = 2, PK_V_MLP_SCRATCH = 4, PK_V_MLP_ACC = 5,
     PK_V_LIN_X = 0, PK_V_LIN_W = 1, PK_V_LIN_OUT = 2,
     /* LINEAR_RESIDUAL: clear (nseg 0 when absent) int64 [T, N'] whole: task i of G zeroes its columns

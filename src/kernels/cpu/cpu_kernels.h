@@ -93,7 +93,7 @@ void pk_cpu_linear_splitk_finish(int n_tok, int N, float *acc, int64_t acc_strid
                                  int64_t res_stride, pk_bf16 *out, int64_t out_stride);
 
 /* The fused MLP's accumulator (RMSNORM_SWIGLU_DOWN): int64 fixed point, value · 2^32, so that the
- * tasks' adds are exact and their order does not change the sum. kernels/cuda/mlp_fused.cuh
+ * tasks' adds are exact and their order does not change the sum. kernels/cuda/fixed_point.cuh
  * computes both conversions with the same roundings: the GPU's and the CPU's sums of the same
  * partials are the same bits. */
 #define PK_FIXED_ONE 0x1p32

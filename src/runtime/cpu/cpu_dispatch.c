@@ -38,6 +38,13 @@ static int live_rows(const pk_view *v, int n_tok) {
     return end > (int)v->row0 ? end - (int)v->row0 : 0;
 }
 
+/* Task `index`'s share [*c0, *c1) of n columns in a layer of `grid` tasks (an accumulator's sum or
+ * clear): pk_split_start's tiles, as the GPU's generated code computes them. */
+static void task_share(int64_t n, int grid, uint32_t index, int64_t *c0, int64_t *c1) {
+    *c0 = pk_split_start(n, grid, index);
+    *c1 = pk_split_start(n, grid, index + 1);
+}
+
 /* Whether the calling task is the last of `n` to finish in this step, by its completion counter
  * (pk_graph_group_counter0; it counts every such task of every step): the acq_rel increment makes
  * every other task's writes, made before its own increment, visible to the last one. */
@@ -73,8 +80,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
             s = malloc((size_t)(n > 0 ? n : 1) * (size_t)K * sizeof *s);
             PK_ASSERT(s); /* a few KB per token; no way to report it from a worker */
             pk_cpu_acc_sum(xp, x_stride, base(k, &v[PK_V_NL_ACC]), (int64_t)v[PK_V_NL_ACC].row_stride, n, K, s, K);
-            const int c0 = (int)pk_split_start(K, (int)p->grid, t->index);
-            const int c1 = (int)pk_split_start(K, (int)p->grid, t->index + 1);
+            int64_t c0, c1;
+            task_share(K, (int)p->grid, t->index, &c0, &c1);
             pk_bf16 *sum = base(k, &v[PK_V_NL_SUM]);
             for (int r = 0; r < n; r++)
                 memcpy(sum + r * (int64_t)v[PK_V_NL_SUM].row_stride + c0, s + (int64_t)r * K + c0,
@@ -112,8 +119,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                       (int64_t)v[PK_V_LR_OUT].row_stride);
         if (v[PK_V_LR_CLEAR].nseg) { /* the task's share of the accumulator, zero for the next step */
             const pk_view *c = &v[PK_V_LR_CLEAR];
-            const int64_t c0 = pk_split_start(c->cols, (int)p->grid, t->index);
-            const int64_t c1 = pk_split_start(c->cols, (int)p->grid, t->index + 1);
+            int64_t c0, c1;
+            task_share(c->cols, (int)p->grid, t->index, &c0, &c1);
             int64_t *acc = base(k, c);
             for (int r = 0; r < n; r++)
                 for (int64_t j = c0; j < c1; j++)

@@ -286,6 +286,13 @@ static const char *rows_expr(const gview *g, char *buf, size_t len) {
     return buf;
 }
 
+/* "(int)(idx * n / grid), (int)((idx + 1) * n / grid)": task idx's share [c0, c1) of n columns
+ * (pk_split_start's expression: an accumulator's sum or clear, in the tasks' shares). */
+static const char *share_args(uint32_t n, int grid, char *buf, size_t len) {
+    snprintf(buf, len, "(int)((long long)idx * %u / %d), (int)((long long)(idx + 1) * %u / %d)", n, grid, n, grid);
+    return buf;
+}
+
 /* A float literal that nvcc reads back to the same bits. */
 static const char *float_lit(float f, char *buf, size_t len) {
     if (isnan(f))
@@ -484,10 +491,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), mlp ? "gu" : tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d),
                      v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
         if (L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0) { /* x + acc; the task's share of it into sum */
-            const uint32_t K = v[PK_V_NL_X].cols;
-            pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", ", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a), v[PK_V_NL_ACC].rs,
-                         base_expr(&v[PK_V_NL_SUM], 0, b, sizeof b), v[PK_V_NL_SUM].rs);
-            pk_sb_printf(o, "(int)((long long)idx * %u / %d), (int)((long long)(idx + 1) * %u / %d));\n", K, L->grid, K, L->grid);
+            pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", %s);\n", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a),
+                         v[PK_V_NL_ACC].rs, base_expr(&v[PK_V_NL_SUM], 0, b, sizeof b), v[PK_V_NL_SUM].rs,
+                         share_args(v[PK_V_NL_X].cols, L->grid, c, sizeof c));
         } else {
             pk_sb_printf(o, "nullptr, 0, nullptr, 0, 0, 0);\n");
         }
@@ -519,10 +525,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
                      v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
         if (v[PK_V_LR_CLEAR].id >= 0) { /* after the GEMV, which waited for the event */
-            const uint32_t M = v[PK_V_LR_CLEAR].cols;
-            pk_sb_printf(o, "        pk_gen_call_acc_clear(%s, %" PRIu64 ", n_tok, (int)((long long)idx * %u / %d), ",
-                         base_expr(&v[PK_V_LR_CLEAR], 0, a, sizeof a), v[PK_V_LR_CLEAR].rs, M, L->grid);
-            pk_sb_printf(o, "(int)((long long)(idx + 1) * %u / %d));\n", M, L->grid);
+            pk_sb_printf(o, "        pk_gen_call_acc_clear(%s, %" PRIu64 ", n_tok, %s);\n",
+                         base_expr(&v[PK_V_LR_CLEAR], 0, a, sizeof a), v[PK_V_LR_CLEAR].rs,
+                         share_args(v[PK_V_LR_CLEAR].cols, L->grid, b, sizeof b));
         }
         break;
     case PK_TASK_LINEAR_SPLITK_RESIDUAL: /* the weight is on the GPU transposed: task idx's block is rows
