@@ -35,7 +35,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
  * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up),
- * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual, argmax; the
+ * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual,
+ * rmsnorm_swiglu_down with rmsnorm_linear_acc and linear_with_residual_clear, argmax; the
  * linear family also with uneven grids (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows). */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
@@ -82,7 +83,17 @@ static pk_kernel *build(const char *cache_dir) {
     pk_rmsnorm_linear_swiglu_layer(k, h4, weight(k, "mlp_norm2", H, 0), pk_fuse_tensors(k, "wgu2", gin2, 2, 0, 4),
                                    I / 4, m2, 1e-6f, 2);
     pk_linear_splitk_with_residual_layer(k, m2, weight(k, "wd2", H, I), h4, h5, 2); /* task i after gate|up task i */
-    pk_rmsnorm_linear_layer(k, h5, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 3); /* uneven */
+    /* the MLP as one layer (2 tasks), its int64 accumulator read by the next rmsnorm_linear_acc
+     * and cleared by a linear_with_residual_clear */
+    int64_t ad[2] = {T, H};
+    pk_tensor *acc = pk_new_tensor(k, "acc", PK_DTYPE_INT64, 2, ad, PK_IO_LOCAL);
+    pk_tensor *gin3[2] = {weight(k, "wg3", I, H), weight(k, "wu3", I, H)};
+    pk_tensor *x6 = act(k, "x6", H), *s6 = act(k, "s6", H), *h6 = act(k, "h6", H);
+    pk_rmsnorm_swiglu_down_layer(k, h5, weight(k, "mlp_norm3", H, 0), pk_fuse_tensors(k, "wgu3", gin3, 2, 0, 2),
+                                 weight(k, "wd3", H, I), acc, 1e-6f, 2);
+    pk_rmsnorm_linear_acc_layer(k, h5, acc, weight(k, "norm6", H, 0), weight(k, "w6", H, H), x6, s6, 1e-6f, 2);
+    pk_linear_with_residual_clear_layer(k, x6, weight(k, "wo6", H, H), s6, acc, h6, 2);
+    pk_rmsnorm_linear_layer(k, h6, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 3); /* uneven */
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
     return k;
