@@ -146,9 +146,10 @@ static int layer_ok(builder *b, pk_status s) {
  * 3 · I / grid rows of H — stages whole in shared memory (runtime.cuh's pk_stage_mlp: from ~4.6 KB
  * up, below the H100 / H200's 227 KB per block, with room for the task's gu and act): the
  * Qwen3-0.6B's 144 KB (measured 0.840-0.845 -> 0.827-0.830 ms/token, docs/PERF.md session 30). Its
- * tiles that stream (the 1.7B's 576 KB) make the down part read its block from global memory:
- * slower there (session 30, call 1). Not on the CPU backend: the fixed-point sum is the GPU's
- * answer to unordered adds the CPU does not have (PK_MLP_FUSED=1 builds it there too). */
+ * tiles that stream (the 1.7B's 576 KB, the 8B's 2.4 MB) make the down part read its block from
+ * global memory after the GEMV: slower there (session 31, call 4: the 1.7B +11 %, the 8B +28 %).
+ * Not on the CPU backend: the fixed-point sum is the GPU's answer to unordered adds the CPU does
+ * not have (PK_MLP_FUSED=1 builds it there too). */
 #define MLP_FUSED_AUTO_BYTES (192 << 10)
 static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
     return b->cuda && b->swiglu && !b->splitk && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
