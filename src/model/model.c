@@ -145,9 +145,11 @@ static int layer_ok(builder *b, pk_status s) {
 /* The default for the MLP as one layer: on the GPU where its task's tile — gate, up and down rows,
  * 3 · I / grid rows of H — stages whole in shared memory (runtime.cuh's pk_stage_mlp: from ~4.6 KB
  * up, below the H100 / H200's 227 KB per block, with room for the task's gu and act): the
- * Qwen3-0.6B's 144 KB (measured 0.840-0.845 -> 0.827-0.830 ms/token, docs/PERF.md session 30). Its
- * tiles that stream (the 1.7B's 576 KB, the 8B's 2.4 MB) make the down part read its block from
- * global memory after the GEMV: slower there (session 31, call 4: the 1.7B +11 %, the 8B +28 %).
+ * Qwen3-0.6B's 144 KB (measured 0.840-0.845 -> 0.827-0.830 ms/token, docs/PERF.md session 30). Where
+ * its tiles stream (the 1.7B's 576 KB, the 8B's 2.4 MB) the down part copies its block after the
+ * GEMV (mlp_fused.cuh's pk_dev_mlp_down_stream) and the layer stays slower than gate_up and down
+ * apart (session 32: the 1.7B 1.47 against 1.46 ms/token, the 8B 4.53 against 4.23): the block
+ * cannot come in during the GEMV, whose stream fills the shared memory.
  * Not on the CPU backend: the fixed-point sum is the GPU's answer to unordered adds the CPU does
  * not have (PK_MLP_FUSED=1 builds it there too). */
 #define MLP_FUSED_AUTO_BYTES (192 << 10)

@@ -394,15 +394,17 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
                  base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
 }
 
-/* Whether schedule entry i's next entry on its worker is an attention task that waits on the
- * layer of entry i's task (the qkv tile before it: runtime.cuh pk_att_early stages that
- * attention's KV cache during the tile). A table beside pk_gen_sched_tasks, read with it, so the
+/* What schedule entry i's next entry on its worker is, for what the worker stages during entry
+ * i: 1 (PK_NEXT_ATT) an attention task that waits on the layer of entry i's task (the qkv tile
+ * before it: runtime.cuh pk_att_early stages that attention's KV cache during the tile); 2
+ * (PK_NEXT_MLP) a RMSNORM_SWIGLU_DOWN task after a task of another kind (runtime.cuh
+ * pk_stage_mlp_next); 0 anything else. A table beside pk_gen_sched_tasks, read with it, so the
  * worker loop adds no dependent load (a load of the next task's entry and its layer's kind cost
  * ~0.6 us per GEMV layer on the Qwen3-0.6B shape: the worker whose task ends a layer runs that
  * code on the critical path). */
-static void emit_att_next(pk_strbuf *o, const pk_kernel *k) {
+static void emit_sched_next(pk_strbuf *o, const pk_kernel *k) {
     const pk_taskgraph *g = &k->graph;
-    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_att_next[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
+    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_next[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
     if (g->ntasks <= 1) pk_sb_printf(o, "0");
     /* the workers' ranges are consecutive and in order: entries come out in index order */
     for (int w = 0; w < g->nworkers && g->ntasks > 1; w++)
@@ -415,6 +417,9 @@ static void emit_att_next(pk_strbuf *o, const pk_kernel *k) {
                     t->trig_event < (uint32_t)g->nevents) {
                     const pk_event *e = &g->events[t->trig_event];
                     flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
+                } else if (kind == PK_TASK_RMSNORM_SWIGLU_DOWN && t->layer < (uint32_t)k->nlayers &&
+                           k->layers[t->layer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN) {
+                    flag = 2;
                 }
             }
             pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
@@ -505,7 +510,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         if (mlp) { /* silu · mul and down's partial sums (gu: pk_gen_mlp_gu's, declared above) */
             pk_sb_printf(o, "        pk_gen_call_mlp_down(gu, %" PRIu64 ", n_tok, %d, &w, %s + %d, %d, %u, ", v[PK_V_MLP_SCRATCH].rs,
                          ib, row0_expr(&v[PK_V_MLP_W], c, sizeof c), 2 * ib, 3 * ib, v[PK_V_MLP_ACC].cols);
-            pk_sb_printf(o, "%s, %" PRIu64 ", smem, wst, wst_rows);\n        }\n", base_expr(&v[PK_V_MLP_ACC], 0, b, sizeof b),
+            pk_sb_printf(o, "%s, %" PRIu64 ", smem, PK_CUDA_SMEM_BYTES + S->wstage_bytes, wst, wst_rows);\n        }\n",
+                         base_expr(&v[PK_V_MLP_ACC], 0, b, sizeof b),
                          v[PK_V_MLP_ACC].rs);
         }
         break;
@@ -877,7 +883,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
         pk_sb_printf(o, "%s%s%u", i ? "," : "", i % 16 == 0 ? "\n    " : " ", g->sched_tasks[i]);
     if (g->ntasks <= 1) pk_sb_printf(o, "0");
     pk_sb_printf(o, "\n};\n");
-    emit_att_next(o, k);
+    emit_sched_next(o, k);
     emit_local_dep(o, k);
     pk_sb_printf(o, "/* Layer parameters: {kind, grid, eps, Hq, Hkv, D, rope_theta, rope_scaling, rope_factor, low_freq,\n"
                     " * high_freq, original_max_position, qk_norm_eps, has_qk_norm}. */\n");

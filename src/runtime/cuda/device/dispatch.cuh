@@ -68,6 +68,12 @@ typedef struct pk_gen_task {
 #ifndef PK_GEN_MLP_FUSED
 #define PK_GEN_MLP_FUSED 0 /* kernel.cu defines it: 1 when a layer is RMSNORM_SWIGLU_DOWN */
 #endif
+/* RMSNORM_SWIGLU_DOWN where its tile streams (not staged whole): PK_MLP_DOWN_STREAM 1 copies the
+ * column block into shared memory in double-buffered chunks after the GEMV (mlp_fused.cuh's
+ * pk_dev_mlp_down_stream), 0 reads it with each thread's global loads (session 30's code). */
+#ifndef PK_MLP_DOWN_STREAM
+#define PK_MLP_DOWN_STREAM 1
+#endif
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
@@ -175,16 +181,20 @@ __device__ __forceinline__ pk_bf16 *pk_gen_mlp_gu(pk_bf16 *scratch, const pk_bf1
 }
 /* The second half, after pk_gen_call_rmsnorm_linear wrote gu (pk_gen_mlp_gu's): silu · mul, then the
  * partial sums over the task's ib features from its column block (the tile's last ib rows: at
- * row r0 of the weight, or staged) added to acc [T, N]. */
+ * row r0 of the weight, or staged) added to acc [T, N]. smem_bytes: the shared memory the CTA may
+ * use once the GEMV is done (the kernels' area and the staging area above it). */
 __device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ib,
                                                  const pk_rows *w, int r0, int tile_rows, int N, int64_t *acc,
-                                                 int64_t acc_stride, char *smem, const pk_bf16 *wst, int wst_rows) {
+                                                 int64_t acc_stride, char *smem, uint32_t smem_bytes,
+                                                 const pk_bf16 *wst, int wst_rows) {
 #if PK_GEN_FALLBACK_KERNELS
-    (void)tile_rows, (void)wst, (void)wst_rows;
+    (void)tile_rows, (void)wst, (void)wst_rows, (void)smem_bytes;
     pk_dev_mlp_down_add(gu, gu_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
 #else
     const bool staged = pk_gen_mlp_staged(wst_rows, n_tok, tile_rows);
     const pk_bf16 *wd = staged ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
+    if (PK_MLP_DOWN_STREAM && !staged && n_tok == 1 && pk_dev_mlp_down_stream(gu, ib, wd, N, acc, smem, smem_bytes))
+        return;
     float *act_s = staged ? (float *)(smem + (((uintptr_t)(gu + 2 * ib) - (uintptr_t)smem + 15) & ~(uintptr_t)15))
                           : (float *)smem;
     pk_dev_mlp_down_add(gu, gu_stride, !staged, n_tok, ib, wd, N, acc, acc_stride, act_s);
