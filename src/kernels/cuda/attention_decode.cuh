@@ -525,10 +525,33 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     if (late) pk_dev_dep_wait_staged();
     PK_ATT_STAMP(0);
 
-    /* phase A: item 0 (warp 0) writes K and V of position pos to the cache and to K_s / V_s;
-     * items 1 .. G rotate q head item - 1 into q_s */
-    for (int item = warp; item <= G; item += PK_DEV_WARPS) {
-        if (item == 0 && new_slot < 0) continue;
+    /* phase A: item 0 (warp 0) writes K of position pos to the cache and to K_s, item G + 1 its V
+     * (another warp: V's loads are not queued behind K's round trip); items 1 .. G rotate q head
+     * item - 1 into q_s */
+    for (int item = warp; item <= G + 1; item += PK_DEV_WARPS) {
+        if ((item == 0 || item == G + 1) && new_slot < 0) continue;
+        if (item == G + 1) { /* V: bf16 pairs (2i, 2i + 1), all loaded before any store */
+            const int64_t off = ((int64_t)new_slot * Hkv + g) * D;
+            const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
+            uint32_t u[NP];
+#pragma unroll
+            for (int ii = 0; ii < NP; ii++) {
+                const int i = lane + 32 * ii;
+                if (i < half)
+                    u[ii] = pk_dev_aligned4(vx) ? pk_dev_ldcg4(vx + 2 * i)
+                                                : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
+                                                      (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
+            }
+#pragma unroll
+            for (int ii = 0; ii < NP; ii++) {
+                const int i = lane + 32 * ii;
+                if (i < half) {
+                    *(uint32_t *)(v_cache + off + 2 * i) = u[ii];
+                    *(uint32_t *)(V_s + pk_attd_kidx(P - 1, 2 * i, D)) = u[ii];
+                }
+            }
+            continue;
+        }
         float cs[NP], sn[NP];
 #pragma unroll
         for (int ii = 0; ii < NP; ii++) {
@@ -569,14 +592,6 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                 K_s[pk_attd_kidx(P - 1, i, D)] = a; /* pos is the last local row */
                 K_s[pk_attd_kidx(P - 1, i + half, D)] = b;
             }
-        }
-        const pk_bf16 *vx = grp + (int64_t)(G + 1) * D;
-        for (int i = lane; i < half; i += 32) { /* bf16 pairs (2i, 2i + 1): one chunk each */
-            const uint32_t u = pk_dev_aligned4(vx) ? pk_dev_ldcg4(vx + 2 * i)
-                                                   : (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i) |
-                                                         (uint32_t)pk_dev_ldcg_bf16(vx + 2 * i + 1) << 16;
-            *(uint32_t *)(v_cache + off + 2 * i) = u;
-            *(uint32_t *)(V_s + pk_attd_kidx(P - 1, 2 * i, D)) = u;
         }
     }
     pk_cta_sync();
