@@ -75,7 +75,6 @@ __device__ inline bool pk_dev_mlp_down_stream(const pk_bf16 *gu, int ib, const p
     int nc = (int)((smem_bytes - act_bytes) / 2u / row) / PK_CUDA_THREADS * PK_CUDA_THREADS; /* ≥ 256: 16-byte chunks */
     if (nc > N) nc = N;
     const uint32_t buf_bytes = ((uint32_t)nc * row + 127u) & ~127u;
-    const uint32_t buf_sh = (uint32_t)__cvta_generic_to_shared(smem + act_bytes);
     const int nchunks = (N + nc - 1) / nc;
     const bool vec = ib % 8 == 0;
     float *act_s = (float *)smem;
@@ -84,10 +83,8 @@ __device__ inline bool pk_dev_mlp_down_stream(const pk_bf16 *gu, int ib, const p
     for (int c = 0; c <= nchunks; c++) {
         if (c < nchunks) { /* chunk c's copies into buffer c & 1 (free: chunk c - 2's sums are done) */
             const int n0 = c * nc, n = N - n0 < nc ? N - n0 : nc;
-            const char *src = (const char *)(wd + (int64_t)n0 * ib);
-            const uint32_t dst = buf_sh + (uint32_t)(c & 1) * buf_bytes, n16 = (uint32_t)n * row / 16u;
-            for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS) pk_dev_cp_async_w16(dst + 16u * e, src + 16u * e);
-            asm volatile("cp.async.commit_group;" ::: "memory");
+            pk_stage_copy((const char *)(wd + (int64_t)n0 * ib), (uint32_t)n * row, smem,
+                          act_bytes + (uint32_t)(c & 1) * buf_bytes);
         }
         if (c == 0) { /* act_s while chunk 0 flies */
             pk_dev_mlp_act(gu, true, ib, act_s);

@@ -269,6 +269,15 @@ __device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *sr
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 #endif
 }
+/* Copies `bytes` (a multiple of 16) from src into shared memory at smem + off with 16-byte
+ * cp.async copies (the weight loads' L2 policy), one commit group: the runtime's tile staging
+ * and the fused MLP's down block. Every thread calls it. */
+__device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, char *smem, uint32_t off) {
+    const uint32_t n16 = bytes / 16, dst = (uint32_t)__cvta_generic_to_shared(smem + off);
+    for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
+        pk_dev_cp_async_w16(dst + 16 * e, src + 16 * (unsigned long long)e);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
 __device__ __forceinline__ uint32_t pk_dev_ldw4(const void *p) {
     return __ldg((const unsigned int *)p);
 }

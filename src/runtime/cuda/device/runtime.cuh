@@ -193,14 +193,7 @@ __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const u
  * PK_CUDA_SMEM_BYTES. The copy runs while the CTA waits (the hand-off gap and the skew of the
  * layer before), so when the event fires the task reads those rows from shared memory instead
  * of starting a DRAM round trip. Returns the rows staged (0: none). Every thread calls it. */
-/* Copies a whole tile of `bytes` (a multiple of 16) from src into shared memory at smem + off
- * with 16-byte cp.async copies, one commit group. Every thread calls it. */
-__device__ __forceinline__ void pk_stage_copy(const char *src, uint32_t bytes, char *smem, uint32_t off) {
-    const uint32_t n16 = bytes / 16, dst = (uint32_t)__cvta_generic_to_shared(smem + off);
-    for (uint32_t e = threadIdx.x; e < n16; e += PK_CUDA_THREADS)
-        pk_dev_cp_async_w16(dst + 16 * e, src + 16 * (pk_u64)e);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
+/* (pk_stage_copy, the copy itself: rows.cuh) */
 
 /* Offset low (off = pk_stage_lo's, not the default PK_CUDA_SMEM_BYTES) when the next task's
  * attention is to stage above the tile (pk_att_early): only when the tile's GEMV leaves
@@ -318,6 +311,11 @@ __device__ __forceinline__ bool pk_task_is_mlp(uint32_t t) {
     return false;
 #endif
 }
+/* The bytes a staged RMSNORM_SWIGLU_DOWN task t needs above its tile: gu [2 · ib] bf16 and act
+ * [ib] fp32 (dispatch.cuh's pk_gen_mlp_gu), 16-byte aligned, on a 128-byte line. */
+__device__ __forceinline__ uint32_t pk_mlp_room(uint32_t t) {
+    return (8u * (uint32_t)pk_gen_layers[pk_gen_tasks[t].layer].swiglu_block + 16u + 127u) & ~127u;
+}
 /* RMSNORM_SWIGLU_DOWN's staging, in one-token steps only: its tile (gate, up and down rows: 144 KB
  * for the Qwen3-0.6B, more than the area above the kernels' own) from pk_stage_lo's offset, where
  * its one-token GEMV leaves the kernels' area free, and room above it for the task's gu [2 · ib]
@@ -332,7 +330,7 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
     pk_gen_prefetch p;
     const char *src = pk_task_tile(S, t, &p);
     const uint32_t lo = src ? pk_stage_lo(S, t) : 0u;
-    const uint32_t room = (8u * (uint32_t)pk_gen_layers[pk_gen_tasks[t].layer].swiglu_block + 16u + 127u) & ~127u;
+    const uint32_t room = pk_mlp_room(t);
     if (!lo || lo + p.bytes + room > PK_CUDA_SMEM_BYTES + S->wstage_bytes) return 0;
     pk_stage_copy(src, p.bytes, smem, lo);
     *off = lo;
@@ -376,8 +374,7 @@ __device__ __forceinline__ int pk_stage_mlp_next(const pk_dev_state *S, uint32_t
     const uint32_t lo_t = pk_stage_lo(S, t), lo_n = src ? pk_stage_lo(S, next) : 0u;
     if (!lo_t || !lo_n) return 0;
     const uint32_t o = lo_t > lo_n ? lo_t : lo_n;
-    const uint32_t room = (8u * (uint32_t)pk_gen_layers[pk_gen_tasks[next].layer].swiglu_block + 16u + 127u) & ~127u;
-    if (o + q.bytes + room > t_off) return 0;
+    if (o + q.bytes + pk_mlp_room(next) > t_off) return 0;
     pk_stage_copy(src, q.bytes, smem, o);
     *off = o;
     return (int)(q.bytes / q.row_bytes);
