@@ -66,6 +66,23 @@ __device__ __forceinline__ bool pk_dev_mbar_test(uint32_t bar, uint32_t parity) 
     return true;
 #endif
 }
+/* Whether the phase of parity `parity` has completed, without suspending (test_wait): for a
+ * thread that polls something else between tests. */
+__device__ __forceinline__ bool pk_dev_mbar_test_now(uint32_t bar, uint32_t parity) {
+#if PK_DEV_HAVE_BULK
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+#else
+    (void)bar, (void)parity;
+    return true;
+#endif
+}
 /* Waits until the phase of parity `parity` has completed (acquire: the copies it counted are
  * visible). try_wait suspends in hardware for a while; the loop retries. Debug builds
  * (PK_DEBUG_SPIN_LIMIT, ms) trap past the limit instead of hanging: a wrong byte count would

@@ -350,6 +350,118 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
 #ifndef PK_MLP_STAGE_EARLY
 #define PK_MLP_STAGE_EARLY 1
 #endif
+/* The fused MLP's early tile paced (PK_MLP_PACE_KB > 0, sm_90+). pk_stage_mlp_next's 144 KB per
+ * worker (Qwen3-0.6B: 18.9 MB over 120 workers) go out all at once, and every L2 round trip of
+ * the attention that runs meanwhile waits behind them (session 32: its `end+` 5.4 -> 7.6 us).
+ * Paced, a worker keeps only PK_MLP_PACE_KB of them in flight: thread 0 issues the tile as bulk
+ * copies of PK_PACE_CHUNK, each on an mbarrier slot, and between its polls of o_proj's event
+ * issues the next chunk into the slot whose copy has landed. The DRAM needs ~4 MB in flight to
+ * run at its rate (4.3 TB/s x ~1 us); 120 workers x 48 KB is 5.8 MB. What is left when the event
+ * fires goes out as one copy after the o_proj task (PK_MLP_PACE_REST 1) or right after the event
+ * (0), on slot PK_PACE_SLOTS; the MLP task's iteration waits for every slot before it runs.
+ * 0: off, the whole tile as one cp.async group (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_MLP_PACE_KB
+#define PK_MLP_PACE_KB 32
+#endif
+#ifndef PK_MLP_PACE_REST
+#define PK_MLP_PACE_REST 1
+#endif
+#ifndef PK_MLP_PACE_CHUNK_KB
+#define PK_MLP_PACE_CHUNK_KB 16 /* one bulk copy's KB */
+#endif
+#define PK_PACE_CHUNK ((uint32_t)(PK_MLP_PACE_CHUNK_KB) << 10)
+#define PK_PACE_ON (PK_MLP_PACE_KB > 0 && PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && PK_DEV_HAVE_BULK)
+#define PK_PACE_SLOTS (PK_MLP_PACE_KB > 0 ? (PK_MLP_PACE_KB * 1024 + PK_PACE_CHUNK - 1) / PK_PACE_CHUNK : 1)
+static_assert(PK_PACE_SLOTS >= 1 && PK_PACE_SLOTS < 16, "PK_MLP_PACE_KB: 1 .. 15 chunks of PK_MLP_PACE_CHUNK_KB");
+/* slots 0 .. PK_PACE_SLOTS - 1 for the chunks, PK_PACE_SLOTS for the rest; bit s of pk_pace_busy:
+ * slot s has a copy in flight, of pk_pace_parity: the parity of the phase that copy completes */
+__shared__ uint64_t pk_pace_bar[PK_PACE_SLOTS + 1];
+__shared__ uint32_t pk_pace_busy, pk_pace_parity;
+/* the tile being paced (thread 0's; in shared memory, not registers: the persistent kernel
+ * spilled with it in its loop) */
+struct pk_pace {
+    const char *src; /* the tile */
+    uint32_t dst;    /* its shared-memory address */
+    uint32_t bytes, done; /* the tile's size, bytes issued */
+};
+__shared__ pk_pace pk_pace_st;
+__device__ __forceinline__ uint32_t pk_pace_bar_of(uint32_t s) {
+    return (uint32_t)__cvta_generic_to_shared(&pk_pace_bar[s]);
+}
+/* Thread 0, once per launch: the slots' mbarriers. */
+__device__ __forceinline__ void pk_pace_init(void) {
+    if (!PK_PACE_ON || threadIdx.x != 0) return;
+    for (uint32_t s = 0; s <= PK_PACE_SLOTS; s++) pk_dev_mbar_init(pk_pace_bar_of(s), 1);
+    pk_dev_mbar_init_fence();
+    pk_pace_busy = pk_pace_parity = 0;
+}
+/* Thread 0: `n` bytes from pc->done on slot s (free). */
+__device__ __forceinline__ void pk_pace_issue(uint32_t s, uint32_t n) {
+    pk_pace *pc = &pk_pace_st;
+    const uint32_t bar = pk_pace_bar_of(s);
+    pk_dev_mbar_arrive_expect_tx(bar, n);
+    pk_dev_bulk_copy_w(pc->dst + pc->done, pc->src + pc->done, n, bar, pk_dev_weight_policy());
+    pk_pace_busy |= 1u << s;
+    pc->done += n;
+}
+/* Thread 0: whether slot s is free, marking it so when its copy has landed (no suspend). */
+__device__ __forceinline__ bool pk_pace_reap(uint32_t s) {
+    const uint32_t bit = 1u << s;
+    if (!(pk_pace_busy & bit)) return true;
+    if (!pk_dev_mbar_test_now(pk_pace_bar_of(s), (pk_pace_parity >> s) & 1u)) return false;
+    pk_pace_busy &= ~bit;
+    pk_pace_parity ^= bit;
+    return true;
+}
+/* Thread 0: the next chunk, if its slot is free. */
+__device__ __forceinline__ bool pk_pace_step(void) {
+    const pk_pace *pc = &pk_pace_st;
+    if (pc->done >= pc->bytes) return false;
+    const uint32_t s = (pc->done / PK_PACE_CHUNK) % PK_PACE_SLOTS;
+    if (!pk_pace_reap(s)) return false;
+    const uint32_t left = pc->bytes - pc->done;
+    pk_pace_issue(s, left < PK_PACE_CHUNK ? left : PK_PACE_CHUNK);
+    return true;
+}
+/* pk_stage_mlp_next's copies, paced: the first PK_PACE_SLOTS chunks now. Every thread calls it
+ * (the copy engine writes where the generic proxy read and wrote before: every thread's proxy
+ * fence, then the barrier, then thread 0 issues). */
+__device__ __forceinline__ void pk_pace_start(const char *src, uint32_t bytes, char *smem, uint32_t off) {
+    pk_dev_fence_proxy_async_smem();
+    pk_cta_sync();
+    if (threadIdx.x == 0) {
+        pk_pace_st = pk_pace{src, (uint32_t)__cvta_generic_to_shared(smem + off), bytes, 0u};
+        for (uint32_t s = 0; s < PK_PACE_SLOTS; s++)
+            if (!pk_pace_step()) break;
+    }
+}
+/* The wait of the task during which the tile is paced (pk_wait_event's place): thread 0 polls the
+ * event and, between polls, issues the next chunk wherever a slot has landed. Every thread. */
+__device__ __forceinline__ void pk_wait_event_paced(const pk_dev_state *S, uint32_t event, pk_u64 need) {
+    if (threadIdx.x == 0) {
+        const unsigned long long *ctr = pk_event_ctr(S, event);
+        while (pk_dev_ld_acquire_u64(ctr) < need)
+            if (!pk_pace_step()) __nanosleep(PK_SPIN_SLEEP_NS);
+    }
+    pk_cta_sync();
+}
+/* Thread 0: what is left of the tile, as one copy on the rest slot (free: drained before). */
+__device__ __forceinline__ void pk_pace_rest(void) {
+    if (threadIdx.x == 0 && pk_pace_st.done < pk_pace_st.bytes)
+        pk_pace_issue(PK_PACE_SLOTS, pk_pace_st.bytes - pk_pace_st.done);
+}
+/* Every thread, before the task that reads the tile: every slot's copy has landed. */
+__device__ __forceinline__ void pk_pace_drain(void) {
+    pk_cta_sync(); /* thread 0's last issues are in the masks */
+    const uint32_t busy = pk_pace_busy, parity = pk_pace_parity;
+    for (uint32_t s = 0; s <= PK_PACE_SLOTS; s++)
+        if (busy & (1u << s)) pk_dev_mbar_wait(pk_pace_bar_of(s), (parity >> s) & 1u);
+    pk_cta_sync(); /* everyone has read the masks */
+    if (threadIdx.x == 0) {
+        pk_pace_parity ^= busy;
+        pk_pace_busy = 0;
+    }
+}
 enum { PK_NEXT_ATT = 1, PK_NEXT_MLP = 2 }; /* codegen.c's pk_gen_sched_next */
 /* Where task t's tile goes when the next task's tile is to stage below it: the top of the area
  * (PK_CUDA_SMEM_BYTES when it does not fit there: the default place). */
@@ -375,7 +487,10 @@ __device__ __forceinline__ int pk_stage_mlp_next(const pk_dev_state *S, uint32_t
     if (!lo_t || !lo_n) return 0;
     const uint32_t o = lo_t > lo_n ? lo_t : lo_n;
     if (o + q.bytes + pk_mlp_room(next) > t_off) return 0;
-    pk_stage_copy(src, q.bytes, smem, o);
+    if (PK_PACE_ON)
+        pk_pace_start(src, q.bytes, smem, o);
+    else
+        pk_stage_copy(src, q.bytes, smem, o);
     *off = o;
     return (int)(q.bytes / q.row_bytes);
 #endif
@@ -615,6 +730,10 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     /* task i's attention stage when the iteration before issued it (pk_att_early), and its offset */
     int early_rows = 0;
     uint32_t early_off = 0;
+    /* the fused MLP's tile paced during the task before it (PK_MLP_PACE_KB): paced while that
+     * task waits, pace_drain before the MLP task */
+    bool paced = false, pace_drain = false;
+    pk_pace_init(); /* the first step's barrier below publishes it */
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         /* BEGIN, then what prepare_next_step wrote before it: whether to stop and the step's rows
@@ -684,7 +803,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (t_end) /* the attention's stage above t's bytes */
                 early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off);
             else if (mlp_next && tile_staged)
-                next_rows = pk_stage_mlp_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
+                paced = (next_rows = pk_stage_mlp_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off)) > 0 &&
+                        PK_PACE_ON;
             else if (tile_staged && stage_next && i + 1 < hi)
                 next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
@@ -702,12 +822,22 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             const bool late = !local && pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
             /* a root task's BEGIN was waited for above (need = step: BEGIN has one trigger) */
             const bool begun = task.dep_event == PK_GEN_BEGIN_EVENT && t != PK_DEBUG_STALL_TASK;
-            if (!late && !local && !begun) pk_wait_event(S, task.dep_event, need, t);
+            if (!late && !local && !begun) {
+                if (paced)
+                    pk_wait_event_paced(S, task.dep_event, need);
+                else
+                    pk_wait_event(S, task.dep_event, need, t);
+            }
+            if (paced && !PK_MLP_PACE_REST) pk_pace_rest();
 #ifdef PK_LIN_PROFILE
             if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
 #endif
+            if (pace_drain) { /* this task's tile was paced in bulk copies during the task before */
+                pk_pace_drain();
+                pace_drain = false;
+            }
             if (staged > 0 && !late) {
-                if (next_rows || early_rows) /* the newest group is the next task's tile or KV cache */
+                if ((next_rows && !paced) || early_rows) /* the newest group is the next task's tile or KV cache */
                     asm volatile("cp.async.wait_group 1;" ::: "memory");
                 else
                     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -740,6 +870,11 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     }
                 }
                 if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
+            }
+            if (paced) { /* the next task reads the paced tile: what is left goes out after the signal */
+                if (PK_MLP_PACE_REST) pk_pace_rest();
+                paced = false;
+                pace_drain = true;
             }
         }
     }
