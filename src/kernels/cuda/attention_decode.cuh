@@ -18,8 +18,9 @@
  *   pk_dev_attention_decode (after the wait): phase A as the general kernel (K rotated and V into
  *     the cache and into the staged rows at pos, q heads rotated into q_s), then from shared
  *     memory only, per warp: blocks of 32 positions w, w + 8, ..., online softmax over the blocks
- *     as attention.cuh's phase 3 — on the tensor cores at D 64 / 128 (pk_attd_warp_blocks_mma:
- *     all G heads at once, P rounded to bf16 for P·V), else scalar (pk_attd_warp_blocks: lane =
+ *     as attention.cuh's phase 3 — on the tensor cores at D 64 / 128 (pk_attd_warp_blocks_mmat,
+ *     positions as the rows and the G heads as the columns; pk_attd_warp_blocks_mma with the heads
+ *     as rows under PK_ATTD_MMA_T 0; P rounded to bf16 for P·V), else scalar (pk_attd_warp_blocks: lane =
  *     position, two heads per pass); each warp leaves (m, l, acc [G][D]) and one barrier later
  *     the CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on
  *     every run.
@@ -483,6 +484,175 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
     }
 }
 
+/* The tensor-core path with the positions as rows (PK_ATTD_MMA_T 1): S^T [16 positions][8] = K · Q^T
+ * and out^T [16 dims][8] += V^T · P^T, the G <= 8 query heads as the 8 columns (columns G .. 7
+ * zero). pk_attd_warp_blocks_mma puts the heads on the 16 rows, so at G 2 fourteen of them are
+ * zeros: here a block of 32 positions takes 16 products for the scores instead of 32, and 16 per
+ * part of P for P · V instead of 32 (D 128). K's fragments are the same ldmatrix loads, now the A
+ * operand; V's come through ldmatrix .trans as A = V^T. The score fragment (row = position, column
+ * = head) is not the B layout P · V needs, so each warp writes P^T [G][32] as bf16 (hi, then lo
+ * with PK_ATTD_PLO) into its own slice of red — free until the warp's partial sums go there at the
+ * end — and reads it back as B. The online softmax runs per column: the max over a block is the
+ * max over the lane's rows and over the 8 lanes of its column (shuffles across gid). Its sums are
+ * in another order than pk_attd_warp_blocks_mma's: other bits, the same tolerance (pk-tiny's gate
+ * 6.17e-03 / 6.03e-03 against 6.12e-03 / 5.99e-03; the harness, --big qwen3-0.6b and qwen3-8b
+ * (G 4) pass). On the H200 (docs/PERF.md session 33, same call): the loop 2.82 -> 2.46 us
+ * (-DPK_ATT_PROFILE), the attention layer's end 5.47 -> 5.16 us, Qwen3-0.6B 0.764-0.766 ->
+ * 0.753-0.760 ms/token; the 1.7B and 8B the same within the rounds' spread. */
+#ifndef PK_ATTD_MMA_T
+#define PK_ATTD_MMA_T 1 /* 0: the heads as rows (pk_attd_warp_blocks_mma), to compare */
+#endif
+__device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+    __trap(); /* PK_ATTD_USE_MMA is 0 there */
+#endif
+}
+
+template <int NP>
+__device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
+                                                const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
+    constexpr int D = 64 * NP, DT = D / 16; /* head size, dim tiles of 16 (the rows of out^T) */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
+    const float scale = 1.0f / sqrtf((float)D);
+    /* B = Q^T: column gid is head gid (zero past G), rows k 2 tig, +1 and + 8 */
+    const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
+    const bool qv = gid < G;
+    /* ldmatrix rows: K (A, no .trans): matrix lane / 8 = (rows + 8 · (lane / 8 & 1), dims + 8 ·
+     * (lane / 16)); V (A = V^T, .trans): (positions + 8 · (lane / 16), dims + 8 · (lane / 8 & 1)) */
+    const int krow = (lane & 7) + 8 * ((lane >> 3) & 1), kcol = 8 * (lane >> 4);
+    const int vrow = (lane & 7) + 8 * (lane >> 4), vcol = 8 * ((lane >> 3) & 1);
+    /* P^T [G][32] bf16 (hi), then [G][32] (lo), in this warp's slice of red (G · D floats) */
+    pk_bf16 *pt = (pk_bf16 *)(red + warp * G * D);
+    const bool h0v = 2 * tig < G, h1v = 2 * tig + 1 < G; /* this lane's columns 2 tig, 2 tig + 1 */
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[DT][4];
+#pragma unroll
+    for (int t = 0; t < DT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll 1
+    for (int jb = 32 * warp; jb < P; jb += 32 * PK_DEV_WARPS) {
+        /* S^T: m-tile h = positions jb + 16 h .. + 15; c0 c1 (position gid, heads 2 tig, + 1),
+         * c2 c3 (position gid + 8) */
+        float sc[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) sc[h][0] = sc[h][1] = sc[h][2] = sc[h][3] = 0.0f;
+        {
+            const int r0 = min(jb + krow, P - 1), r1 = min(jb + 16 + krow, P - 1);
+            uint32_t ak[D / 16][2][4];
+#pragma unroll
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                pk_attd_ldsm4<false>(ak[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + kcol, D));
+                pk_attd_ldsm4<false>(ak[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + kcol, D));
+            }
+#pragma unroll
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                const uint32_t b0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
+                const uint32_t b1 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
+#pragma unroll
+                for (int h = 0; h < 2; h++) pk_attd_mma4(sc[h], ak[k0 / 16][h], b0, b1);
+            }
+        }
+        /* online softmax per column over this block's 32 positions (4 in this lane, the rest in
+         * the 8 lanes of its tig) */
+        float bm[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int j = jb + 16 * h + gid + 8 * (u >> 1);
+                sc[h][u] = j < P ? sc[h][u] * scale : -INFINITY;
+                bm[u & 1] = fmaxf(bm[u & 1], sc[h][u]);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            bm[c] = fmaxf(bm[c], __shfl_xor_sync(PK_DEV_FULL_MASK, bm[c], 4));
+            bm[c] = fmaxf(bm[c], __shfl_xor_sync(PK_DEV_FULL_MASK, bm[c], 8));
+            bm[c] = fmaxf(bm[c], __shfl_xor_sync(PK_DEV_FULL_MASK, bm[c], 16));
+            const float mn = fmaxf(m[c], bm[c]); /* finite: position jb is < P */
+            alpha[c] = expf(m[c] - mn);          /* 0 on the first block: m = -inf */
+            m[c] = mn;
+        }
+        float ls[2] = {0.0f, 0.0f};
+        __syncwarp(); /* the previous block's reads of pt are done */
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int c = u & 1, pos = 16 * h + gid + 8 * (u >> 1), head = 2 * tig + c;
+                const float e = expf(sc[h][u] - m[c]);
+                const float hi = pk_dev_round_bf16(e);
+                ls[c] += PK_ATTD_PLO ? e : hi;
+                if (c == 0 ? h0v : h1v) {
+                    pt[head * 32 + pos] = pk_dev_f32_to_bf16(hi);
+                    if (PK_ATTD_PLO) pt[(G + head) * 32 + pos] = pk_dev_f32_to_bf16(e - hi);
+                }
+            }
+        __syncwarp();
+#pragma unroll
+        for (int c = 0; c < 2; c++) l[c] = fmaf(l[c], alpha[c], ls[c]);
+#pragma unroll
+        for (int t = 0; t < DT; t++) {
+            acc[t][0] *= alpha[0];
+            acc[t][1] *= alpha[1];
+            acc[t][2] *= alpha[0];
+            acc[t][3] *= alpha[1];
+        }
+        /* out^T += V^T · P^T per 16 positions kk: A = V^T (dims d0 .. + 15, positions), B = P^T
+         * (positions 2 tig, + 1 and + 8; column gid) */
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            const int vr = min(jb + 16 * kk + vrow, P - 1);
+            const pk_bf16 *pb = pt + gid * 32 + 16 * kk + 2 * tig;
+            const uint32_t ph0 = qv ? *(const uint32_t *)pb : 0u, ph1 = qv ? *(const uint32_t *)(pb + 8) : 0u;
+            const uint32_t pl0 = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32) : 0u;
+            const uint32_t pl1 = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32 + 8) : 0u;
+            uint32_t av[DT][4];
+#pragma unroll
+            for (int t = 0; t < DT; t++) pk_attd_ldsm4<true>(av[t], V_s + pk_attd_kidx(vr, 16 * t + vcol, D));
+#pragma unroll
+            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], ph0, ph1);
+            if (PK_ATTD_PLO)
+#pragma unroll
+                for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pl0, pl1);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+        l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 4);
+        l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 8);
+        l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 16);
+    }
+    __syncwarp(); /* pt's last reads before the slice takes the sums */
+    if (gid == 0) {
+        if (h0v) {
+            red_m[warp * G + 2 * tig] = m[0];
+            red_l[warp * G + 2 * tig] = l[0];
+        }
+        if (h1v) {
+            red_m[warp * G + 2 * tig + 1] = m[1];
+            red_l[warp * G + 2 * tig + 1] = l[1];
+        }
+    }
+    float *o = red + warp * G * D;
+#pragma unroll
+    for (int t = 0; t < DT; t++) {
+        const int d = 16 * t + gid;
+        if (h0v) {
+            o[(2 * tig) * D + d] = acc[t][0];
+            o[(2 * tig) * D + d + 8] = acc[t][2];
+        }
+        if (h1v) {
+            o[(2 * tig + 1) * D + d] = acc[t][1];
+            o[(2 * tig + 1) * D + d + 8] = acc[t][3];
+        }
+    }
+}
+
 /* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
  * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
  * has no position). GC: G when the caller knows it at compile time (the generated kernel), so
@@ -605,7 +775,12 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     for (int pass = 0; pass < passes; pass++) {
         if (pass == 1) PK_ATT_STAMP(3);
         if constexpr (can_mma)
-            if (mma) pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+            if (mma) {
+                if (PK_ATTD_MMA_T)
+                    pk_attd_warp_blocks_mmat<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+                else
+                    pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+            }
         if constexpr (can_scalar)
             if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
         pk_cta_sync();
