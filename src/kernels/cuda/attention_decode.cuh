@@ -338,17 +338,24 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
  * m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1;
  * n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1), c2, c3 (row gid + 8). K_s [pos][D + 8]
  * is B = K^T as ldmatrix reads it; V_s [pos][D + 8] is B = V through ldmatrix .trans. */
-/* Not volatile: the product touches no memory, so the compiler may place it among the fragment loads. */
-__device__ __forceinline__ void pk_attd_mma(float *c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+/* c += A · B, A's four registers given (a[0..3]: rows gid / gid + 8, k 2 tig / + 8). Not volatile:
+ * the product touches no memory, so the compiler may place it among the fragment loads. */
+__device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
-    (void)c, (void)a0, (void)a2, (void)b0, (void)b1;
+    (void)c, (void)a, (void)b0, (void)b1;
     __trap(); /* PK_ATTD_USE_MMA is 0 there */
 #endif
+}
+
+/* The same with A's rows 8 .. 15 zero (a1 = a3 = 0: at most 8 query heads on the rows). */
+__device__ __forceinline__ void pk_attd_mma(float *c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+    const uint32_t a[4] = {a0, 0u, a2, 0u};
+    pk_attd_mma4(c, a, b0, b1);
 }
 
 /* Four 8x8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8. */
@@ -363,6 +370,21 @@ __device__ __forceinline__ void pk_attd_ldsm4(uint32_t *r, const pk_bf16 *row) {
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
+/* Every K fragment of the block of 32 positions from jb (rows past P read row P - 1): f[k / 16][h]
+ * is ldmatrix x4 over rows jb + 16 h .. + 15 and dims k .. k + 15, matrix i = (rows + 8 · (i & 1),
+ * dims + 8 · (i / 2)): B = K^T of two 8-position tiles for pk_attd_warp_blocks_mma, A = K of one
+ * 16-position tile for pk_attd_warp_blocks_mmat. */
+template <int D>
+__device__ __forceinline__ void pk_attd_k_frags(uint32_t (&f)[D / 16][2][4], const pk_bf16 *K_s, int jb, int P) {
+    const int lane = threadIdx.x % 32, row = (lane & 7) + 8 * ((lane >> 3) & 1), col = 8 * (lane >> 4);
+    const int r0 = min(jb + row, P - 1), r1 = min(jb + 16 + row, P - 1);
+#pragma unroll
+    for (int k0 = 0; k0 < D; k0 += 16) {
+        pk_attd_ldsm4<false>(f[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + col, D));
+        pk_attd_ldsm4<false>(f[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + col, D));
+    }
+}
+
 __device__ __forceinline__ uint32_t pk_attd_pack_bf16(float lo, float hi) {
     return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
 }
@@ -373,7 +395,7 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
     constexpr int D = 64 * NP, DT = D / 8; /* head size, dim tiles of 8 */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
     const float scale = 1.0f / sqrtf((float)D);
-    /* this lane's query row (head gid; zero past G) and ldmatrix row: matrix lane / 8 is
+    /* this lane's query row (head gid; zero past G) and ldmatrix row for V: matrix lane / 8 is
      * (rows + 8 · (lane / 8 & 1), dims + 8 · (lane / 16)) */
     const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
     const bool qv = gid < G;
@@ -390,15 +412,10 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
         float sc[4][4];
 #pragma unroll
         for (int t = 0; t < 4; t++) sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
-        const int r0 = min(jb + mrow, P - 1), r1 = min(jb + 16 + mrow, P - 1);
         /* every K fragment of the block first (D / 16 x 2 x 4 registers), then the products */
         {
             uint32_t bk[D / 16][2][4];
-#pragma unroll
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                pk_attd_ldsm4<false>(bk[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + mcol, D));
-                pk_attd_ldsm4<false>(bk[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + mcol, D));
-            }
+            pk_attd_k_frags<D>(bk, K_s, jb, P);
 #pragma unroll
             for (int k0 = 0; k0 < D; k0 += 16) {
                 const uint32_t a0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
@@ -502,18 +519,6 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 #ifndef PK_ATTD_MMA_T
 #define PK_ATTD_MMA_T 1 /* 0: the heads as rows (pk_attd_warp_blocks_mma), to compare */
 #endif
-__device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a, (void)b0, (void)b1;
-    __trap(); /* PK_ATTD_USE_MMA is 0 there */
-#endif
-}
-
 template <int NP>
 __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
                                                 const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
@@ -523,9 +528,8 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
     /* B = Q^T: column gid is head gid (zero past G), rows k 2 tig, +1 and + 8 */
     const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
     const bool qv = gid < G;
-    /* ldmatrix rows: K (A, no .trans): matrix lane / 8 = (rows + 8 · (lane / 8 & 1), dims + 8 ·
-     * (lane / 16)); V (A = V^T, .trans): (positions + 8 · (lane / 16), dims + 8 · (lane / 8 & 1)) */
-    const int krow = (lane & 7) + 8 * ((lane >> 3) & 1), kcol = 8 * (lane >> 4);
+    /* ldmatrix rows for V (A = V^T, .trans): matrix lane / 8 = (positions + 8 · (lane / 16), dims +
+     * 8 · (lane / 8 & 1)); K's: pk_attd_k_frags */
     const int vrow = (lane & 7) + 8 * (lane >> 4), vcol = 8 * ((lane >> 3) & 1);
     /* P^T [G][32] bf16 (hi), then [G][32] (lo), in this warp's slice of red (G · D floats) */
     pk_bf16 *pt = (pk_bf16 *)(red + warp * G * D);
@@ -541,13 +545,8 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
 #pragma unroll
         for (int h = 0; h < 2; h++) sc[h][0] = sc[h][1] = sc[h][2] = sc[h][3] = 0.0f;
         {
-            const int r0 = min(jb + krow, P - 1), r1 = min(jb + 16 + krow, P - 1);
             uint32_t ak[D / 16][2][4];
-#pragma unroll
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                pk_attd_ldsm4<false>(ak[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + kcol, D));
-                pk_attd_ldsm4<false>(ak[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + kcol, D));
-            }
+            pk_attd_k_frags<D>(ak, K_s, jb, P);
 #pragma unroll
             for (int k0 = 0; k0 < D; k0 += 16) {
                 const uint32_t b0 = qv ? *(const uint32_t *)(qr + k0) : 0u;

@@ -50,33 +50,31 @@ __device__ __forceinline__ void pk_dev_mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 #endif
 }
+/* Whether the phase of parity `parity` has completed: OP "try_wait" may suspend a while,
+ * "test_wait" returns at once (for a thread that polls something else between tests). */
+#define PK_DEV_MBAR_PROBE(OP, bar, parity, done)                                                  \
+    asm volatile("{\n\t.reg .pred p;\n\t"                                                        \
+                 "mbarrier." OP ".parity.shared::cta.b64 p, [%1], %2;\n\t"                       \
+                 "selp.u32 %0, 1, 0, p;\n\t}"                                                    \
+                 : "=r"(done)                                                                    \
+                 : "r"(bar), "r"(parity)                                                         \
+                 : "memory")
 /* Whether the phase of parity `parity` has completed (one try_wait: it may suspend a while). */
 __device__ __forceinline__ bool pk_dev_mbar_test(uint32_t bar, uint32_t parity) {
 #if PK_DEV_HAVE_BULK
     uint32_t done;
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+    PK_DEV_MBAR_PROBE("try_wait", bar, parity, done);
     return done != 0;
 #else
     (void)bar, (void)parity;
     return true;
 #endif
 }
-/* Whether the phase of parity `parity` has completed, without suspending (test_wait): for a
- * thread that polls something else between tests. */
+/* The same without suspending (test_wait). */
 __device__ __forceinline__ bool pk_dev_mbar_test_now(uint32_t bar, uint32_t parity) {
 #if PK_DEV_HAVE_BULK
     uint32_t done;
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+    PK_DEV_MBAR_PROBE("test_wait", bar, parity, done);
     return done != 0;
 #else
     (void)bar, (void)parity;

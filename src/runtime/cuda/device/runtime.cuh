@@ -356,7 +356,9 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
  * Paced, a worker keeps only PK_MLP_PACE_KB of them in flight: thread 0 issues the tile as bulk
  * copies of PK_PACE_CHUNK, each on an mbarrier slot, and between its polls of o_proj's event
  * issues the next chunk into the slot whose copy has landed. The DRAM needs ~4 MB in flight to
- * run at its rate (4.3 TB/s x ~1 us); 120 workers x 48 KB is 5.8 MB. What is left when the event
+ * run at its rate (4.3 TB/s x ~1 us); 120 workers x 32 KB is 3.8 MB (session 33: 16 KB left the
+ * MLP's tile short when its event fired, 48 KB and more queued the attention again, docs/PERF.md:
+ * the 0.6B -4.0 to -4.3 % against the whole tile at once). What is left when the event
  * fires goes out as one copy after the o_proj task (PK_MLP_PACE_REST 1) or right after the event
  * (0), on slot PK_PACE_SLOTS; the MLP task's iteration waits for every slot before it runs.
  * 0: off, the whole tile as one cp.async group (PK_NVCC_DEFINES, to compare). */
