@@ -519,12 +519,51 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
 #ifndef PK_ATTD_MMA_T
 #define PK_ATTD_MMA_T 1 /* 0: the heads as rows (pk_attd_warp_blocks_mma), to compare */
 #endif
+/* P^T into the B fragments of V^T · P^T by movmatrix (PK_ATTD_PT_MOV 1) instead of through the
+ * warp's slice of red. The score fragment of 8 positions (lane: position gid, heads 2 tig, + 1),
+ * packed as bf16 pairs, is an 8x8 b16 matrix in the ldmatrix layout; movmatrix .trans hands lane
+ * (gid, tig) positions 2 tig, + 1 of head gid: b0 (positions 0 .. 7 of 16) and b1 (8 .. 15). The same
+ * bf16 values reach the same products: the same bits. Measured alone (bench/attd_loop.cu, one
+ * block per warp at D 128, G 2) the stores, the two __syncwarp and the loads took ~1,000 of the
+ * loop's ~3,200 cycles with the 8 exponentials (docs/PERF.md session 34). 0: through red. */
+#ifndef PK_ATTD_PT_MOV
+#define PK_ATTD_PT_MOV 1
+#endif
+/* The softmax in base 2 (PK_ATTD_EXP2 1): scores scaled by log2(e) / sqrt(D), ex2.approx for each
+ * exponential (one MUFU instead of expf's range reduction); m goes out in base e for the fold.
+ * Other bits, within the tolerance. 0: expf. */
+#ifndef PK_ATTD_EXP2
+#define PK_ATTD_EXP2 0
+#endif
+/* The scores' products as 4 chains of 4 (two halves of D summed after) instead of 2 chains of 8
+ * (PK_ATTD_SCORE_SPLIT 1): other bits. 0: one chain per 16 positions. */
+#ifndef PK_ATTD_SCORE_SPLIT
+#define PK_ATTD_SCORE_SPLIT 0
+#endif
+/* bench/attd_loop.cu's clock stamps inside the loop (phase i done once v is known); nothing here */
+#ifndef PK_ATTD_LOOP_STAMP
+#define PK_ATTD_LOOP_STAMP(i, v) ((void)0)
+#endif
+/* movmatrix .trans: the transpose of the 8x8 b16 matrix whose row gid, columns 2 tig, + 1 this lane
+ * holds, in the same layout. */
+__device__ __forceinline__ uint32_t pk_attd_movt(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a)); /* every lane: not sunk */
+    return d;
+}
+/* 2^x (ex2.approx.ftz: 0 for -inf) */
+__device__ __forceinline__ float pk_attd_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float pk_attd_exp(float x) { return PK_ATTD_EXP2 ? pk_attd_exp2(x) : expf(x); }
 template <int NP>
 __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
                                                 const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
     constexpr int D = 64 * NP, DT = D / 16; /* head size, dim tiles of 16 (the rows of out^T) */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = (PK_ATTD_EXP2 ? 1.4426950408889634f : 1.0f) / sqrtf((float)D); /* log2(e) for base 2 */
     /* B = Q^T: column gid is head gid (zero past G), rows k 2 tig, +1 and + 8 */
     const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
     const bool qv = gid < G;
@@ -546,15 +585,27 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
         for (int h = 0; h < 2; h++) sc[h][0] = sc[h][1] = sc[h][2] = sc[h][3] = 0.0f;
         {
             uint32_t ak[D / 16][2][4];
+            PK_ATTD_LOOP_STAMP(0, 0u);
             pk_attd_k_frags<D>(ak, K_s, jb, P);
+            PK_ATTD_LOOP_STAMP(1, ak[D / 16 - 1][1][3] ^ ak[0][0][0]);
+            float sc2[2][4]; /* PK_ATTD_SCORE_SPLIT: the upper half of D */
+#pragma unroll
+            for (int h = 0; h < 2; h++) sc2[h][0] = sc2[h][1] = sc2[h][2] = sc2[h][3] = 0.0f;
 #pragma unroll
             for (int k0 = 0; k0 < D; k0 += 16) {
                 const uint32_t b0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
                 const uint32_t b1 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
 #pragma unroll
-                for (int h = 0; h < 2; h++) pk_attd_mma4(sc[h], ak[k0 / 16][h], b0, b1);
+                for (int h = 0; h < 2; h++)
+                    pk_attd_mma4(PK_ATTD_SCORE_SPLIT && k0 >= D / 2 ? sc2[h] : sc[h], ak[k0 / 16][h], b0, b1);
             }
+            if (PK_ATTD_SCORE_SPLIT)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int u = 0; u < 4; u++) sc[h][u] += sc2[h][u];
         }
+        PK_ATTD_LOOP_STAMP(2, __float_as_uint(sc[0][3]) ^ __float_as_uint(sc[1][3]));
         /* online softmax per column over this block's 32 positions (4 in this lane, the rest in
          * the 8 lanes of its tig) */
         float bm[2] = {-INFINITY, -INFINITY};
@@ -573,25 +624,57 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             bm[c] = fmaxf(bm[c], __shfl_xor_sync(PK_DEV_FULL_MASK, bm[c], 8));
             bm[c] = fmaxf(bm[c], __shfl_xor_sync(PK_DEV_FULL_MASK, bm[c], 16));
             const float mn = fmaxf(m[c], bm[c]); /* finite: position jb is < P */
-            alpha[c] = expf(m[c] - mn);          /* 0 on the first block: m = -inf */
+            alpha[c] = pk_attd_exp(m[c] - mn);   /* 0 on the first block: m = -inf */
             m[c] = mn;
         }
+        PK_ATTD_LOOP_STAMP(3, __float_as_uint(alpha[0]) ^ __float_as_uint(alpha[1]));
         float ls[2] = {0.0f, 0.0f};
-        __syncwarp(); /* the previous block's reads of pt are done */
+        /* P^T as the B fragments of the 16 positions kk: hi (and lo) parts, b0 and b1 */
+        uint32_t pbh[2][2], pbl[2][2];
+        if (PK_ATTD_PT_MOV) {
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int c = u & 1, pos = 16 * h + gid + 8 * (u >> 1), head = 2 * tig + c;
-                const float e = expf(sc[h][u] - m[c]);
-                const float hi = pk_dev_round_bf16(e);
-                ls[c] += PK_ATTD_PLO ? e : hi;
-                if (c == 0 ? h0v : h1v) {
-                    pt[head * 32 + pos] = pk_dev_f32_to_bf16(hi);
-                    if (PK_ATTD_PLO) pt[(G + head) * 32 + pos] = pk_dev_f32_to_bf16(e - hi);
+                for (int r = 0; r < 2; r++) { /* r: positions gid (c0 c1), gid + 8 (c2 c3) */
+                    const float e0 = pk_attd_exp(sc[h][2 * r] - m[0]), e1 = pk_attd_exp(sc[h][2 * r + 1] - m[1]);
+                    const __nv_bfloat162 hb = __floats2bfloat162_rn(e0, e1); /* .x = e0: the low half */
+                    const float h0 = __low2float(hb), h1 = __high2float(hb);
+                    ls[0] += PK_ATTD_PLO ? e0 : h0;
+                    ls[1] += PK_ATTD_PLO ? e1 : h1;
+                    const uint32_t th = pk_attd_movt(*(const uint32_t *)&hb);
+                    pbh[h][r] = qv ? th : 0u; /* head gid: columns past G zero, as the q fragments */
+                    if (PK_ATTD_PLO) {
+                        const __nv_bfloat162 lb = __floats2bfloat162_rn(e0 - h0, e1 - h1);
+                        const uint32_t tl = pk_attd_movt(*(const uint32_t *)&lb);
+                        pbl[h][r] = qv ? tl : 0u;
+                    }
                 }
+        } else {
+            __syncwarp(); /* the previous block's reads of pt are done */
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int c = u & 1, pos = 16 * h + gid + 8 * (u >> 1), head = 2 * tig + c;
+                    const float e = pk_attd_exp(sc[h][u] - m[c]);
+                    const float hi = pk_dev_round_bf16(e);
+                    ls[c] += PK_ATTD_PLO ? e : hi;
+                    if (c == 0 ? h0v : h1v) {
+                        pt[head * 32 + pos] = pk_dev_f32_to_bf16(hi);
+                        if (PK_ATTD_PLO) pt[(G + head) * 32 + pos] = pk_dev_f32_to_bf16(e - hi);
+                    }
+                }
+            __syncwarp();
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                const pk_bf16 *pb = pt + gid * 32 + 16 * kk + 2 * tig;
+                pbh[kk][0] = qv ? *(const uint32_t *)pb : 0u;
+                pbh[kk][1] = qv ? *(const uint32_t *)(pb + 8) : 0u;
+                pbl[kk][0] = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32) : 0u;
+                pbl[kk][1] = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32 + 8) : 0u;
             }
-        __syncwarp();
+        }
+        PK_ATTD_LOOP_STAMP(4, pbh[0][0] ^ pbh[1][1] ^ pbl[0][0] ^ pbl[1][1]);
 #pragma unroll
         for (int c = 0; c < 2; c++) l[c] = fmaf(l[c], alpha[c], ls[c]);
 #pragma unroll
@@ -606,26 +689,27 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) {
             const int vr = min(jb + 16 * kk + vrow, P - 1);
-            const pk_bf16 *pb = pt + gid * 32 + 16 * kk + 2 * tig;
-            const uint32_t ph0 = qv ? *(const uint32_t *)pb : 0u, ph1 = qv ? *(const uint32_t *)(pb + 8) : 0u;
-            const uint32_t pl0 = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32) : 0u;
-            const uint32_t pl1 = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32 + 8) : 0u;
             uint32_t av[DT][4];
 #pragma unroll
             for (int t = 0; t < DT; t++) pk_attd_ldsm4<true>(av[t], V_s + pk_attd_kidx(vr, 16 * t + vcol, D));
+            if (kk == 0) PK_ATTD_LOOP_STAMP(5, av[DT - 1][3] ^ av[0][0]);
 #pragma unroll
-            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], ph0, ph1);
+            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbh[kk][0], pbh[kk][1]);
             if (PK_ATTD_PLO)
 #pragma unroll
-                for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pl0, pl1);
+                for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbl[kk][0], pbl[kk][1]);
         }
     }
+    PK_ATTD_LOOP_STAMP(6, __float_as_uint(acc[0][0]) ^ __float_as_uint(acc[DT - 1][3]) ^ __float_as_uint(l[0]));
 #pragma unroll
     for (int c = 0; c < 2; c++) {
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 4);
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 8);
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 16);
     }
+    if (PK_ATTD_EXP2) /* the fold's base e */
+#pragma unroll
+        for (int c = 0; c < 2; c++) m[c] *= 0.6931471805599453f;
     __syncwarp(); /* pt's last reads before the slice takes the sums */
     if (gid == 0) {
         if (h0v) {
@@ -650,6 +734,7 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             o[(2 * tig + 1) * D + d + 8] = acc[t][3];
         }
     }
+    PK_ATTD_LOOP_STAMP(7, __float_as_uint(o[0]));
 }
 
 /* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
