@@ -10,12 +10,14 @@
 # the full report in $OUT (default /tmp/ptxas_report).
 # Usage: bash bench/ptxas_report.sh [MODEL_DIR] (default /tmp/z-qwen3-0.6b: bench/shape_model.py's
 #        zero-weight stand-in); PK_NVCC_DEFINES as for pk (e.g. -DPK_LIN_MMA=0); CONTEXT (160),
-#        MAX_SEQ (288), THREADS (132). ~1 minute for the 0.6B, more for larger models.
+#        MAX_SEQ (288), THREADS (132); PK: the pk binary (default build/pk; e.g. build-exp/pk from
+#        `make BUILD=build-exp` for a tree whose headers differ). ~1 minute for the 0.6B, more for larger models.
 set -eu
 cd "$(dirname "$0")/.."
 model=${1:-/tmp/z-qwen3-0.6b}
 out=${OUT:-/tmp/ptxas_report}
-[ -x build/pk ] || make -s
+pk=${PK:-build/pk}
+[ -x "$pk" ] || { [ "$pk" = build/pk ] && make -s; } || { echo "ptxas_report: no $pk" >&2; exit 1; }
 if [ ! -d "$model" ]; then
     case $model in
     /tmp/z-*) python3 bench/shape_model.py "${model#/tmp/z-}" "$model" --zeros >/dev/null ;;
@@ -29,7 +31,7 @@ rm -rf "$out" && mkdir -p "$out/cache" && chmod 700 "$out/cache"
 # shellcheck source=scripts/gpu_env.sh
 . scripts/gpu_env.sh
 pk_nvcc_cached "$out/nvcc-stand-in"
-PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$out/cache" build/pk bench --model "$model" \
+PK_CUDA_ARCH=sm_90a PK_CACHE_DIR="$out/cache" "$pk" bench --model "$model" \
     --backend cuda --threads "${THREADS:-132}" --context "${CONTEXT:-160}" --max-seq "${MAX_SEQ:-288}" \
     --gen 8 >/dev/null 2>&1 || true
 dir=$(find "$out/cache" -mindepth 1 -maxdepth 1 -type d | head -n 1)

@@ -523,22 +523,28 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
  * warp's slice of red. The score fragment of 8 positions (lane: position gid, heads 2 tig, + 1),
  * packed as bf16 pairs, is an 8x8 b16 matrix in the ldmatrix layout; movmatrix .trans hands lane
  * (gid, tig) positions 2 tig, + 1 of head gid: b0 (positions 0 .. 7 of 16) and b1 (8 .. 15). The same
- * bf16 values reach the same products: the same bits. Measured alone (bench/attd_loop.cu, one
- * block per warp at D 128, G 2) the stores, the two __syncwarp and the loads took ~1,000 of the
- * loop's ~3,200 cycles with the 8 exponentials (docs/PERF.md session 34). 0: through red. */
+ * bf16 values reach the same products: the same bits. The loop is a latency chain of one warp's
+ * instructions (bench/attd_loop.cu: ~3,800 cycles for one block of 32 positions per warp at D 128,
+ * G 2, position 200, alone on an SM — the 2.46 us the persistent kernel's profile shows); the
+ * stores, two __syncwarp, branches and loads of the shared-memory route were ~170 of its ~1,000
+ * instructions. Alone: 3,830 -> 3,000 cycles. On the H200 (docs/PERF.md session 34, same call):
+ * the attention layer's end 5.12 -> 4.62 us, Qwen3-0.6B -1.3 to -2.3 %, 1.7B -0.6 to -1.3 %, 8B
+ * -0.5 %. 0: through red. */
 #ifndef PK_ATTD_PT_MOV
 #define PK_ATTD_PT_MOV 1
 #endif
 /* The softmax in base 2 (PK_ATTD_EXP2 1): scores scaled by log2(e) / sqrt(D), ex2.approx for each
  * exponential (one MUFU instead of expf's range reduction); m goes out in base e for the fold.
- * Other bits, within the tolerance. 0: expf. */
+ * With PK_ATTD_SCORE_SPLIT 1, the scores' products as 4 chains of 4 (the two halves of D summed
+ * after) instead of 2 chains of 8. Both shorten the chain (alone: 3,000 -> 2,850 cycles) and change
+ * the bits within the tolerance (pk-tiny's gate 6.17e-03 / 6.12e-03). Same call (session 34):
+ * Qwen3-0.6B 0.740-0.747 -> 0.740-0.742 ms/token, 1.7B 1.426-1.427 -> 1.415-1.425. 0: expf, one
+ * chain per 16 positions. */
 #ifndef PK_ATTD_EXP2
-#define PK_ATTD_EXP2 0
+#define PK_ATTD_EXP2 1
 #endif
-/* The scores' products as 4 chains of 4 (two halves of D summed after) instead of 2 chains of 8
- * (PK_ATTD_SCORE_SPLIT 1): other bits. 0: one chain per 16 positions. */
 #ifndef PK_ATTD_SCORE_SPLIT
-#define PK_ATTD_SCORE_SPLIT 0
+#define PK_ATTD_SCORE_SPLIT 1
 #endif
 /* bench/attd_loop.cu's clock stamps inside the loop (phase i done once v is known); nothing here */
 #ifndef PK_ATTD_LOOP_STAMP
