@@ -507,9 +507,10 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
  * zeros: here a block of 32 positions takes 16 products for the scores instead of 32, and 16 per
  * part of P for P · V instead of 32 (D 128). K's fragments are the same ldmatrix loads, now the A
  * operand; V's come through ldmatrix .trans as A = V^T. The score fragment (row = position, column
- * = head) is not the B layout P · V needs, so each warp writes P^T [G][32] as bf16 (hi, then lo
- * with PK_ATTD_PLO) into its own slice of red — free until the warp's partial sums go there at the
- * end — and reads it back as B. The online softmax runs per column: the max over a block is the
+ * = head) is not the B layout P · V needs: movmatrix transposes it in registers (PK_ATTD_PT_MOV,
+ * below), or each warp writes P^T [G][32] as bf16 (hi, then lo with PK_ATTD_PLO) into its own
+ * slice of red — free until the warp's partial sums go there at the end — and reads it back as B
+ * (session 33's route). The online softmax runs per column: the max over a block is the
  * max over the lane's rows and over the 8 lanes of its column (shuffles across gid). Its sums are
  * in another order than pk_attd_warp_blocks_mma's: other bits, the same tolerance (pk-tiny's gate
  * 6.17e-03 / 6.03e-03 against 6.12e-03 / 5.99e-03; the harness, --big qwen3-0.6b and qwen3-8b
