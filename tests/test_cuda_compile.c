@@ -178,6 +178,22 @@ static void check_out_of_line(const char *dir, const char *tmp) {
           stray);
 }
 
+/* bench/attd_loop.cu (the decode attention's block loop alone, docs/PERF.md "Measuring") includes
+ * pk's device headers and calls their loop functions directly: a header change that breaks it
+ * fails here, not on the next person's device call. The test runs from the repository root. */
+static void check_bench_builds(const char *tmp) {
+    char nvcc[4096], cmd[9000], line[1024];
+    if (!find_nvcc(nvcc, sizeof nvcc)) return;
+    snprintf(cmd, sizeof cmd, "'%s' -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -o '%s/attd_loop' bench/attd_loop.cu 2>&1",
+             nvcc, tmp);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "run nvcc on bench/attd_loop.cu");
+    if (!p) return;
+    while (fgets(line, sizeof line, p)) printf("  nvcc: %s", line);
+    const int rc = pclose(p);
+    CHECK(rc == 0, "nvcc on bench/attd_loop.cu: exit %d", rc);
+}
+
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
     (void)st, (void)flag, (void)f;
     chmod(p, 0700);
@@ -254,6 +270,7 @@ int main(void) {
     char *slash = strrchr(so_dir, '/');
     if (slash) *slash = '\0';
     check_out_of_line(so_dir, tmp);
+    check_bench_builds(tmp);
 
     /* 2. the same graph again: a cache hit, no nvcc run (the object is not rewritten) */
     k = build(cache);
