@@ -3,7 +3,7 @@
  * by itself, cold (its first call in the launch: code fetched from L2 / DRAM) and warm.
  *
  * issue 5, session 34 (docs/PERF.md): inside the persistent kernel the loop takes ~2.5 us at
- * position 200 (-DPK_ATT_PROFILE), ~4,500 cycles for one block of 32 positions per warp (~50
+ * position 200 (-DPK_ATT_PROFILE), ~3,800 cycles for one block of 32 positions per warp (~50
  * tensor-core products, 24 ldmatrix, a softmax). Is that the code's own latency chain or what
  * the rest of the GPU does to it (instruction fetch, L2 queues)?
  *
@@ -136,9 +136,6 @@ static double check(int P, const float *out) {
                 big = fabs(r) > big ? fabs(r) : big;
                 err = fabs(r - x) > err ? fabs(r - x) : err;
             }
-            if (getenv("ATTD_DEBUG") && w == 0 && g == 0)
-                printf("  debug w0 h0: m %g (ref %g) l %g; out[0..2] %g %g %g (ref %g %g %g)\n", rm[0], mx, rl[0],
-                       red[0] / rl[0], red[1] / rl[0], red[2] / rl[0], ref[0] / sum, ref[1] / sum, ref[2] / sum);
             double rel = err / (big > 0 ? big : 1.0);
             const double m_err = fabs(rm[w * G + g] - mx) / (fabs(mx) > 1.0 ? fabs(mx) : 1.0); /* m: the fold's base e */
             rel = m_err > rel ? m_err : rel;
