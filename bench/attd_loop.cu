@@ -14,6 +14,8 @@
  * shape), random bf16 K / V / q. Per P and loop kind, REPS calls in one launch, each between two
  * barriers, thread 0's %globaltimer and clock64 around it: the first call (cold) and the median of
  * the rest (warm), and the warm call's cycles per warp (each warp's lane 0 around its own call).
+ * "fold": pk_attd_fold (the 8 warps' sums into the bf16 output) timed alone after a loop, its
+ * output checked against the same fold in double (session 35: ~700 cycles, 0.35 us, at P 201).
  */
 #include "micro.cuh"
 /* %clock64 read once v is known (as micro.cuh's now_ns_after): ptxas cannot hoist it above the
@@ -49,7 +51,8 @@ __device__ __forceinline__ void attd_stamp(int i, uint32_t v) {
 enum { D = 128, G = 2, REPS = 16 };
 
 template <int KIND>
-__global__ void loop_kernel(int P, uint64_t *ns, uint64_t *cyc, uint64_t *warp_cyc, float *out, long long *st) {
+__global__ void loop_kernel(int P, uint64_t *ns, uint64_t *cyc, uint64_t *warp_cyc, float *out, long long *st,
+                            pk_bf16 *fold_out) {
     extern __shared__ __align__(128) char smem[];
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     pk_bf16 *q_b = (pk_bf16 *)(smem + L.q), *K_s = (pk_bf16 *)(smem + L.k), *V_s = (pk_bf16 *)(smem + L.v);
@@ -69,10 +72,15 @@ __global__ void loop_kernel(int P, uint64_t *ns, uint64_t *cyc, uint64_t *warp_c
             attd_stamping = r == REPS - 1;
         }
         if (KIND == 2 && threadIdx.x < PK_DEV_WARPS * NSTAMP) st[threadIdx.x] = 0;
+        if (KIND == 3) { /* the fold timed alone, after the loop */
+            pk_attd_warp_blocks_mmat<2>(G, P, q_b, K_s, V_s, red, red_m, red_l);
+        }
         __syncthreads();
         const uint64_t t0 = now_ns();
         const long long c0 = clock64();
-        if (KIND == 0 || KIND == 2)
+        if (KIND == 3)
+            pk_attd_fold(G, D, red, red_m, red_l, fold_out, nullptr);
+        else if (KIND == 0 || KIND == 2)
             pk_attd_warp_blocks_mmat<2>(G, P, q_b, K_s, V_s, red, red_m, red_l);
         else
             pk_attd_warp_blocks_mma<2>(G, P, q_b, K_s, V_s, red, red_m, red_l);
@@ -160,8 +168,10 @@ static void run(int P) {
     CHECK(cudaMalloc(&cyc, REPS * 8));
     CHECK(cudaMalloc(&wc, REPS * PK_DEV_WARPS * 8));
     CHECK(cudaMalloc(&out, PK_DEV_WARPS * G * (D + 2) * 4));
+    pk_bf16 *fold_out;
+    CHECK(cudaMalloc(&fold_out, G * D * 2));
     CHECK(cudaFuncSetAttribute(loop_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, L.end));
-    loop_kernel<KIND><<<1, PK_CUDA_THREADS, L.end>>>(P, ns, cyc, wc, out, st);
+    loop_kernel<KIND><<<1, PK_CUDA_THREADS, L.end>>>(P, ns, cyc, wc, out, st, fold_out);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
     uint64_t h_ns[REPS], h_cyc[REPS], h_wc[REPS * PK_DEV_WARPS];
@@ -178,10 +188,31 @@ static void run(int P) {
     qsort(w_ns, REPS - 1, 8, cmp_u64);
     qsort(w_cyc, REPS - 1, 8, cmp_u64);
     printf("%-6s P %3d: cold %6.3f us %6llu cycles, warm median %6.3f us %6llu cycles; warps (last call):",
-           KIND == 0 ? "mmat" : KIND == 2 ? "stamps" : "mma", P, cold_ns / 1e3, (unsigned long long)cold_cyc, w_ns[(REPS - 1) / 2] / 1e3,
+           KIND == 0 ? "mmat" : KIND == 2 ? "stamps" : KIND == 3 ? "fold" : "mma", P, cold_ns / 1e3, (unsigned long long)cold_cyc, w_ns[(REPS - 1) / 2] / 1e3,
            (unsigned long long)w_cyc[(REPS - 1) / 2]);
     for (int w = 0; w < PK_DEV_WARPS; w++) printf(" %llu", (unsigned long long)h_wc[(REPS - 1) * PK_DEV_WARPS + w]);
-    printf("; max error %.2e\n", err);
+    printf("; max error %.2e", err);
+    if (KIND == 3) { /* the folded output against the fold of the same sums in double */
+        pk_bf16 h_fold[G * D];
+        CHECK(cudaMemcpy(h_fold, fold_out, sizeof h_fold, cudaMemcpyDeviceToHost));
+        const float *red = h_out, *rm = h_out + PK_DEV_WARPS * G * D, *rl = h_out + PK_DEV_WARPS * G * (D + 1);
+        double ferr = 0.0;
+        for (int i = 0; i < G * D; i++) {
+            const int h = i / D;
+            double M = -INFINITY, num = 0.0, den = 0.0;
+            for (int w = 0; w < PK_DEV_WARPS; w++) M = rm[w * G + h] > M ? rm[w * G + h] : M;
+            for (int w = 0; w < PK_DEV_WARPS; w++) {
+                if (rm[w * G + h] == -INFINITY) continue;
+                const double f = exp(rm[w * G + h] - M);
+                num += f * red[w * G * D + i];
+                den += f * rl[w * G + h];
+            }
+            const double r = num / den, e = fabs(r - (double)__bfloat162float(*(__nv_bfloat16 *)&h_fold[i]));
+            ferr = e > ferr ? e : ferr;
+        }
+        printf("; fold max |error| %.2e", ferr);
+    }
+    printf("\n");
     if (KIND == 2) { /* the last call's stamps, cycles after the warp's start */
         long long h_st[PK_DEV_WARPS * NSTAMP];
         CHECK(cudaMemcpy(h_st, st, sizeof h_st, cudaMemcpyDeviceToHost));
@@ -197,6 +228,7 @@ static void run(int P) {
     CHECK(cudaFree(cyc));
     CHECK(cudaFree(wc));
     CHECK(cudaFree(out));
+    CHECK(cudaFree(fold_out));
 }
 
 int main(int argc, char **argv) {
@@ -227,6 +259,7 @@ int main(int argc, char **argv) {
         for (int round = 0; round < rounds; round++) { /* interleaved: the clocks ramp between launches */
             run<0>(Ps[i]);
             run<1>(Ps[i]);
+            run<3>(Ps[i]);
         }
         if (stamps) run<2>(Ps[i]);
     }

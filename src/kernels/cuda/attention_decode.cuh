@@ -744,6 +744,26 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
     PK_ATTD_LOOP_STAMP(7, __float_as_uint(o[0]));
 }
 
+/* The fold of the 8 warps' sums (after the block loop and a CTA barrier): orow[h][d] =
+ * bf16(Σ_w f_w · acc_w / Σ_w f_w · l_w), f_w = exp(m_w - M), warps in order (a warp without
+ * positions has m = -inf: f = 0); or, orow NULL, (num, M, den) into part_out [G][D + 2]. Thread i
+ * folds element i of [G][D] (red [8][G][D], red_m / red_l [8][G]). */
+__device__ __forceinline__ void pk_attd_fold(int G, int D, const float *red, const float *red_m,
+                                             const float *red_l, pk_bf16 *orow, float *part_out) {
+    for (int i = threadIdx.x; i < G * D; i += PK_CUDA_THREADS) {
+        const int h = i / D, d = i - h * D;
+        float M = -INFINITY;
+        for (int w = 0; w < PK_DEV_WARPS; w++) M = fmaxf(M, red_m[w * G + h]);
+        float num = 0.0f, den = 0.0f;
+        for (int w = 0; w < PK_DEV_WARPS && M != -INFINITY; w++) { /* M = -inf: no position (P 0) */
+            const float f = expf(red_m[w * G + h] - M);
+            num = fmaf(red[w * G * D + i], f, num);
+            den = fmaf(red_l[w * G + h], f, den);
+        }
+        pk_att_put(orow, part_out, i, h, d, D, num, den, M);
+    }
+}
+
 /* out != NULL: the normalised bf16 heads at out + g · G · D; out == NULL: the split's (acc, m, l)
  * per head into part_out [G][D + 2] (pk_dev_attention_split's layout; (0, -inf, 0) when the split
  * has no position). GC: G when the caller knows it at compile time (the generated kernel), so
@@ -878,21 +898,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     }
     PK_ATT_STAMP(2);
 
-    /* out[h][d] = bf16(Σ_w f_w · acc_w / Σ_w f_w · l_w), f_w = exp(m_w - M), warps in order (a
-     * warp without positions has m = -inf: f = 0); or num, M, den into part_out */
-    pk_bf16 *orow = out ? out + (int64_t)g * G * D : nullptr;
-    for (int i = threadIdx.x; i < G * D; i += PK_CUDA_THREADS) {
-        const int h = i / D, d = i - h * D;
-        float M = -INFINITY;
-        for (int w = 0; w < PK_DEV_WARPS; w++) M = fmaxf(M, red_m[w * G + h]);
-        float num = 0.0f, den = 0.0f;
-        for (int w = 0; w < PK_DEV_WARPS && M != -INFINITY; w++) { /* M = -inf: no position (P 0) */
-            const float f = expf(red_m[w * G + h] - M);
-            num = fmaf(red[w * G * D + i], f, num);
-            den = fmaf(red_l[w * G + h], f, den);
-        }
-        pk_att_put(orow, part_out, i, h, d, D, num, den, M);
-    }
+    pk_attd_fold(G, D, red, red_m, red_l, out ? out + (int64_t)g * G * D : nullptr, part_out);
     PK_ATT_STAMP(5);
     PK_ATTD_REPORT();
 }
