@@ -268,8 +268,9 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
                              pk_tensor *q_norm, pk_tensor *k_norm, pk_tensor *out,
                              const pk_attention_params *params, int grid);
 
-/* out[t] = argmax_v logits[t, v] (smallest index on ties), as `grid` partial tasks over V and
- * one reduce task. logits [T, V], out int32 [T] (pk_step_output for generation). */
+/* out[t] = argmax_v logits[t, v] (smallest index on ties), as one layer of `grid` tasks over V:
+ * each finds its tile's best, and the last of them to finish reduces the `grid` partials into out.
+ * logits [T, V], out int32 [T] (pk_step_output for generation). */
 pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid);
 
 /* ---- compile and run ---------------------------------------------------------------------- */

@@ -13,13 +13,15 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 6 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+#define PK_ABI_VERSION 7 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
                            * 3: the combine folded into the partial layer (its last task per group);
                            * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block;
                            * 5: PK_TASK_LINEAR_SPLITK_RESIDUAL;
                            * 6: PK_TASK_RMSNORM_SWIGLU_DOWN, the accumulator views of
                            *    RMSNORM_LINEAR (PK_V_NL_ACC, PK_V_NL_SUM) and LINEAR_RESIDUAL
-                           *    (PK_V_LR_CLEAR) */
+                           *    (PK_V_LR_CLEAR);
+                           * 7: the argmax reduce folded into the partial layer (its last task),
+                           *    PK_V_AMP_OUT; PK_TASK_ARGMAX_REDUCE no longer recorded */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -40,8 +42,10 @@ typedef enum pk_task_kind {
     PK_TASK_SILU_MUL = 6,
     PK_TASK_SILU_MUL_LINEAR_RESIDUAL = 7,
     PK_TASK_ATTENTION = 8,
-    PK_TASK_ARGMAX_PARTIAL = 9,
-    PK_TASK_ARGMAX_REDUCE = 10,
+    PK_TASK_ARGMAX_PARTIAL = 9, /* argmax over one tile of the logits; the layer's last task to
+                                 * finish reduces the partials into out */
+    PK_TASK_ARGMAX_REDUCE = 10, /* ABI <= 6 only (a layer of its own, one hand-off more): no
+                                 * layer records it; the number stays so the kinds after it keep theirs */
     PK_TASK_TERMINATE = 11, /* dynamic mode: tells a worker to exit */
     PK_TASK_ATTENTION_PARTIAL = 12, /* attention over one split of the KV length (kv_splits > 1); the
                                      * last task of each KV-head group to finish folds the group's
@@ -153,9 +157,10 @@ enum {
     PK_V_ATT_TOKEN_POS = 5, PK_V_ATT_TOKEN_REQ = 6, PK_V_ATT_PAGE_TABLE = 7,
     PK_V_ATT_OUT = 8 /* [T, heads tile · D]; ATTENTION_PARTIAL: fp32 [T, heads tile · (D + 2)] */,
     PK_V_ATTP_COMBINED = 9 /* ATTENTION_PARTIAL: out, whole [T, Hq · D] */,
-    PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] */,
-    PK_V_AMP_IDX = 2 /* int32 [T, 1 col] */,
-    PK_V_AMR_VAL = 0 /* [T, grid] */, PK_V_AMR_IDX = 1, PK_V_AMR_OUT = 2 /* int32 [T] */,
+    /* ARGMAX_PARTIAL: task i's (value, index) into column i of val / idx; the layer's last task
+     * to finish reads every column and writes out */
+    PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] of [T, grid] */,
+    PK_V_AMP_IDX = 2 /* int32 [T, 1 col] of [T, grid] */, PK_V_AMP_OUT = 3 /* int32 [T], whole */,
 };
 PK_STATIC_ASSERT(PK_V_NLS_X == PK_V_NL_X && PK_V_NLS_NORM_W == PK_V_NL_NORM_W && PK_V_NLS_W == PK_V_NL_W &&
                      PK_V_NLS_GU == PK_V_NL_OUT,

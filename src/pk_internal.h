@@ -18,6 +18,7 @@
 #define PK_NAME_MAX 96
 #define PK_ERR_MAX 512
 #define PK_LAYER_MAX_TENSORS 10
+#define PK_LAYER_MAX_OUTPUTS 3 /* the argmax partial's val, idx and out */
 
 /* Broken internal invariant: a bug in pk, never a user error. */
 #define PK_ASSERT(cond)                                                                   \
@@ -72,8 +73,8 @@ typedef struct pk_layer {
     int ninputs, noutputs;
     int inputs[PK_LAYER_MAX_TENSORS];  /* tensor ids (-1: optional, absent) */
     pk_split in_split[PK_LAYER_MAX_TENSORS];
-    int outputs[2];
-    pk_split out_split[2];
+    int outputs[PK_LAYER_MAX_OUTPUTS];
+    pk_split out_split[PK_LAYER_MAX_OUTPUTS];
     pk_layer_params params;
     int first_task; /* filled by the task graph builder */
 } pk_layer;

@@ -155,7 +155,7 @@ static pk_status add_output(layer_builder *b, const char *role, const pk_tensor 
     for (int i = 0; i < b->l.ninputs; i++)
         if (b->l.inputs[i] == t->id)
             return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is also an input", b->fn, role, t->name);
-    PK_ASSERT(b->l.noutputs < 2);
+    PK_ASSERT(b->l.noutputs < PK_LAYER_MAX_OUTPUTS);
     b->l.outputs[b->l.noutputs] = t->id;
     b->l.out_split[b->l.noutputs++] = split;
     return PK_OK;
@@ -656,7 +656,7 @@ int pk_graph_group_counter0(const pk_kernel *k, int layer) {
     for (int l = 0; l < layer && l < k->nlayers; l++)
         if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
             n += k->layers[l].grid / k->layers[l].params.kv_splits;
-        else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL)
+        else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL)
             n += 1; /* one counter: the layer's last task writes out */
     return n;
 }
@@ -680,12 +680,9 @@ pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int g
     TRY(add_input(&b, "logits", logits, split_dim(&b, 1)));
     TRY(add_output(&b, "partial values", val, split_dim(&b, 1)));
     TRY(add_output(&b, "partial indices", ids, split_dim(&b, 1)));
-    TRY(commit(&b, "argmax_partial"));
-
-    layer_builder r;
-    TRY(begin(&r, k, "pk_argmax_layer", PK_TASK_ARGMAX_REDUCE, 1));
-    TRY(add_input(&r, "partial values", val, WHOLE));
-    TRY(add_input(&r, "partial indices", ids, WHOLE));
-    TRY(add_output(&r, "out", out, WHOLE));
-    return commit(&r, "argmax_reduce");
+    /* The layer's last task to finish (its completion counter, pk_graph_group_counter0) reads
+     * every partial and writes out: no layer and no hand-off of its own. out is written whole, so
+     * a reader would wait for every task (prepare_next_step reads it after END_OF_GRAPH). */
+    TRY(add_output(&b, "out", out, WHOLE));
+    return commit(&b, "argmax");
 }

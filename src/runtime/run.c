@@ -100,9 +100,9 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
         return pk_fail(k, PK_ERR_STATE, "pk_run: no layer writes pk_step_output(k): add pk_argmax_layer(k, logits, "
                                         "pk_step_output(k), grid)");
     /* Generated ids are fed back to the embedding: the argmax must not pick ids past its rows.
-     * pk_argmax_layer adds the partial layer (reading the logits) just before the reduce. */
-    PK_ASSERT(out->producer >= 1 && k->layers[out->producer - 1].kind == PK_TASK_ARGMAX_PARTIAL);
-    const pk_layer *partial = &k->layers[out->producer - 1];
+     * pk_argmax_layer's layer reads the logits and writes pk_step_output. */
+    PK_ASSERT(k->layers[out->producer].kind == PK_TASK_ARGMAX_PARTIAL);
+    const pk_layer *partial = &k->layers[out->producer];
     const pk_tensor *logits = k->tensors[partial->inputs[0]];
     if (k->vocab_size > 0 && logits->dims[1] > k->vocab_size)
         return pk_fail(k, PK_ERR_SHAPE,

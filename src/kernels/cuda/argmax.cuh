@@ -8,7 +8,10 @@
  * its first best; the warp combines by butterfly; lane 0 of warp w writes (val, idx) to
  * red_s[row & 1][w] (double-buffered, so one barrier per row); after the barrier thread 0 combines
  * the warps and writes val / idx. A tile with nv = 0 writes (-inf, v0), as the CPU.
- * Reduce: one warp per row, lanes over the partials, ties to the smaller partial; lane 0 writes.
+ * Reduce (the partial layer's last task): one warp per row, lanes over the partials, each lane's
+ * value and index loaded together (one L2 round trip), ties to the smaller index: partial q's
+ * index lies below partial q + 1's (tiles in order over V), so that is the smaller partial, as
+ * the CPU's scan picks; lane 0 writes (-1 when there is no partial).
  * logits, val and idx are activations: read through L2.
  * Shared memory (partial): red_s [2][WARPS] {f32 val, i32 idx}.
  */
@@ -95,16 +98,17 @@ __device__ inline void pk_dev_argmax_reduce(const float *val, const int32_t *idx
         const float *v = val + t * part_stride;     /* [nparts] */
         const int32_t *ix = idx + t * part_stride; /* [nparts] */
         float bv = -INFINITY;
-        int bp = INT32_MAX;
+        int bi = INT32_MAX; /* no partial yet: loses every tie */
         for (int q = lane; q < nparts; q += 32) {
-            float x = pk_dev_ldcg_f32(v + q);
-            if (pk_am_better(x, q, bv, bp)) {
+            const float x = pk_dev_ldcg_f32(v + q);
+            const int i = pk_dev_ldcg_i32(ix + q);
+            if (pk_am_better(x, i, bv, bi)) {
                 bv = x;
-                bp = q;
+                bi = i;
             }
         }
-        pk_am_warp(bv, bp);
-        if (lane == 0) out[t] = bp == INT32_MAX ? -1 : pk_dev_ldcg_i32(ix + bp);
+        pk_am_warp(bv, bi);
+        if (lane == 0) out[t] = bi == INT32_MAX ? -1 : bi;
     }
 }
 

@@ -208,12 +208,12 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         pk_cpu_argmax_partial(tile(k, &v[PK_V_AMP_LOGITS]), (int64_t)v[PK_V_AMP_LOGITS].row_stride, n,
                               (int)v[PK_V_AMP_LOGITS].col0, (int)v[PK_V_AMP_LOGITS].cols, tile(k, &v[PK_V_AMP_VAL]),
                               tile(k, &v[PK_V_AMP_IDX]), (int64_t)v[PK_V_AMP_VAL].row_stride);
+        /* the layer's last task to finish reduces the grid partials (columns of val / idx) */
+        if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), p->grid))
+            pk_cpu_argmax_reduce(base(k, &v[PK_V_AMP_VAL]), base(k, &v[PK_V_AMP_IDX]),
+                                 (int64_t)v[PK_V_AMP_VAL].row_stride, n, (int)p->grid, base(k, &v[PK_V_AMP_OUT]));
         break;
     case PK_TASK_ARGMAX_REDUCE:
-        pk_cpu_argmax_reduce(base(k, &v[PK_V_AMR_VAL]), base(k, &v[PK_V_AMR_IDX]),
-                             (int64_t)v[PK_V_AMR_VAL].row_stride, n, (int)v[PK_V_AMR_VAL].cols,
-                             base(k, &v[PK_V_AMR_OUT]));
-        break;
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:
     case PK_TASK_KIND_COUNT:

@@ -578,13 +578,11 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, %u, ", tile_expr(&v[PK_V_AMP_LOGITS], 1, a, sizeof a),
                      v[PK_V_AMP_LOGITS].rs, index_expr(v[PK_V_AMP_LOGITS].col0, v[PK_V_AMP_LOGITS].dcol0, b, sizeof b),
                      v[PK_V_AMP_LOGITS].cols);
-        pk_sb_printf(o, "%s, %s, %" PRIu64 ", smem);\n", tile_expr(&v[PK_V_AMP_VAL], 0, c, sizeof c),
-                     tile_expr(&v[PK_V_AMP_IDX], 0, d, sizeof d), v[PK_V_AMP_VAL].rs);
-        break;
-    case PK_TASK_ARGMAX_REDUCE:
-        pk_sb_printf(o, "        pk_gen_call_argmax_reduce(%s, %s, %" PRIu64 ", n_tok, %u, %s, smem);\n",
-                     base_expr(&v[PK_V_AMR_VAL], 1, a, sizeof a), base_expr(&v[PK_V_AMR_IDX], 1, b, sizeof b),
-                     v[PK_V_AMR_VAL].rs, v[PK_V_AMR_VAL].cols, base_expr(&v[PK_V_AMR_OUT], 0, c, sizeof c));
+        /* the partials' columns (task idx's is column idx), out, the layer's completion counter */
+        pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(&v[PK_V_AMP_VAL], 0, c, sizeof c),
+                     base_expr(&v[PK_V_AMP_IDX], 0, d, sizeof d), v[PK_V_AMP_VAL].rs, L->grid);
+        pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(&v[PK_V_AMP_OUT], 0, a, sizeof a),
+                     pk_graph_group_counter0(k, l));
         break;
     case PK_TASK_ATTENTION_PARTIAL: {
         int nkv = emit_attn_step(o, k, L, v);
@@ -606,6 +604,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
         break;
     }
+    case PK_TASK_ARGMAX_REDUCE:
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:
     case PK_TASK_KIND_COUNT:

@@ -323,14 +323,15 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
                                              smem, smem_bytes);
 #endif
 }
+/* ARGMAX_PARTIAL: task `part` of `nparts` writes its (value, index) into column `part` of val /
+ * idx [T, nparts]; the layer's last task to finish (counter) reduces every column into out [T]. */
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,
+                                                       int part, int nparts, int32_t *out, pk_u64 *counter,
                                                        char *smem) {
-    pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val, idx, part_stride, smem);
-}
-__device__ __noinline__ void pk_gen_call_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride,
-                                                      int n_tok, int nparts, int32_t *out, char *smem) {
-    pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem);
+    pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val + part, idx + part, part_stride, smem);
+    if (pk_last_of(counter, (pk_u64)nparts))
+        pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem);
 }
 
 #endif /* PK_CUDA_DISPATCH_CUH */
