@@ -79,6 +79,21 @@ __device__ __forceinline__ void pk_step_publish(const pk_dev_state *S) {
     *S->host_nemitted = S->step->nemitted;
 }
 
+#ifdef PK_STEP_PROFILE /* diagnostics (PK_NVCC_DEFINES=-DPK_STEP_PROFILE): the step boundary's parts */
+/* %globaltimer: [0] the END task's signal, [1] its add returned (the step is over), [2]
+ * pk_step_advance done, [3] BEGIN's add returned, [4] / [5] the first / last worker that saw
+ * BEGIN; printed for the boundaries after steps PK_STEP_PROFILE and PK_STEP_PROFILE + 1 */
+__device__ unsigned long long pk_stepprof[6];
+__device__ __forceinline__ void pk_stepprof_report(pk_u64 step) {
+    const unsigned long long *p = pk_stepprof;
+    if (step == (PK_STEP_PROFILE) + 1 || step == (PK_STEP_PROFILE) + 2)
+        printf("pk step boundary profile (us after the END signal of step %llu): END add %.2f, advance %.2f, "
+               "BEGIN add %.2f, BEGIN seen %.2f .. %.2f\n",
+               (unsigned long long)step - 1, (p[1] - p[0]) / 1e3, (p[2] - p[0]) / 1e3, (p[3] - p[0]) / 1e3,
+               (p[4] - p[0]) / 1e3, (p[5] - p[0]) / 1e3);
+}
+#endif
+
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
     pk_step_mark_start(S->step, pk_dev_globaltimer());
@@ -742,6 +757,11 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
          * (read once per step, not after every task's wait), two loads in one round trip */
         if (threadIdx.x == 0) {
             pk_wait_event_thread(S, PK_GEN_BEGIN_EVENT, step, 0);
+#ifdef PK_STEP_PROFILE
+            const unsigned long long seen_ = pk_dev_globaltimer();
+            atomicMin(&pk_stepprof[4], seen_);
+            atomicMax(&pk_stepprof[5], seen_);
+#endif
             sh_stop = pk_ld_volatile_int(S->terminate);
             sh_rows = pk_step_rows(S);
         }
@@ -864,10 +884,27 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
                     pk_red_add_release(pk_event_ctr(S, task.trig_event), 1);
                 } else {
+#ifdef PK_STEP_PROFILE
+                    const unsigned long long sig_ = pk_dev_globaltimer();
+#endif
                     pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
                     if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
+#ifdef PK_STEP_PROFILE
+                        pk_stepprof_report(step);
+                        pk_stepprof[0] = sig_;
+                        pk_stepprof[1] = pk_dev_globaltimer();
+#endif
                         if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
+#ifdef PK_STEP_PROFILE
+                        pk_stepprof[2] = pk_dev_globaltimer();
+                        pk_stepprof[4] = ~0ull;
+                        pk_stepprof[5] = 0;
+                        __threadfence();
+#endif
                         pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
+#ifdef PK_STEP_PROFILE
+                        pk_stepprof[3] = pk_dev_globaltimer();
+#endif
                         pk_step_publish(S);
                     }
                 }
