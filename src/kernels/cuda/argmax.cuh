@@ -99,13 +99,21 @@ __device__ inline void pk_dev_argmax_reduce(const float *val, const int32_t *idx
         const int32_t *ix = idx + t * part_stride; /* [nparts] */
         float bv = -INFINITY;
         int bi = INT32_MAX; /* no partial yet: loses every tie */
-        for (int q = lane; q < nparts; q += 32) {
-            const float x = pk_dev_ldcg_f32(v + q);
-            const int i = pk_dev_ldcg_i32(ix + q);
-            if (pk_am_better(x, i, bv, bi)) {
-                bv = x;
-                bi = i;
+        for (int q0 = lane; q0 < nparts; q0 += 32 * 4) { /* 4 partials per lane in one round trip */
+            float x[4];
+            int i[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int q = q0 + 32 * u;
+                x[u] = q < nparts ? pk_dev_ldcg_f32(v + q) : -INFINITY;
+                i[u] = q < nparts ? pk_dev_ldcg_i32(ix + q) : INT32_MAX; /* (-inf, INT32_MAX) never wins */
             }
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (pk_am_better(x[u], i[u], bv, bi)) {
+                    bv = x[u];
+                    bi = i[u];
+                }
         }
         pk_am_warp(bv, bi);
         if (lane == 0) out[t] = bi == INT32_MAX ? -1 : bi;

@@ -838,6 +838,18 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
      * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
     const int uneven_tiles = has_uneven_tiles(k);
     pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n", uneven_tiles);
+    /* Every END_OF_GRAPH trigger a task of one argmax layer: that layer's last task to finish (its
+     * completion counter) ends the step itself, with no END adds (runtime.cuh). */
+    int end_layer = -1, end_by_counter = 1;
+    for (int t = 0; t < g->ntasks && end_by_counter; t++) {
+        if (g->tasks[t].trig_event != g->end_event) continue;
+        const int l = (int)g->tasks[t].layer;
+        if (end_layer < 0) end_layer = l;
+        end_by_counter = l == end_layer && k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL;
+    }
+    end_by_counter = end_by_counter && end_layer >= 0 &&
+                     g->events[g->end_event].num_triggers == (uint32_t)k->layers[end_layer].grid;
+    pk_sb_printf(o, "#define PK_GEN_END_BY_COUNTER %d /* END's triggers: one argmax layer's tasks */\n", end_by_counter);
     int mlp_fused = 0;
     for (int l = 0; l < k->nlayers; l++) mlp_fused |= k->layers[l].kind == PK_TASK_RMSNORM_SWIGLU_DOWN;
     pk_sb_printf(o, "#define PK_GEN_MLP_FUSED %d /* a RMSNORM_SWIGLU_DOWN layer: its tiles may stage low */\n\n",

@@ -79,20 +79,41 @@ __device__ __forceinline__ void pk_step_publish(const pk_dev_state *S) {
     *S->host_nemitted = S->step->nemitted;
 }
 
-#ifdef PK_STEP_PROFILE /* diagnostics (PK_NVCC_DEFINES=-DPK_STEP_PROFILE): the step boundary's parts */
-/* %globaltimer: [0] the END task's signal, [1] its add returned (the step is over), [2]
+#ifdef PK_STEP_PROFILE /* diagnostics (PK_NVCC_DEFINES=-DPK_STEP_PROFILE=N): the step boundary's parts */
+/* %globaltimer: [0] the step's last task signals (before END's add; with PK_END_BY_COUNTER the
+ * argmax's last task after its task), [1] the step is over (END's add returned), [2]
  * pk_step_advance done, [3] BEGIN's add returned, [4] / [5] the first / last worker that saw
- * BEGIN; printed for the boundaries after steps PK_STEP_PROFILE and PK_STEP_PROFILE + 1 */
-__device__ unsigned long long pk_stepprof[6];
-__device__ __forceinline__ void pk_stepprof_report(pk_u64 step) {
-    const unsigned long long *p = pk_stepprof;
-    if (step == (PK_STEP_PROFILE) + 1 || step == (PK_STEP_PROFILE) + 2)
-        printf("pk step boundary profile (us after the END signal of step %llu): END add %.2f, advance %.2f, "
+ * BEGIN. The boundary after step N + i is printed at the end of step N + i + 1, before that
+ * boundary's own stamps (the printf would be inside them), for i = 0, 1, 2. */
+__device__ unsigned long long pk_stepprof[6], pk_stepprof_next[1];
+#endif
+
+/* The step is over (every task of it done and visible to the calling thread): plans the next one
+ * and releases its BEGIN. One thread. */
+__device__ __forceinline__ void pk_step_end(const pk_dev_state *S, pk_u64 step) {
+#ifdef PK_STEP_PROFILE
+    unsigned long long *p = pk_stepprof;
+    if (step >= (PK_STEP_PROFILE) + 1 && step <= (PK_STEP_PROFILE) + 3)
+        printf("pk step boundary profile (us after the last task of step %llu): END add %.2f, advance %.2f, "
                "BEGIN add %.2f, BEGIN seen %.2f .. %.2f\n",
                (unsigned long long)step - 1, (p[1] - p[0]) / 1e3, (p[2] - p[0]) / 1e3, (p[3] - p[0]) / 1e3,
                (p[4] - p[0]) / 1e3, (p[5] - p[0]) / 1e3);
-}
+    p[0] = pk_stepprof_next[0];
+    p[1] = pk_dev_globaltimer();
 #endif
+    if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
+#ifdef PK_STEP_PROFILE
+    p[2] = pk_dev_globaltimer();
+    p[4] = ~0ull;
+    p[5] = 0;
+    __threadfence();
+#endif
+    pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
+#ifdef PK_STEP_PROFILE
+    p[3] = pk_dev_globaltimer();
+#endif
+    pk_step_publish(S);
+}
 
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
@@ -718,6 +739,12 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
 
 /* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
  * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
+/* 1 (default): where the generated graph allows it (PK_GEN_END_BY_COUNTER: every END trigger a
+ * task of one argmax layer), the argmax's last task ends the step; 0: END's adds, as any graph */
+#ifndef PK_ARGMAX_ENDS_STEP
+#define PK_ARGMAX_ENDS_STEP 1
+#endif
+#define PK_END_BY_COUNTER (PK_GEN_END_BY_COUNTER && PK_ARGMAX_ENDS_STEP)
 #ifndef PK_SIGNAL_RED
 #define PK_SIGNAL_RED 1
 #endif
@@ -881,32 +908,26 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             }
             if (threadIdx.x == 0) {
                 const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
-                if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
+                if (PK_END_BY_COUNTER && task.trig_event == PK_GEN_END_EVENT) {
+                    /* the argmax layer's last task (pk_last_of, in the task) has every task of the
+                     * step behind it: it ends the step without END's adds and their round trip */
+                    if (pk_sh_last_of) {
+#ifdef PK_STEP_PROFILE
+                        pk_stepprof_next[0] = pk_dev_globaltimer();
+#endif
+                        pk_step_end(S, step);
+                    }
+                } else if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
                     pk_red_add_release(pk_event_ctr(S, task.trig_event), 1);
                 } else {
 #ifdef PK_STEP_PROFILE
                     const unsigned long long sig_ = pk_dev_globaltimer();
 #endif
                     pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
-                    if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) {
 #ifdef PK_STEP_PROFILE
-                        pk_stepprof_report(step);
-                        pk_stepprof[0] = sig_;
-                        pk_stepprof[1] = pk_dev_globaltimer();
+                    pk_stepprof_next[0] = sig_;
 #endif
-                        if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
-#ifdef PK_STEP_PROFILE
-                        pk_stepprof[2] = pk_dev_globaltimer();
-                        pk_stepprof[4] = ~0ull;
-                        pk_stepprof[5] = 0;
-                        __threadfence();
-#endif
-                        pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
-#ifdef PK_STEP_PROFILE
-                        pk_stepprof[3] = pk_dev_globaltimer();
-#endif
-                        pk_step_publish(S);
-                    }
+                    if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) pk_step_end(S, step);
                 }
                 if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
             }

@@ -100,12 +100,12 @@ __device__ __forceinline__ void pk_red_add_release(pk_u64 *p, pk_u64 v) {
  * barrier, thread 0's acq_rel increment; the last task's thread 0 has acquired every other
  * task's increment before the barrier after it, so the whole CTA then sees their writes (read
  * them through L2). Every thread calls it and gets the same answer. */
+__shared__ int pk_sh_last_of; /* pk_last_of's answer, which the static worker reads after the task */
 __device__ __forceinline__ bool pk_last_of(pk_u64 *counter, pk_u64 n) {
-    __shared__ int last;
     pk_cta_sync(); /* every thread's writes are issued */
-    if (threadIdx.x == 0) last = (pk_atom_add_acq_rel(counter, 1) + 1) % n == 0;
+    if (threadIdx.x == 0) pk_sh_last_of = (pk_atom_add_acq_rel(counter, 1) + 1) % n == 0;
     pk_cta_sync();
-    return last != 0;
+    return pk_sh_last_of != 0;
 }
 
 __device__ __forceinline__ int pk_ld_volatile_int(const int *p) { return *(const volatile int *)p; }
