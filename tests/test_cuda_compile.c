@@ -178,20 +178,24 @@ static void check_out_of_line(const char *dir, const char *tmp) {
           stray);
 }
 
-/* bench/attd_loop.cu (the decode attention's block loop alone, docs/PERF.md "Measuring") includes
- * pk's device headers and calls their loop functions directly: a header change that breaks it
- * fails here, not on the next person's device call. The test runs from the repository root. */
+/* bench/attd_loop.cu (the decode attention's block loop alone) and bench/step_advance.cu
+ * (prepare_next_step's device half alone; docs/PERF.md "Measuring") include pk's headers and call
+ * their functions directly: a header change that breaks them fails here, not on the next person's
+ * device call. The test runs from the repository root. */
 static void check_bench_builds(const char *tmp) {
     char nvcc[4096], cmd[9000], line[1024];
     if (!find_nvcc(nvcc, sizeof nvcc)) return;
-    snprintf(cmd, sizeof cmd, "'%s' -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -o '%s/attd_loop' bench/attd_loop.cu 2>&1",
-             nvcc, tmp);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL, "run nvcc on bench/attd_loop.cu");
-    if (!p) return;
-    while (fgets(line, sizeof line, p)) printf("  nvcc: %s", line);
-    const int rc = pclose(p);
-    CHECK(rc == 0, "nvcc on bench/attd_loop.cu: exit %d", rc);
+    static const char *const benches[] = {"attd_loop", "step_advance"};
+    for (size_t b = 0; b < sizeof benches / sizeof benches[0]; b++) {
+        snprintf(cmd, sizeof cmd, "'%s' -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -o '%s/%s' bench/%s.cu 2>&1", nvcc,
+                 tmp, benches[b], benches[b]);
+        FILE *p = popen(cmd, "r");
+        CHECK(p != NULL, "run nvcc on bench/%s.cu", benches[b]);
+        if (!p) continue;
+        while (fgets(line, sizeof line, p)) printf("  nvcc: %s", line);
+        const int rc = pclose(p);
+        CHECK(rc == 0, "nvcc on bench/%s.cu: exit %d", benches[b], rc);
+    }
 }
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
