@@ -18,15 +18,6 @@
  * output checked against the same fold in double (session 35: ~700 cycles, 0.35 us, at P 201).
  */
 #include "micro.cuh"
-/* %clock64 read once v is known (as micro.cuh's now_ns_after): ptxas cannot hoist it above the
- * instructions that produced v. */
-__device__ __forceinline__ long long clk_after(uint32_t v) {
-    long long t = 0;
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0x5a5a5a5b;\n\t@p mov.u64 %0, %%clock64;\n\t}"
-                 : "+l"(t)
-                 : "r"(v));
-    return t;
-}
 enum { NSTAMP = 8 };
 /* The loop's phase stamps (attention_decode.cuh PK_ATTD_LOOP_STAMP), lane 0 of each warp, its first
  * block only (stamp 0 starts it): 1 K fragments loaded, 2 scores, 3 block max and alpha, 4 P^T's B
@@ -35,7 +26,7 @@ enum { NSTAMP = 8 };
 __device__ long long *attd_st;
 __device__ bool attd_stamping;
 __device__ __forceinline__ void attd_stamp(int i, uint32_t v) {
-    const long long t = clk_after(v);
+    const long long t = clock_after(v);
     if (attd_stamping && threadIdx.x % 32 == 0) {
         long long *st = attd_st + (threadIdx.x / 32) * NSTAMP;
         if (i == 0) st[0] = t;
@@ -150,11 +141,6 @@ static double check(int P, const float *out) {
             worst = rel > worst ? rel : worst;
         }
     return worst;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 template <int KIND>

@@ -39,6 +39,14 @@ __device__ __forceinline__ uint64_t now_ns_after(uint64_t v, uint64_t never = 0x
                  : "l"(v), "l"(never));
     return t;
 }
+/* %clock64 read once v is known, for the same reason (attd_loop.cu's stamps inside a loop). */
+__device__ __forceinline__ long long clock_after(uint64_t v, uint64_t never = 0x5a5a5a5a5a5a5a5aull) {
+    long long t = 0;
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u64 p, %1, %2;\n\t@p mov.u64 %0, %%clock64;\n\t}"
+                 : "+l"(t)
+                 : "l"(v), "l"(never));
+    return t;
+}
 __device__ __forceinline__ uint32_t sm_id(void) {
     uint32_t s;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
@@ -59,6 +67,12 @@ __device__ __forceinline__ void red_release(unsigned long long *p, unsigned long
 /* qsort's order of doubles (the benchmarks' medians and percentiles) */
 static inline int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* qsort's order of uint64_t (nanoseconds, cycle counts) */
+static inline int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 

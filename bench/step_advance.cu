@@ -68,7 +68,7 @@ __device__ __noinline__ int advance(const state_box *S) {
 }
 
 template <int VARIANT>
-__global__ void steps_kernel(const state_box *S, unsigned long long *dummy, long long *cyc, uint64_t *ns, int *nsteps) {
+__global__ void steps_kernel(const state_box *S, unsigned long long *dummy, uint64_t *cyc, uint64_t *ns, int *nsteps) {
     if (threadIdx.x != 0) return;
     pk_step_state *st = S->step;
     pk_step_reset(st);
@@ -87,18 +87,13 @@ __global__ void steps_kernel(const state_box *S, unsigned long long *dummy, long
         const uint64_t t1 = now_ns_after((uint64_t)more + 1);
         const long long c1 = clock64();
         if (n < STEPS) {
-            cyc[n] = c1 - c0;
+            cyc[n] = (uint64_t)(c1 - c0);
             ns[n] = t1 - t0;
             n++;
         }
         if (!more) break;
     }
     *nsteps = n;
-}
-
-static int cmp_ll(const void *a, const void *b) {
-    const long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? -1 : x > y;
 }
 
 template <int VARIANT>
@@ -142,7 +137,7 @@ static void run(int R, const char *name) {
     CHECK(cudaMalloc(&db, sizeof hb));
     CHECK(cudaMemcpy(db, &hb, sizeof hb, cudaMemcpyHostToDevice));
     unsigned long long *dummy;
-    long long *cyc;
+    uint64_t *cyc;
     uint64_t *ns;
     int *nsteps;
     CHECK(cudaMalloc(&dummy, 8));
@@ -152,7 +147,7 @@ static void run(int R, const char *name) {
     steps_kernel<VARIANT><<<1, 32>>>(db, dummy, cyc, ns, nsteps);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
-    long long hc[STEPS], hn[STEPS];
+    uint64_t hc[STEPS], hn[STEPS];
     int n = 0;
     CHECK(cudaMemcpy(&n, nsteps, 4, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(hc, cyc, sizeof hc, cudaMemcpyDeviceToHost));
@@ -162,10 +157,11 @@ static void run(int R, const char *name) {
     pk_step_req fr;
     CHECK(cudaMemcpy(&fr, h.reqs, sizeof fr, cudaMemcpyDeviceToHost));
     /* steps 2 .. n: one row each (the first call finishes the prompt's step) */
-    qsort(hc + 1, (size_t)(n - 1), 8, cmp_ll);
-    qsort(hn + 1, (size_t)(n - 1), 8, cmp_ll);
-    printf("%-9s R %3d: %d calls, median %6lld cycles %6.2f us (min %lld, max %lld cycles); the request: %d tokens, finish %d\n",
-           name, R, n, hc[1 + (n - 1) / 2], hn[1 + (n - 1) / 2] / 1e3, hc[1], hc[n - 1], fr.num_output, fr.finish);
+    qsort(hc + 1, (size_t)(n - 1), 8, cmp_u64);
+    qsort(hn + 1, (size_t)(n - 1), 8, cmp_u64);
+    printf("%-9s R %3d: %d calls, median %6llu cycles %6.2f us (min %llu, max %llu cycles); the request: %d tokens, finish %d\n",
+           name, R, n, (unsigned long long)hc[1 + (n - 1) / 2], hn[1 + (n - 1) / 2] / 1e3, (unsigned long long)hc[1],
+           (unsigned long long)hc[n - 1], fr.num_output, fr.finish);
     CHECK(cudaDeviceReset());
 }
 

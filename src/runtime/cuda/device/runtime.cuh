@@ -85,7 +85,7 @@ __device__ __forceinline__ void pk_step_publish(const pk_dev_state *S) {
  * pk_step_advance done, [3] BEGIN's add returned, [4] / [5] the first / last worker that saw
  * BEGIN. The boundary after step N + i is printed at the end of step N + i + 1, before that
  * boundary's own stamps (the printf would be inside them), for i = 0, 1, 2. */
-__device__ unsigned long long pk_stepprof[6], pk_stepprof_next[1];
+__device__ unsigned long long pk_stepprof[6], pk_stepprof_last; /* last: [0] of the coming boundary */
 #endif
 
 /* The step is over (every task of it done and visible to the calling thread): plans the next one
@@ -98,7 +98,7 @@ __device__ __forceinline__ void pk_step_end(const pk_dev_state *S, pk_u64 step) 
                "BEGIN add %.2f, BEGIN seen %.2f .. %.2f\n",
                (unsigned long long)step - 1, (p[1] - p[0]) / 1e3, (p[2] - p[0]) / 1e3, (p[3] - p[0]) / 1e3,
                (p[4] - p[0]) / 1e3, (p[5] - p[0]) / 1e3);
-    p[0] = pk_stepprof_next[0];
+    p[0] = pk_stepprof_last;
     p[1] = pk_dev_globaltimer();
 #endif
     if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
@@ -739,15 +739,15 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
 
 /* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
  * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_SIGNAL_RED
+#define PK_SIGNAL_RED 1
+#endif
 /* 1 (default): where the generated graph allows it (PK_GEN_END_BY_COUNTER: every END trigger a
  * task of one argmax layer), the argmax's last task ends the step; 0: END's adds, as any graph */
 #ifndef PK_ARGMAX_ENDS_STEP
 #define PK_ARGMAX_ENDS_STEP 1
 #endif
 #define PK_END_BY_COUNTER (PK_GEN_END_BY_COUNTER && PK_ARGMAX_ENDS_STEP)
-#ifndef PK_SIGNAL_RED
-#define PK_SIGNAL_RED 1
-#endif
 
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop, sh_rows;
@@ -913,7 +913,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                      * step behind it: it ends the step without END's adds and their round trip */
                     if (pk_sh_last_of) {
 #ifdef PK_STEP_PROFILE
-                        pk_stepprof_next[0] = pk_dev_globaltimer();
+                        pk_stepprof_last = pk_dev_globaltimer();
 #endif
                         pk_step_end(S, step);
                     }
@@ -925,7 +925,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
 #endif
                     pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
 #ifdef PK_STEP_PROFILE
-                    pk_stepprof_next[0] = sig_;
+                    pk_stepprof_last = sig_;
 #endif
                     if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) pk_step_end(S, step);
                 }
