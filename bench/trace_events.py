@@ -1,5 +1,6 @@
 """trace_events.py — the task events of a pk trace (Chrome trace JSON from `pk generate --trace`
 or `pk bench --trace`), as the bench/trace_*.py scripts read them."""
+import collections
 import json
 import re
 
@@ -19,3 +20,17 @@ def task_events(path):
         e["layer"] = layer
         e["kind"] = re.sub(r"\d+", "#", layer)
     return ev
+
+
+def previous_tasks(events):
+    """Each event's predecessor on its worker (the task that worker ran just before it), keyed by
+    id(event); the first task of each worker has none."""
+    by_worker = collections.defaultdict(list)
+    for e in events:
+        by_worker[e["tid"]].append(e)
+    prev = {}
+    for lst in by_worker.values():
+        lst.sort(key=lambda e: e["ts"])
+        for p, e in zip(lst, lst[1:]):
+            prev[id(e)] = p
+    return prev

@@ -15,7 +15,7 @@ import argparse
 import collections
 import statistics
 
-from trace_events import task_events
+from trace_events import previous_tasks, task_events
 
 
 def main():
@@ -26,17 +26,11 @@ def main():
     ev = task_events(a.trace)
     steps = sorted({e["args"]["step"] for e in ev})
     keep = set(steps[len(steps) // 4:])  # past the prefill and the first decode steps
-    by_worker = collections.defaultdict(list)
+    ev = [e for e in ev if e["args"]["step"] in keep]
     inst = collections.defaultdict(list)
     for e in ev:
-        if e["args"]["step"] in keep:
-            by_worker[e["tid"]].append(e)
-            inst[(e["args"]["step"], e["layer"])].append(e)
-    prev = {}
-    for lst in by_worker.values():
-        lst.sort(key=lambda e: e["ts"])
-        for x, y in zip(lst, lst[1:]):
-            prev[id(y)] = x
+        inst[(e["args"]["step"], e["layer"])].append(e)
+    prev = previous_tasks(ev)
     order = collections.defaultdict(list)  # per step: (first start, layer, last end)
     for (st, layer), tasks in inst.items():
         order[st].append((min(t["ts"] for t in tasks), layer, max(t["ts"] + t["dur"] for t in tasks)))

@@ -15,7 +15,7 @@ import argparse
 import collections
 import statistics
 
-from trace_events import task_events
+from trace_events import previous_tasks, task_events
 
 
 def main():
@@ -23,15 +23,11 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-tasks", type=int, default=90)
     a = ap.parse_args()
-    byw, inst = collections.defaultdict(list), collections.defaultdict(list)
-    for e in task_events(a.trace):
-        byw[e["tid"]].append(e)
+    events = task_events(a.trace)
+    inst = collections.defaultdict(list)
+    for e in events:
         inst[(e["args"]["step"], e["layer"])].append(e)
-    prev = {}
-    for lst in byw.values():
-        lst.sort(key=lambda e: e["ts"])
-        for p, e in zip(lst, lst[1:]):
-            prev[id(e)] = p
+    prev = previous_tasks(events)
     rows, late, enders = collections.defaultdict(list), collections.defaultdict(lambda: collections.defaultdict(list)), \
         collections.defaultdict(collections.Counter)
     for tasks in inst.values():
