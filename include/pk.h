@@ -273,6 +273,14 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
  * logits [T, V], out int32 [T] (pk_step_output for generation). */
 pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid);
 
+/* pk_rmsnorm_linear_layer into logits, then pk_argmax_layer over them, as one layer: task i
+ * writes its tile of logits and the best of that tile (no second layer waits for the logits and
+ * reads them back), and the last task to finish reduces the `grid` partials into out. The same
+ * logits and the same ids as the two layers. x [T, K], norm_w [K], w [V, K] (any grid up to V, as
+ * the linear layers), logits [T, V] bf16, out int32 [T] (pk_step_output for generation). */
+pk_status pk_rmsnorm_linear_argmax_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
+                                         pk_tensor *logits, pk_tensor *out, float eps, int grid);
+
 /* ---- compile and run ---------------------------------------------------------------------- */
 
 typedef struct pk_compile_options {

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define PK_ABI_VERSION 7 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
+#define PK_ABI_VERSION 8 /* 2: pk_layer_params.kv_splits, the attention partial / combine kinds;
                            * 3: the combine folded into the partial layer (its last task per group);
                            * 4: PK_TASK_RMSNORM_LINEAR_SWIGLU, pk_layer_params.swiglu_block;
                            * 5: PK_TASK_LINEAR_SPLITK_RESIDUAL;
@@ -21,7 +21,9 @@
                            *    RMSNORM_LINEAR (PK_V_NL_ACC, PK_V_NL_SUM) and LINEAR_RESIDUAL
                            *    (PK_V_LR_CLEAR);
                            * 7: the argmax reduce folded into the partial layer (its last task),
-                           *    PK_V_AMP_OUT; PK_TASK_ARGMAX_REDUCE no longer recorded */
+                           *    PK_V_AMP_OUT; PK_TASK_ARGMAX_REDUCE no longer recorded;
+                           * 8: PK_TASK_RMSNORM_LINEAR_ARGMAX (the LM head and the argmax in one
+                           *    layer) */
 #define PK_TASK_MAX_VIEWS 12
 #define PK_FUSE_MAX 4
 #define PK_NO_EVENT 0xffffffffu
@@ -59,7 +61,11 @@ typedef enum pk_task_kind {
                                        * mul, then down_proj's partial sums over its features for every
                                        * output, added to an int64 fixed-point accumulator (no task
                                        * writes the sum: its readers add it to their x, PK_V_NL_ACC) */
-    PK_TASK_KIND_COUNT = 16,
+    PK_TASK_RMSNORM_LINEAR_ARGMAX = 16, /* rmsnorm_linear into the logits tile, then the argmax partial
+                                         * of the task's own tile; the layer's last task to finish
+                                         * reduces the partials into out (ARGMAX_PARTIAL's, without
+                                         * its layer and its read of the logits) */
+    PK_TASK_KIND_COUNT = 17,
 } pk_task_kind;
 
 typedef enum pk_event_kind {
@@ -161,6 +167,10 @@ enum {
      * to finish reads every column and writes out */
     PK_V_AMP_LOGITS = 0 /* [T, v tile] */, PK_V_AMP_VAL = 1 /* fp32 [T, 1 col] of [T, grid] */,
     PK_V_AMP_IDX = 2 /* int32 [T, 1 col] of [T, grid] */, PK_V_AMP_OUT = 3 /* int32 [T], whole */,
+    /* RMSNORM_LINEAR_ARGMAX: x, norm_w, w as RMSNORM_LINEAR (acc absent: nseg 0), logits [T, v tile]
+     * its out; then ARGMAX_PARTIAL's val, idx (column i of [T, grid]) and out (int32 [T], whole) */
+    PK_V_NLA_X = 0, PK_V_NLA_NORM_W = 1, PK_V_NLA_W = 2, PK_V_NLA_ACC = 3, PK_V_NLA_LOGITS = 4,
+    PK_V_NLA_VAL = 5, PK_V_NLA_IDX = 6, PK_V_NLA_OUT = 7,
 };
 PK_STATIC_ASSERT(PK_V_NLS_X == PK_V_NL_X && PK_V_NLS_NORM_W == PK_V_NL_NORM_W && PK_V_NLS_W == PK_V_NL_W &&
                      PK_V_NLS_GU == PK_V_NL_OUT,
@@ -168,6 +178,9 @@ PK_STATIC_ASSERT(PK_V_NLS_X == PK_V_NL_X && PK_V_NLS_NORM_W == PK_V_NL_NORM_W &&
 PK_STATIC_ASSERT(PK_V_MLP_X == PK_V_NL_X && PK_V_MLP_NORM_W == PK_V_NL_NORM_W && PK_V_MLP_W == PK_V_NL_W &&
                      PK_V_MLP_SCRATCH == PK_V_NL_OUT,
                  "RMSNORM_SWIGLU_DOWN's GEMV views are RMSNORM_LINEAR's");
+PK_STATIC_ASSERT(PK_V_NLA_X == PK_V_NL_X && PK_V_NLA_NORM_W == PK_V_NL_NORM_W && PK_V_NLA_W == PK_V_NL_W &&
+                     PK_V_NLA_ACC == PK_V_NL_ACC && PK_V_NLA_LOGITS == PK_V_NL_OUT,
+                 "RMSNORM_LINEAR_ARGMAX's GEMV views are RMSNORM_LINEAR's");
 
 /* The step's decode metadata, in the pk-owned int32 tensor "pk.step_info". */
 enum {

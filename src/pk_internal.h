@@ -18,7 +18,7 @@
 #define PK_NAME_MAX 96
 #define PK_ERR_MAX 512
 #define PK_LAYER_MAX_TENSORS 10
-#define PK_LAYER_MAX_OUTPUTS 3 /* the argmax partial's val, idx and out */
+#define PK_LAYER_MAX_OUTPUTS 4 /* rmsnorm_linear_argmax: logits, the partials val and idx, out */
 
 /* Broken internal invariant: a bug in pk, never a user error. */
 #define PK_ASSERT(cond)                                                                   \

@@ -93,9 +93,10 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
  * E2E_MLP_SPLITK: layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up
  * layer's grid 5: each task follows one gate/up task), else by rows; E2E_MLP_FUSED: layer 0's MLP as
  * one layer of 5 tasks (pk_rmsnorm_swiglu_down_layer) whose sum stays in an accumulator: layer 1's
- * qkv reads h + acc (pk_rmsnorm_linear_acc_layer) and its o_proj clears acc. Returns the logits
- * tensor [T, V]. */
-enum { E2E_MLP_ROWS = 0, E2E_MLP_SPLITK = 1, E2E_MLP_FUSED = 2 };
+ * qkv reads h + acc (pk_rmsnorm_linear_acc_layer) and its o_proj clears acc. With E2E_LM_ARGMAX or'd
+ * into mlp, the LM head and the argmax are one layer (pk_rmsnorm_linear_argmax_layer, grid 3).
+ * Returns the logits tensor [T, V]. */
+enum { E2E_MLP_ROWS = 0, E2E_MLP_SPLITK = 1, E2E_MLP_FUSED = 2, E2E_MLP_MASK = 3, E2E_LM_ARGMAX = 4 };
 static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits,
                                         int mlp) {
     const int64_t T = c->max_tokens_per_step;
@@ -135,7 +136,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
                                e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
         pk_tensor *mlp_norm = e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0);
         pk_tensor *wd = e2e_attach(k, NAME("wd%d"), w->wd[l], H, I);
-        if (l == 0 && mlp == E2E_MLP_FUSED) { /* 5 tasks of 40 features: gate, up and down rows each */
+        if (l == 0 && (mlp & E2E_MLP_MASK) == E2E_MLP_FUSED) { /* 5 tasks of 40 features: gate, up and down rows each */
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 5);
             int64_t acc_dims[2] = {T, H};
             acc = pk_new_tensor(k, NAME("acc%d"), PK_DTYPE_INT64, 2, acc_dims, PK_IO_LOCAL);
@@ -153,7 +154,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
             pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
             pk_rmsnorm_linear_swiglu_layer(k, h2, mlp_norm, wgu, 8, act, EPS, 5);
-            if (mlp == E2E_MLP_SPLITK)
+            if ((mlp & E2E_MLP_MASK) == E2E_MLP_SPLITK)
                 pk_linear_splitk_with_residual_layer(k, act, wd, h2, h3, 5);
             else
                 pk_linear_with_residual_layer(k, act, wd, h2, h3, 3);
@@ -162,9 +163,14 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
 #undef NAME
     }
     pk_tensor *logits = e2e_act(k, "logits", T, V);
-    pk_rmsnorm_linear_layer(k, h, e2e_attach(k, "final_norm", w->final_norm, H, 0),
-                            e2e_attach(k, "lm_head", w->lm_head, V, H), logits, EPS, 3);
-    pk_argmax_layer(k, logits, pk_step_output(k), 1);
+    pk_tensor *final_norm = e2e_attach(k, "final_norm", w->final_norm, H, 0);
+    pk_tensor *lm_head = e2e_attach(k, "lm_head", w->lm_head, V, H);
+    if (mlp & E2E_LM_ARGMAX) {
+        pk_rmsnorm_linear_argmax_layer(k, h, final_norm, lm_head, logits, pk_step_output(k), EPS, 3);
+    } else {
+        pk_rmsnorm_linear_layer(k, h, final_norm, lm_head, logits, EPS, 3);
+        pk_argmax_layer(k, logits, pk_step_output(k), 1);
+    }
     return logits;
 }
 

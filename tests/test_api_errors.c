@@ -528,14 +528,64 @@ static void test_layers(void) {
 
 /* ---- compile, run, write --------------------------------------------------------------- */
 
-/* A tiny valid model: embedding → rmsnorm_linear → argmax. */
-static pk_kernel *tiny(int with_argmax, int64_t lm_rows) {
+/* A tiny valid model: embedding → rmsnorm_linear → argmax (argmax 1), embedding →
+ * rmsnorm_linear_argmax (argmax 2), or no argmax (0). */
+static pk_kernel *tiny(int argmax, int64_t lm_rows) {
     pk_kernel *k = kernel();
     pk_tensor *h = act(k, "h", H), *lg = act(k, "logits", lm_rows);
     OK(k, pk_embedding_layer(k, pk_step_tokens(k), w2(k, "embed", V, H), h, 2));
+    if (argmax == 2) {
+        OK(k, pk_rmsnorm_linear_argmax_layer(k, h, w1(k, "fn", H), w2(k, "lm", lm_rows, H), lg, pk_step_output(k),
+                                             1e-6f, 3));
+        return k;
+    }
     OK(k, pk_rmsnorm_linear_layer(k, h, w1(k, "fn", H), w2(k, "lm", lm_rows, H), lg, 1e-6f, 2));
-    if (with_argmax) OK(k, pk_argmax_layer(k, lg, pk_step_output(k), 2));
+    if (argmax) OK(k, pk_argmax_layer(k, lg, pk_step_output(k), 2));
     return k;
+}
+
+/* rmsnorm_linear_argmax, in a kernel of its own: x [T, K], norm [K], W [V, K], logits [T, V] bf16,
+ * out int32 [T]. */
+static void test_lm_argmax_layer(void) {
+    pk_kernel *k = kernel();
+    pk_tensor *x = act(k, "xl", H), *nw = w1(k, "nwl", H), *nw17 = w1(k, "nwl17", H + 1), *wl = w2(k, "wl", V, H);
+    pk_tensor *wl17 = w2(k, "wl17", V, H + 1), *lg = act(k, "lgl", V), *lg33 = act(k, "lgl33", V + 1);
+    pk_tensor *lg_f32 = pk_new_tensor(k, "lgl_f32", PK_DTYPE_FP32, 2, (int64_t[]){T, V}, PK_IO_LOCAL);
+    pk_tensor *out_bf16 = pk_new_tensor(k, "outl_bf16", PK_DTYPE_BF16, 1, (int64_t[]){T}, PK_IO_LOCAL);
+    pk_tensor *out_t9 = pk_new_tensor(k, "outl_t9", PK_DTYPE_INT32, 1, (int64_t[]){T + 1}, PK_IO_LOCAL);
+    pk_tensor *out = pk_step_output(k);
+#define LMA(x_, nw_, w_, lg_, out_, eps_, grid_) pk_rmsnorm_linear_argmax_layer(k, x_, nw_, w_, lg_, out_, eps_, grid_)
+    EXPECT(k, LMA(NULL, nw, wl, lg, out, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "pk_rmsnorm_linear_argmax_layer", "x",
+           "NULL");
+    EXPECT(k, LMA(x, nw17, wl, lg, out, 1e-6f, 2), PK_ERR_SHAPE, "nwl17", "[17]", "[16]");
+    EXPECT(k, LMA(x, nw, wl17, lg, out, 1e-6f, 2), PK_ERR_SHAPE, "wl17", "[32, 17]", "[*, 16]");
+    EXPECT(k, LMA(x, nw, wl, lg33, out, 1e-6f, 2), PK_ERR_SHAPE, "logits", "lgl33", "[8, 33]", "[8, 32]");
+    EXPECT(k, LMA(x, nw, wl, lg_f32, out, 1e-6f, 2), PK_ERR_DTYPE, "logits", "lgl_f32", "fp32");
+    EXPECT(k, LMA(x, nw, wl, lg, out_bf16, 1e-6f, 2), PK_ERR_DTYPE, "outl_bf16", "bf16", "int32");
+    EXPECT(k, LMA(x, nw, wl, lg, out_t9, 1e-6f, 2), PK_ERR_SHAPE, "outl_t9", "[9]", "[8]");
+    EXPECT(k, LMA(x, nw, wl, lg, NULL, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "out", "NULL");
+    EXPECT(k, LMA(x, nw, wl, lg, attach(k, "outl_attached", PK_DTYPE_INT32, 1, T, 0), 1e-6f, 2),
+           PK_ERR_INVALID_ARGUMENT, "outl_attached", "pk_new_tensor");
+    EXPECT(k, LMA(x, nw, wl, lg, pk_step_tokens(k), 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "pk.step_tokens");
+    EXPECT(k, LMA(x, nw, wl, lg, out, 0.0f, 2), PK_ERR_INVALID_ARGUMENT, "eps 0");
+    EXPECT(k, LMA(x, nw, wl, lg, out, 1e-6f, 0), PK_ERR_GRID, "grid 0");
+    EXPECT(k, LMA(x, nw, wl, lg, out, 1e-6f, V + 1), PK_ERR_GRID, "grid 33", "(32)");
+    pk_graph_stats st;
+    CHECK(pk_kernel_stats(k, &st) == PK_OK, "stats before the LM-head argmax layer");
+    OK(k, LMA(x, nw, wl, lg, out, 1e-6f, 5)); /* any grid up to V: tiles of 6 or 7 logits */
+    char name[64];
+    snprintf(name, sizeof name, "pk.argmax%d.val", st.num_layers);
+    const pk_tensor *val = pk_find_tensor(k, name);
+    CHECK(val && pk_tensor_dtype(val) == PK_DTYPE_FP32 && pk_tensor_dim(val, 0) == T && pk_tensor_dim(val, 1) == 5,
+          "rmsnorm_linear_argmax makes its partial values %s [8, 5]", name);
+    pk_layer_info li;
+    CHECK(pk_kernel_layer(k, st.num_layers, &li) == PK_OK && !strcmp(li.kind, "rmsnorm_linear_argmax") && li.grid == 5,
+          "the layer's kind and grid");
+    EXPECT(k, LMA(x, nw, wl, act(k, "lgl2", V), out, 1e-6f, 2), PK_ERR_INVALID_ARGUMENT, "pk.step_output",
+           "written by layer");
+    EXPECT(k, pk_argmax_layer(k, lg, out, 1), PK_ERR_INVALID_ARGUMENT, "pk.step_output", "written by layer");
+#undef LMA
+    pk_kernel_free(k);
 }
 
 /* rmsnorm_linear_swiglu, in a kernel of its own (its x is read by no other layer). */
@@ -782,18 +832,22 @@ static void test_run(void) {
     EXPECT(k, pk_run(k, &rq, 1, NULL, NULL), PK_ERR_STATE, "pk_step_output");
     pk_kernel_free(k);
 
-    /* Logits wider than the embedding's vocabulary: generated ids would index past it. */
-    k = tiny(1, 2 * V);
-    pk_status s = pk_compile(k, NULL);
-    if (s == PK_OK) s = pk_run(k, &rq, 1, NULL, NULL);
-    expect_(__LINE__, k, "compile+run with 64 logits over a 32-row embedding", s, PK_ERR_SHAPE, "logits", "64", "32",
-            (const char *)NULL);
-    pk_kernel_free(k);
-    /* Narrower logits are fine. */
-    k = tiny(1, V / 2);
-    OK(k, pk_compile(k, NULL));
-    OK(k, pk_run(k, &rq, 1, NULL, NULL));
-    pk_kernel_free(k);
+    /* Logits wider than the embedding's vocabulary: generated ids would index past it (the argmax
+     * as its own layer and in the LM head's). */
+    for (int am = 1; am <= 2; am++) {
+        k = tiny(am, 2 * V);
+        pk_status s = pk_compile(k, NULL);
+        if (s == PK_OK) s = pk_run(k, &rq, 1, NULL, NULL);
+        expect_(__LINE__, k, "compile+run with 64 logits over a 32-row embedding", s, PK_ERR_SHAPE, "logits", "64",
+                "32", (const char *)NULL);
+        pk_kernel_free(k);
+        /* Narrower logits are fine. */
+        k = tiny(am, V / 2);
+        OK(k, pk_compile(k, NULL));
+        OK(k, pk_run(k, &rq, 1, NULL, NULL));
+        CHECK(rq.num_output == 3, "argmax %d: %d tokens", am, rq.num_output);
+        pk_kernel_free(k);
+    }
 
     /* A compile whose output directory cannot be made reports PK_ERR_IO. */
     k = tiny(1, V);
@@ -833,6 +887,7 @@ int main(void) {
     test_swiglu_layer();
     test_splitk_layer();
     test_mlp_fused_layer();
+    test_lm_argmax_layer();
     test_run();
     test_names_and_frees();
     return check_report("api_errors");

@@ -36,7 +36,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
 /* Every layer kind once: embedding, rmsnorm, rmsnorm_linear (fused qkv), attention (and split
  * over the KV length: attention_partial), linear_with_residual, rmsnorm_linear (fused gate|up),
  * silu_mul, linear, silu_mul_linear, rmsnorm_linear_swiglu, linear_splitk_with_residual,
- * rmsnorm_swiglu_down with rmsnorm_linear_acc and linear_with_residual_clear, argmax; the
+ * rmsnorm_swiglu_down with rmsnorm_linear_acc and linear_with_residual_clear, rmsnorm_linear_argmax,
+ * argmax; the
  * linear family also with uneven grids (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows). */
 static pk_kernel *build(const char *cache_dir) {
     pk_config c = pk_config_default();
@@ -93,7 +94,11 @@ static pk_kernel *build(const char *cache_dir) {
                                  weight(k, "wd3", H, I), acc, 1e-6f, 2);
     pk_rmsnorm_linear_acc_layer(k, h5, acc, weight(k, "norm6", H, 0), weight(k, "w6", H, H), x6, s6, 1e-6f, 2);
     pk_linear_with_residual_clear_layer(k, x6, weight(k, "wo6", H, H), s6, acc, h6, 2);
-    pk_rmsnorm_linear_layer(k, h6, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, 1e-6f, 3); /* uneven */
+    /* the LM head with its argmax in one layer (uneven); the argmax layer then reads its logits
+     * again, so that it stays the only layer signalling END (the graph ends the step by its counter) */
+    pk_tensor *ids = pk_new_tensor(k, "lm_head_ids", PK_DTYPE_INT32, 1, (int64_t[]){T}, PK_IO_LOCAL);
+    pk_rmsnorm_linear_argmax_layer(k, h6, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits, ids, 1e-6f,
+                                   3);
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the graph: %s", pk_kernel_error(k));
     return k;
@@ -257,6 +262,7 @@ int main(void) {
         CHECK(hash[0] && strstr(head, hash) != NULL, "kernel.cu header names the graph hash '%s'", hash);
         CHECK(strstr(cu, "case 3: { /* L3.attention"),
               "one case per layer, named");
+        CHECK(strstr(cu, "#define PK_GEN_END_BY_COUNTER 1"), "the argmax layer, the only one signalling END, ends the step");
     }
     free(cu);
     free(json);

@@ -243,6 +243,53 @@ static void test_mlp_fused(const weights *w, int32_t prompts[NREQ][32], int32_t 
     }
 }
 
+/* The LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer, 3 tasks of 32 / 32 / 33
+ * logits, the last to finish reducing): the reference's greedy tokens in both modes and several
+ * worker counts, alone and beside layer 0's fused MLP, and the last step's logits the bits of the
+ * two-layer graph's (first_logits: main's run 0, whose kernel is the same but for that layer). */
+static void test_lm_argmax(const weights *w, int32_t prompts[NREQ][32], int32_t expect[NREQ][NEW],
+                           const pk_bf16 *first_logits) {
+    const struct { pk_sched_mode mode; int workers, schedulers, splits, mlp; } runs[] = {
+        {PK_SCHED_STATIC, 1, 1, 0, E2E_MLP_ROWS}, {PK_SCHED_STATIC, 3, 1, 0, E2E_MLP_ROWS},
+        {PK_SCHED_STATIC, 8, 1, 2, E2E_MLP_ROWS}, {PK_SCHED_DYNAMIC, 4, 2, 0, E2E_MLP_ROWS},
+        {PK_SCHED_DYNAMIC, 7, 3, 3, E2E_MLP_ROWS}, {PK_SCHED_STATIC, 5, 1, 0, E2E_MLP_FUSED},
+    };
+    for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+        pk_tensor *lt;
+        pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits,
+                             runs[ri].mlp | E2E_LM_ARGMAX, &lt);
+        pk_graph_stats st;
+        pk_kernel_stats(k, &st);
+        int fused = 0, argmax = 0;
+        for (int l = 0; l < st.num_layers; l++) {
+            pk_layer_info li;
+            if (pk_kernel_layer(k, l, &li) != PK_OK) continue;
+            fused += strcmp(li.kind, "rmsnorm_linear_argmax") == 0;
+            argmax += strcmp(li.kind, "argmax_partial") == 0;
+        }
+        CHECK(fused == 1 && argmax == 0, "lm argmax run %zu: %d rmsnorm_linear_argmax and %d argmax_partial layers", ri,
+              fused, argmax);
+        for (int rep = 0; rep < 2; rep++) {
+            int32_t out[NREQ][NEW];
+            pk_request req[NREQ];
+            pk_status s = run_requests(k, prompts, req, out);
+            CHECK(s == PK_OK, "lm argmax run %zu: %s", ri, pk_kernel_error(k));
+            for (int i = 0; i < NREQ; i++)
+                CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
+                      "lm argmax run %zu.%d (mode %d, %d workers, kv split %d, mlp %d) request %d: %d tokens, not the "
+                      "reference's",
+                      ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, runs[ri].mlp, i,
+                      req[i].num_output);
+            pk_bf16 lg[8 * V];
+            CHECK(pk_tensor_read(k, lt, lg, sizeof lg) == PK_OK, "lm argmax: reading the logits: %s", pk_kernel_error(k));
+            if (runs[ri].mlp == E2E_MLP_ROWS)
+                CHECK(memcmp(first_logits, lg, sizeof lg) == 0,
+                      "lm argmax run %zu.%d: last-step logits not the two-layer graph's bits", ri, rep);
+        }
+        pk_kernel_free(k);
+    }
+}
+
 int main(void) {
     weights w;
     e2e_make_weights(&w);
@@ -308,6 +355,7 @@ int main(void) {
     test_kv_splits(&w);
     test_splitk(&w, prompts, expect);
     test_mlp_fused(&w, prompts, expect);
+    test_lm_argmax(&w, prompts, expect, first_logits);
     e2e_free_weights(&w);
     return check_report("e2e_graph");
 }

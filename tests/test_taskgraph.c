@@ -275,8 +275,12 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
         h = h2;
     }
     pk_tensor *lg = FRESH(V), *nw = W(H, 0), *lm = W(V, H);
-    OK(pk_rmsnorm_linear_layer(k, h, nw, lm, lg, 1e-6f, ROWS(V)));
-    OK(pk_argmax_layer(k, lg, pk_step_output(k), DIV(V)));
+    if (check_rand_u64(seed) % 2) { /* the LM head and its argmax as one layer */
+        OK(pk_rmsnorm_linear_argmax_layer(k, h, nw, lm, lg, pk_step_output(k), 1e-6f, ROWS(V)));
+    } else {
+        OK(pk_rmsnorm_linear_layer(k, h, nw, lm, lg, 1e-6f, ROWS(V)));
+        OK(pk_argmax_layer(k, lg, pk_step_output(k), DIV(V)));
+    }
 #undef FRESH
 #undef W
 #undef DIV
@@ -286,13 +290,14 @@ static pk_kernel *build_random(uint64_t *seed, int workers) {
 
 /* ---- invariants -------------------------------------------------------------------------- */
 
-/* Output views of a task: the last one (three for the argmax: its value, its index and out; two
- * for the swiglu and split-K layers, the fused MLP, and a rmsnorm_linear with an accumulator: its
- * sum). */
+/* Output views of a task: the last one (three for the argmax: its value, its index and out; four
+ * for the LM head's argmax: the logits before them; two for the swiglu and split-K layers, the
+ * fused MLP, and a rmsnorm_linear with an accumulator: its sum). */
 static int task_outputs(const pk_task *task) {
     const uint32_t kind = task->kind;
     if (kind == PK_TASK_RMSNORM_LINEAR) return task->views[PK_V_NL_ACC].nseg ? 2 : 1;
     if (kind == PK_TASK_ARGMAX_PARTIAL) return 3;
+    if (kind == PK_TASK_RMSNORM_LINEAR_ARGMAX) return 4;
     return kind == PK_TASK_RMSNORM_LINEAR_SWIGLU || kind == PK_TASK_LINEAR_SPLITK_RESIDUAL ||
                    kind == PK_TASK_RMSNORM_SWIGLU_DOWN
                ? 2
@@ -300,10 +305,11 @@ static int task_outputs(const pk_task *task) {
 }
 /* Output views every task of the layer views whole and the layer writes once between them (a
  * split-K layer's accumulator and out, written by its last task; the argmax's out, by its last
- * task; the fused MLP's accumulator, the sum of its adds; a rmsnorm_linear's sum, in shares):
+ * task (in either argmax kind); the fused MLP's accumulator, the sum of its adds; a rmsnorm_linear's sum, in shares):
  * counted once per layer, not per task. */
 static int shared_output(const pk_task *task, uint32_t v) {
     return task->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || (task->kind == PK_TASK_ARGMAX_PARTIAL && v == PK_V_AMP_OUT) ||
+           (task->kind == PK_TASK_RMSNORM_LINEAR_ARGMAX && v == PK_V_NLA_OUT) ||
            (task->kind == PK_TASK_RMSNORM_SWIGLU_DOWN && v == PK_V_MLP_ACC) ||
            (task->kind == PK_TASK_RMSNORM_LINEAR && v == PK_V_NL_SUM);
 }
@@ -551,6 +557,7 @@ static const char *const task_kind_names[PK_TASK_KIND_COUNT] = {
     "begin", "embedding", "rmsnorm", "rmsnorm_linear", "linear", "linear_with_residual",
     "silu_mul", "silu_mul_linear_with_residual", "attention", "argmax_partial", "argmax_reduce",
     "terminate", "attention_partial", "rmsnorm_linear_swiglu", "linear_splitk_with_residual", "rmsnorm_swiglu_down",
+    "rmsnorm_linear_argmax",
 };
 static const char *const event_kind_names[] = {"begin", "normal", "end_of_graph"};
 

@@ -246,15 +246,20 @@ pk_status pk_rmsnorm_layer(pk_kernel *k, pk_tensor *x, pk_tensor *w, pk_tensor *
 }
 
 /* Shared by the linear family: x [T, K] read whole, W [N, K] split by rows, out [T, N]. */
-static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_tensor *w, pk_tensor *out,
-                               int64_t *N) {
+static pk_status linear_common_as(layer_builder *b, pk_tensor *x, int64_t K, pk_tensor *w, pk_tensor *out,
+                                  const char *out_role, int64_t *N) {
     int64_t T = T_of(b->k);
     TRY(check_tensor(b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
     *N = w->dims[0];
-    TRY(check_tensor(b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, *N}));
+    TRY(check_tensor(b, out_role, out, PK_DTYPE_BF16, 2, (int64_t[]){T, *N}));
     TRY(check_grid_rows(b, "the output features N", *N));
     if (x) TRY(add_input(b, "x", x, WHOLE));
     return PK_OK;
+}
+
+static pk_status linear_common(layer_builder *b, pk_tensor *x, int64_t K, pk_tensor *w, pk_tensor *out,
+                               int64_t *N) {
+    return linear_common_as(b, x, K, w, out, "out", N);
 }
 
 int pk_accumulator_clearer(const pk_kernel *k, int acc) {
@@ -656,9 +661,30 @@ int pk_graph_group_counter0(const pk_kernel *k, int layer) {
     for (int l = 0; l < layer && l < k->nlayers; l++)
         if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
             n += k->layers[l].grid / k->layers[l].params.kv_splits;
-        else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL)
+        else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL ||
+                 k->layers[l].kind == PK_TASK_RMSNORM_LINEAR_ARGMAX)
             n += 1; /* one counter: the layer's last task writes out */
     return n;
+}
+
+/* The argmax's outputs after the layer's other tensors: its partials in two pk-owned tensors
+ * [T, grid] (task i's in column i), then out. The layer's last task to finish (its completion
+ * counter, pk_graph_group_counter0) reads every partial and writes out: no layer and no hand-off
+ * of its own. out is written whole, so a reader would wait for every task (prepare_next_step
+ * reads it after END_OF_GRAPH). */
+static pk_status add_argmax_outputs(layer_builder *b, pk_tensor *out) {
+    pk_kernel *k = b->k;
+    const int64_t T = T_of(k), grid = b->l.grid;
+    char name[PK_NAME_MAX];
+    const int idx = k->nlayers;
+    snprintf(name, sizeof name, "pk.argmax%d.val", idx);
+    pk_tensor *val = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL);
+    snprintf(name, sizeof name, "pk.argmax%d.idx", idx);
+    pk_tensor *ids = val ? pk_new_tensor(k, name, PK_DTYPE_INT32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL) : NULL;
+    if (!val || !ids) return k->status;
+    TRY(add_output(b, "partial values", val, split_dim(b, 1)));
+    TRY(add_output(b, "partial indices", ids, split_dim(b, 1)));
+    return add_output(b, "out", out, WHOLE);
 }
 
 pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int grid) {
@@ -668,21 +694,29 @@ pk_status pk_argmax_layer(pk_kernel *k, pk_tensor *logits, pk_tensor *out, int g
     TRY(check_tensor(&b, "logits", logits, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
     TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T}));
     TRY(check_grid(&b, "the vocabulary size", logits->dims[1]));
-    TRY(check_writable(&b, "out", out)); /* before the partial layer is added */
-    /* The partial results live in two pk-owned tensors [T, grid]. */
-    char name[PK_NAME_MAX];
-    int idx = k->nlayers;
-    snprintf(name, sizeof name, "pk.argmax%d.val", idx);
-    pk_tensor *val = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL);
-    snprintf(name, sizeof name, "pk.argmax%d.idx", idx);
-    pk_tensor *ids = val ? pk_new_tensor(k, name, PK_DTYPE_INT32, 2, (int64_t[]){T, grid}, PK_IO_LOCAL) : NULL;
-    if (!val || !ids) return k->status;
+    TRY(check_writable(&b, "out", out)); /* before the partial tensors are added */
     TRY(add_input(&b, "logits", logits, split_dim(&b, 1)));
-    TRY(add_output(&b, "partial values", val, split_dim(&b, 1)));
-    TRY(add_output(&b, "partial indices", ids, split_dim(&b, 1)));
-    /* The layer's last task to finish (its completion counter, pk_graph_group_counter0) reads
-     * every partial and writes out: no layer and no hand-off of its own. out is written whole, so
-     * a reader would wait for every task (prepare_next_step reads it after END_OF_GRAPH). */
-    TRY(add_output(&b, "out", out, WHOLE));
+    TRY(add_argmax_outputs(&b, out));
     return commit(&b, "argmax");
+}
+
+pk_status pk_rmsnorm_linear_argmax_layer(pk_kernel *k, pk_tensor *x, pk_tensor *norm_w, pk_tensor *w,
+                                         pk_tensor *logits, pk_tensor *out, float eps, int grid) {
+    layer_builder b;
+    TRY(begin(&b, k, "pk_rmsnorm_linear_argmax_layer", PK_TASK_RMSNORM_LINEAR_ARGMAX, grid));
+    const int64_t T = T_of(k);
+    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
+    int64_t K = x->dims[1], N;
+    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T}));
+    TRY(check_writable(&b, "out", out)); /* before the partial tensors are added */
+    TRY(linear_common_as(&b, x, K, w, logits, "logits", &N)); /* the GEMV's out [T, N], tiles of its rows */
+    b.l.params.eps = eps;
+    TRY(add_input(&b, "norm weight", norm_w, WHOLE));
+    TRY(add_input(&b, "weight", w, split_dim(&b, 0)));
+    add_absent(&b); /* rmsnorm_linear's accumulator: the views after it keep their indices */
+    TRY(add_output(&b, "logits", logits, split_dim(&b, 1)));
+    TRY(add_argmax_outputs(&b, out));
+    return commit(&b, "rmsnorm_linear_argmax");
 }

@@ -20,7 +20,11 @@
  * (PK_MLP_SWIGLU=0 in the environment: gu = rmsnorm_linear(h', ..., [gate|up]) and
  * h'' = silu_mul_linear_with_residual(gu, down_proj, h'), where every down_proj task computes the
  * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
- * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax.
+ * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax: as one layer
+ * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
+ * to finish reduces) by default on the CPU, or as two (argmax_partial reads the logits tile by
+ * tile after the LM head's tasks signal it) by default on the GPU until the one layer has been
+ * gated and timed there (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +107,7 @@ typedef struct builder {
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
     int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
+    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax) */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -266,8 +271,10 @@ static int build(builder *b) {
     pk_tensor *logits = activation(b, "logits", V);
     if (!norm || !head || !logits) return 0;
     int g = pick_grid(V, b->target);
-    if (!layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, (float)c->rms_norm_eps, g)) ||
-        !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
+    const float eps = (float)c->rms_norm_eps;
+    if (b->lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
+                     : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
+                           !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
         return 0;
     b->m->logits = logits;
     return 1;
@@ -357,12 +364,14 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
     const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID"), *fused = getenv("PK_MLP_FUSED");
+    const char *lm_argmax = getenv("PK_LM_HEAD_ARGMAX");
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
-                 swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1, 0};
+                 swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1,
+                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : !cuda, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);

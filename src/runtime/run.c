@@ -100,10 +100,12 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
         return pk_fail(k, PK_ERR_STATE, "pk_run: no layer writes pk_step_output(k): add pk_argmax_layer(k, logits, "
                                         "pk_step_output(k), grid)");
     /* Generated ids are fed back to the embedding: the argmax must not pick ids past its rows.
-     * pk_argmax_layer's layer reads the logits and writes pk_step_output. */
-    PK_ASSERT(k->layers[out->producer].kind == PK_TASK_ARGMAX_PARTIAL);
-    const pk_layer *partial = &k->layers[out->producer];
-    const pk_tensor *logits = k->tensors[partial->inputs[0]];
+     * pk_argmax_layer's layer reads the logits and writes pk_step_output;
+     * pk_rmsnorm_linear_argmax_layer's writes both. */
+    const pk_layer *am = &k->layers[out->producer];
+    PK_ASSERT(am->kind == PK_TASK_ARGMAX_PARTIAL || am->kind == PK_TASK_RMSNORM_LINEAR_ARGMAX);
+    const pk_tensor *logits = k->tensors[am->kind == PK_TASK_ARGMAX_PARTIAL ? am->inputs[PK_V_AMP_LOGITS]
+                                                                             : am->outputs[0]];
     if (k->vocab_size > 0 && logits->dims[1] > k->vocab_size)
         return pk_fail(k, PK_ERR_SHAPE,
                        "pk_run: the argmax into pk_step_output reads logits '%s' of %lld columns, more than "

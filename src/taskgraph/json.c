@@ -15,6 +15,7 @@ const char *const pk_task_kind_names[PK_TASK_KIND_COUNT] = {
     "begin", "embedding", "rmsnorm", "rmsnorm_linear", "linear", "linear_with_residual",
     "silu_mul", "silu_mul_linear_with_residual", "attention", "argmax_partial", "argmax_reduce",
     "terminate", "attention_partial", "rmsnorm_linear_swiglu", "linear_splitk_with_residual", "rmsnorm_swiglu_down",
+    "rmsnorm_linear_argmax",
 };
 static const char *const event_kind_names[] = {"begin", "normal", "end_of_graph"};
 

@@ -43,7 +43,8 @@ typedef struct run_cfg {
     const char *trace;
     int kv_splits; /* the attention's split over the KV length (0: none) */
     int splitk;    /* e2e_add_layers' mlp: E2E_MLP_SPLITK layer 1's down_proj split over K, E2E_MLP_FUSED layer
-                    * 0's MLP as one layer (its sum in an accumulator) */
+                    * 0's MLP as one layer (its sum in an accumulator); | E2E_LM_ARGMAX: the LM head and
+                    * the argmax as one layer */
 } run_cfg;
 
 static pk_kernel *build(const weights *w, const run_cfg *rc, pk_tensor **logits_out) {
@@ -186,6 +187,12 @@ static void split_check(const weights *w, int quick) {
         {"cuda static W16 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 2},
         {"cuda static W4 mlp fused split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 2},
         {"fallback static W4 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 2},
+        /* the LM head and the argmax as one layer (its tasks' argmax partials, the last one's reduce) */
+        {"cuda static W16 lm argmax", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, E2E_LM_ARGMAX},
+        {"cuda dynamic W4 S1 lm argmax split 3", PK_BACKEND_CUDA, PK_SCHED_DYNAMIC, 4, 1, 0, -1, NULL, 3, E2E_LM_ARGMAX},
+        {"fallback static W4 lm argmax", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, E2E_LM_ARGMAX},
+        {"cuda static W4 mlp fused lm argmax split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2,
+         E2E_MLP_FUSED | E2E_LM_ARGMAX},
     };
     int32_t prompt[PLEN];
     uint64_t seed = 4242;
@@ -335,6 +342,13 @@ static pk_bf16 *big_lm_head(big_model *m, int dummy, int nv, int nh) {
 }
 
 /* Builds the decode graph of a Qwen3-shaped model on k; weights drawn (or dummy pointers). */
+/* PK_LM_HEAD_ARGMAX=1 in the environment: the LM head and the argmax as one layer, as model.c
+ * builds it then (pk_rmsnorm_linear_argmax_layer); both backends run the same graph. */
+static int big_lm_argmax(void) {
+    const char *e = getenv("PK_LM_HEAD_ARGMAX");
+    return e && strcmp(e, "1") == 0;
+}
+
 static pk_tensor *big_build(pk_kernel *k, const shape *sh, uint64_t seed, int dummy, big_model *m) {
     const pk_config *c = pk_kernel_config(k);
     int T = c->max_tokens_per_step;
@@ -382,9 +396,13 @@ static pk_tensor *big_build(pk_kernel *k, const shape *sh, uint64_t seed, int du
 #undef NM
     }
     pk_tensor *logits = ACT("logits", Vb);
-    pk_rmsnorm_linear_layer(k, h, ATT("final_norm", W_(Hb, 0.2, 1.0f), Hb, 0),
-                            ATT("lm_head", big_lm_head(m, dummy, Vb, Hb), Vb, Hb), logits, EPS, GRID(Vb));
-    pk_argmax_layer(k, logits, pk_step_output(k), GRID(Vb));
+    pk_tensor *fnorm = ATT("final_norm", W_(Hb, 0.2, 1.0f), Hb, 0), *head = ATT("lm_head", big_lm_head(m, dummy, Vb, Hb), Vb, Hb);
+    if (big_lm_argmax()) {
+        pk_rmsnorm_linear_argmax_layer(k, h, fnorm, head, logits, pk_step_output(k), EPS, GRID(Vb));
+    } else {
+        pk_rmsnorm_linear_layer(k, h, fnorm, head, logits, EPS, GRID(Vb));
+        pk_argmax_layer(k, logits, pk_step_output(k), GRID(Vb));
+    }
 #undef W_
 #undef ATT
 #undef ACT
@@ -592,6 +610,11 @@ int main(int argc, char **argv) {
             {"cuda W16 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, 2},
             {"cuda W4 mlp fused split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2, 2},
             {"fallback W4 mlp fused", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, 2},
+            {"cuda W16 lm argmax", PK_BACKEND_CUDA, PK_SCHED_STATIC, 16, 1, 0, -1, NULL, 0, E2E_LM_ARGMAX},
+            {"cuda W4 lm argmax split 3", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 3, E2E_LM_ARGMAX},
+            {"fallback W4 lm argmax", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 1, -1, NULL, 0, E2E_LM_ARGMAX},
+            {"cuda W4 mlp fused lm argmax split 2", PK_BACKEND_CUDA, PK_SCHED_STATIC, 4, 1, 0, -1, NULL, 2,
+             E2E_MLP_FUSED | E2E_LM_ARGMAX},
         };
         for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
             pk_tensor *lt;

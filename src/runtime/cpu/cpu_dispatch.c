@@ -52,6 +52,17 @@ static int last_of(_Atomic uint64_t *counter, uint64_t n) {
     return (atomic_fetch_add_explicit(counter, 1, memory_order_acq_rel) + 1) % n == 0;
 }
 
+/* The argmax over the task's tile of the logits into column `index` of val / idx [T, grid]; the
+ * layer's last task to finish reduces the grid partials into out (ARGMAX_PARTIAL, and
+ * RMSNORM_LINEAR_ARGMAX after its GEMV). */
+static void argmax_tile(const pk_kernel *k, const pk_task *t, const pk_view *logits, const pk_view *val,
+                        const pk_view *idx, const pk_view *out, int n, uint32_t grid, _Atomic uint64_t *group_counters) {
+    pk_cpu_argmax_partial(tile(k, logits), (int64_t)logits->row_stride, n, (int)logits->col0, (int)logits->cols,
+                          tile(k, val), tile(k, idx), (int64_t)val->row_stride);
+    if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), grid))
+        pk_cpu_argmax_reduce(base(k, val), base(k, idx), (int64_t)val->row_stride, n, (int)grid, base(k, out));
+}
+
 void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *group_counters) {
     const pk_view *v = t->views;
     const pk_layer_params *p = &k->graph.layer_params[t->layer];
@@ -205,13 +216,16 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:
-        pk_cpu_argmax_partial(tile(k, &v[PK_V_AMP_LOGITS]), (int64_t)v[PK_V_AMP_LOGITS].row_stride, n,
-                              (int)v[PK_V_AMP_LOGITS].col0, (int)v[PK_V_AMP_LOGITS].cols, tile(k, &v[PK_V_AMP_VAL]),
-                              tile(k, &v[PK_V_AMP_IDX]), (int64_t)v[PK_V_AMP_VAL].row_stride);
-        /* the layer's last task to finish reduces the grid partials (columns of val / idx) */
-        if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), p->grid))
-            pk_cpu_argmax_reduce(base(k, &v[PK_V_AMP_VAL]), base(k, &v[PK_V_AMP_IDX]),
-                                 (int64_t)v[PK_V_AMP_VAL].row_stride, n, (int)p->grid, base(k, &v[PK_V_AMP_OUT]));
+        argmax_tile(k, t, &v[PK_V_AMP_LOGITS], &v[PK_V_AMP_VAL], &v[PK_V_AMP_IDX], &v[PK_V_AMP_OUT], n, p->grid,
+                    group_counters);
+        break;
+    case PK_TASK_RMSNORM_LINEAR_ARGMAX: /* the task's logits tile, then its argmax */
+        w = rows_of(k, &v[PK_V_NLA_W]);
+        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NLA_X]), (int64_t)v[PK_V_NLA_X].row_stride, base(k, &v[PK_V_NLA_NORM_W]),
+                              p->eps, n, (int)v[PK_V_NLA_X].cols, &w, (int)v[PK_V_NLA_W].row0, (int)v[PK_V_NLA_W].rows,
+                              tile(k, &v[PK_V_NLA_LOGITS]), (int64_t)v[PK_V_NLA_LOGITS].row_stride);
+        argmax_tile(k, t, &v[PK_V_NLA_LOGITS], &v[PK_V_NLA_VAL], &v[PK_V_NLA_IDX], &v[PK_V_NLA_OUT], n, p->grid,
+                    group_counters);
         break;
     case PK_TASK_ARGMAX_REDUCE:
     case PK_TASK_BEGIN:

@@ -452,6 +452,19 @@ typedef struct claim_info {
 } claim_info;
 static const char *claim_arg(const claim_info c, char *buf, size_t len);
 
+/* The argmax over the task's logits tile into column idx of val / idx, then the layer's completion
+ * counter: its last task reduces the partials into out (ARGMAX_PARTIAL; RMSNORM_LINEAR_ARGMAX after
+ * its GEMV wrote the tile). */
+static void emit_argmax_call(pk_strbuf *o, const pk_kernel *k, int l, const gview *logits, const gview *val,
+                             const gview *idx, const gview *out) {
+    char a[160], b[160], c[160], d[160];
+    pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, %u, ", tile_expr(logits, 1, a, sizeof a),
+                 logits->rs, index_expr(logits->col0, logits->dcol0, b, sizeof b), logits->cols);
+    pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(val, 0, c, sizeof c), base_expr(idx, 0, d, sizeof d),
+                 val->rs, k->layers[l].grid);
+    pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
+}
+
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
     const pk_layer *L = &k->layers[l];
     const pk_layer_params *p = &L->params;
@@ -479,6 +492,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     case PK_TASK_RMSNORM_LINEAR:
     case PK_TASK_RMSNORM_LINEAR_SWIGLU: /* its first views are rmsnorm_linear's: the GEMV into gu */
+    case PK_TASK_RMSNORM_LINEAR_ARGMAX:  /* the same, into the logits tile */
     case PK_TASK_RMSNORM_SWIGLU_DOWN: { /* the same, into the first 2 · ib columns of its scratch */
         const int mlp = L->kind == PK_TASK_RMSNORM_SWIGLU_DOWN, ib = p->swiglu_block;
         emit_rows(o, &v[PK_V_NL_W]);
@@ -506,6 +520,10 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
             pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
                          v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
             pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
+        }
+        if (L->kind == PK_TASK_RMSNORM_LINEAR_ARGMAX) { /* the argmax of the tile every thread wrote */
+            pk_sb_printf(o, "        pk_cta_sync();\n");
+            emit_argmax_call(o, k, l, &v[PK_V_NLA_LOGITS], &v[PK_V_NLA_VAL], &v[PK_V_NLA_IDX], &v[PK_V_NLA_OUT]);
         }
         if (mlp) { /* silu · mul and down's partial sums (gu: pk_gen_mlp_gu's, declared above) */
             pk_sb_printf(o, "        pk_gen_call_mlp_down(gu, %" PRIu64 ", n_tok, %d, &w, %s + %d, %d, %u, ", v[PK_V_MLP_SCRATCH].rs,
@@ -575,14 +593,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:
-        pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, %u, ", tile_expr(&v[PK_V_AMP_LOGITS], 1, a, sizeof a),
-                     v[PK_V_AMP_LOGITS].rs, index_expr(v[PK_V_AMP_LOGITS].col0, v[PK_V_AMP_LOGITS].dcol0, b, sizeof b),
-                     v[PK_V_AMP_LOGITS].cols);
-        /* the partials' columns (task idx's is column idx), out, the layer's completion counter */
-        pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(&v[PK_V_AMP_VAL], 0, c, sizeof c),
-                     base_expr(&v[PK_V_AMP_IDX], 0, d, sizeof d), v[PK_V_AMP_VAL].rs, L->grid);
-        pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(&v[PK_V_AMP_OUT], 0, a, sizeof a),
-                     pk_graph_group_counter0(k, l));
+        emit_argmax_call(o, k, l, &v[PK_V_AMP_LOGITS], &v[PK_V_AMP_VAL], &v[PK_V_AMP_IDX], &v[PK_V_AMP_OUT]);
         break;
     case PK_TASK_ATTENTION_PARTIAL: {
         int nkv = emit_attn_step(o, k, L, v);
@@ -618,6 +629,7 @@ static int weight_view(pk_task_kind kind) {
     switch (kind) {
     case PK_TASK_RMSNORM_LINEAR: return PK_V_NL_W;
     case PK_TASK_RMSNORM_LINEAR_SWIGLU: return PK_V_NLS_W;
+    case PK_TASK_RMSNORM_LINEAR_ARGMAX: return PK_V_NLA_W;
     case PK_TASK_RMSNORM_SWIGLU_DOWN: return PK_V_MLP_W;
     case PK_TASK_LINEAR: return PK_V_LIN_W;
     case PK_TASK_LINEAR_RESIDUAL: return PK_V_LR_W;
@@ -845,7 +857,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
         if (g->tasks[t].trig_event != g->end_event) continue;
         const int l = (int)g->tasks[t].layer;
         if (end_layer < 0) end_layer = l;
-        end_by_counter = l == end_layer && k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL;
+        end_by_counter = l == end_layer && (k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL ||
+                                             k->layers[l].kind == PK_TASK_RMSNORM_LINEAR_ARGMAX);
     }
     end_by_counter = end_by_counter && end_layer >= 0 &&
                      g->events[g->end_event].num_triggers == (uint32_t)k->layers[end_layer].grid;

@@ -324,7 +324,9 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
 #endif
 }
 /* ARGMAX_PARTIAL: task `part` of `nparts` writes its (value, index) into column `part` of val /
- * idx [T, nparts]; the layer's last task to finish (counter) reduces every column into out [T]. */
+ * idx [T, nparts]; the layer's last task to finish (counter) reduces every column into out [T].
+ * RMSNORM_LINEAR_ARGMAX calls it after its GEMV and a barrier (codegen.c emits it), so that the
+ * logits every thread of the CTA wrote are issued before any thread reads them back (through L2). */
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,
                                                        int part, int nparts, int32_t *out, pk_u64 *counter,

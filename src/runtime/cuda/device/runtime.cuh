@@ -660,7 +660,8 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
     if (task.layer >= PK_GEN_NUM_LAYERS) return 0;
     const int kind = pk_gen_layers[task.layer].kind;
     if (kind != PK_TASK_LINEAR && kind != PK_TASK_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR &&
-        kind != PK_TASK_SILU_MUL_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR_SWIGLU)
+        kind != PK_TASK_SILU_MUL_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR_SWIGLU &&
+        kind != PK_TASK_RMSNORM_LINEAR_ARGMAX)
         return 0;
     pk_gen_prefetch p;
     const char *base = pk_task_tile(S, t, &p);
