@@ -36,5 +36,7 @@ for lm in 0 1; do
   PK_LM_HEAD_ARGMAX=$lm build/pk bench --model /tmp/qwen3-0.6b --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 --trace /tmp/tr$lm.json >/dev/null 2>&1
   python3 bench/trace_summary.py /tmp/tr$lm.json --steps 16 --end 70 2>&1 | grep -i "logits\|argmax\|step\|total"
 done
+echo "== the attention's task ends (bench/trace_ends.py: what o_proj by KV-head group could overlap)"
+python3 bench/trace_ends.py /tmp/tr0.json --steps 16 --kind "attention|h_attn|qkv"
 echo "== transformers (bench/hf_baseline.py)"
 timeout 120 python3 bench/hf_baseline.py qwen3-0.6b qwen3-1.7b 2>&1 | grep -v Warning | tail -4

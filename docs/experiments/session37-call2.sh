@@ -21,5 +21,9 @@ for r in 1 2 3; do
   run pace64+lm-argmax qwen3-1.7b "-DPK_LIN_PACE_KB=64" 1; run lm-argmax qwen3-1.7b "" 1
 done
 for r in 1 2; do run two-layers qwen3-8b "" 0; run lm-argmax qwen3-8b "" 1; done
+echo "== 8B trace: the attention's task ends (bench/trace_ends.py) and the tail"
+build/pk bench --model /tmp/qwen3-8b --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 --trace /tmp/tr8.json >/dev/null 2>&1
+python3 bench/trace_ends.py /tmp/tr8.json --steps 16 --kind "attention|h_attn|qkv"
+python3 bench/trace_summary.py /tmp/tr8.json --steps 16 --end 70 2>&1 | grep -i "attn\|logits\|argmax\|step"
 echo "== transformers (bench/hf_baseline.py)"
 timeout 120 python3 bench/hf_baseline.py qwen3-8b 2>&1 | grep -v Warning | tail -3
