@@ -185,6 +185,20 @@ static int run_pk(const char *args, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* python3 bench/SCRIPT TRACE --steps 3, its output into out; system()'s status. */
+static int run_script(const char *script, const char *trace, char *out, size_t cap) {
+    char cmd[512], path[64];
+    snprintf(path, sizeof path, "/tmp/pk_bench_ts.%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "python3 bench/%s %s --steps 3 >%s 2>&1", script, trace, path);
+    int st = system(cmd);
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+    unlink(path);
+    return st;
+}
+
 static double num(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
@@ -255,19 +269,14 @@ static void test_bench_cli(void) {
           events, max_step, named);
     cJSON_Delete(tj);
     if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
-        snprintf(cmd, sizeof cmd, "python3 bench/trace_summary.py %s --steps 3 >/tmp/pk_bench_ts.%d 2>&1", trace,
-                 (int)getpid());
-        int st = system(cmd);
-        char sp[64];
-        snprintf(sp, sizeof sp, "/tmp/pk_bench_ts.%d", (int)getpid());
-        FILE *sf = fopen(sp, "rb");
-        size_t sn = sf ? fread(out, 1, sizeof out - 1, sf) : 0;
-        out[sn] = '\0';
-        if (sf) fclose(sf);
-        unlink(sp);
+        int st = run_script("trace_summary.py", trace, out, sizeof out);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "attention>") && strstr(out, "step (first start") &&
                   strstr(out, "end+") && strstr(out, "step to step over all"),
               "trace_summary.py: %s", out);
+        st = run_script("trace_ends.py", trace, out, sizeof out);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "attention>") && strstr(out, "2nd") &&
+                  strstr(out, "steps 4..6"),
+              "trace_ends.py: %s", out);
     }
     unlink(trace);
 
