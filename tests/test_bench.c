@@ -172,24 +172,11 @@ static void test_api(void) {
 
 static char pk_bin[512];
 
-static int run_pk(const char *args, char *out, size_t cap) {
-    char cmd[1024], path[64];
+/* Runs the shell command `command`, its stdout and stderr into out; system()'s status. */
+static int run_captured(const char *command, char *out, size_t cap) {
+    char cmd[1200], path[64];
     snprintf(path, sizeof path, "/tmp/pk_bench_out.%d", (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", pk_bin, args, path);
-    int st = system(cmd);
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
-    out[n] = '\0';
-    if (f) fclose(f);
-    unlink(path);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* python3 bench/SCRIPT TRACE --steps 3, its output into out; system()'s status. */
-static int run_script(const char *script, const char *trace, char *out, size_t cap) {
-    char cmd[512], path[64];
-    snprintf(path, sizeof path, "/tmp/pk_bench_ts.%d", (int)getpid());
-    snprintf(cmd, sizeof cmd, "python3 bench/%s %s --steps 3 >%s 2>&1", script, trace, path);
+    snprintf(cmd, sizeof cmd, "%s >%s 2>&1", command, path);
     int st = system(cmd);
     FILE *f = fopen(path, "rb");
     size_t n = f ? fread(out, 1, cap - 1, f) : 0;
@@ -197,6 +184,20 @@ static int run_script(const char *script, const char *trace, char *out, size_t c
     if (f) fclose(f);
     unlink(path);
     return st;
+}
+
+static int run_pk(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s", pk_bin, args);
+    int st = run_captured(cmd, out, cap);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* python3 bench/SCRIPT TRACE --steps 3, its output into out; system()'s status. */
+static int run_script(const char *script, const char *trace, char *out, size_t cap) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "python3 bench/%s %s --steps 3", script, trace);
+    return run_captured(cmd, out, cap);
 }
 
 static double num(const cJSON *o, const char *key) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # session 37's prepared call 1 (run by the next session that is lent a device; kernels precompiled
-# by .dev/s37pre1.sh into .dev/gpu.tar.xz): the gates of the LM head's argmax as one layer
+# by docs/experiments/session37-precompile.sh, packed by .dev/s37pack.sh into .dev/gpu-call1.tar.xz): the gates of the LM head's argmax as one layer
 # (PK_LM_HEAD_ARGMAX=1) and of the 1.7B's pace 64 (-DPK_LIN_PACE_KB=64), then the 0.6B A/B and
-# transformers. carry: ["build/pk","build/tests/gpu/test_cuda_e2e",".dev"]
+# transformers. carry: ["build/pk","build/tests/gpu/test_cuda_e2e",".dev/gpu-call1.tar.xz"]
 set -u
-mkdir -p .gpu && tar -xJf .dev/gpu.tar.xz || { echo "unpack failed"; exit 1; }
+mkdir -p .gpu && tar -xJf .dev/gpu-call1.tar.xz || { echo "unpack failed"; exit 1; }
 chmod 700 .gpu/cache
 . scripts/gpu_env.sh
 pk_gpu_paths

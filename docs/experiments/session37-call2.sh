@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # session 37's prepared call 2: the 1.7B with pace 64 and / or the LM head's argmax as one layer,
-# the 8B with and without the latter, interleaved rounds (kernels from .dev/s37pre1.sh)
+# the 8B with and without the latter, interleaved rounds (kernels: .dev/gpu-call2.tar.xz, packed by
+# .dev/s37pack.sh). carry: ["build/pk",".dev/gpu-call2.tar.xz"]
 set -u
-mkdir -p .gpu && tar -xJf .dev/gpu.tar.xz || { echo "unpack failed"; exit 1; }
+mkdir -p .gpu && tar -xJf .dev/gpu-call2.tar.xz || { echo "unpack failed"; exit 1; }
 chmod 700 .gpu/cache
 . scripts/gpu_env.sh
 pk_gpu_paths

@@ -285,15 +285,23 @@ static pk_status check_accumulator(layer_builder *b, const char *role, const pk_
     return PK_OK;
 }
 
+/* The rmsnorm family's x [T, K] (bf16), its norm weight [K] and eps > 0; K into *K. */
+static pk_status check_rmsnorm_input(layer_builder *b, const pk_tensor *x, const pk_tensor *norm_w, float eps,
+                                     int64_t *K) {
+    TRY(check_tensor(b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(b->k), -1}));
+    *K = x->dims[1];
+    TRY(check_tensor(b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){*K}));
+    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(b->k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b->fn, eps);
+    return PK_OK;
+}
+
 /* with_acc: pk_rmsnorm_linear_acc_layer's (x plus acc, the sum stored); else acc and sum are unused. */
 static pk_status rmsnorm_linear(pk_kernel *k, const char *fn, pk_tensor *x, int with_acc, pk_tensor *acc,
                                 pk_tensor *norm_w, pk_tensor *w, pk_tensor *out, pk_tensor *sum, float eps, int grid) {
     layer_builder b;
     TRY(begin(&b, k, fn, PK_TASK_RMSNORM_LINEAR, grid));
-    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), -1}));
-    int64_t K = x->dims[1], N;
-    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
-    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    int64_t K, N;
+    TRY(check_rmsnorm_input(&b, x, norm_w, eps, &K));
     if (with_acc) {
         TRY(check_accumulator(&b, "accumulator", acc, K));
         TRY(check_tensor(&b, "sum", sum, PK_DTYPE_BF16, 2, (int64_t[]){T_of(k), K}));
@@ -329,10 +337,8 @@ pk_status pk_rmsnorm_linear_swiglu_layer(pk_kernel *k, pk_tensor *x, pk_tensor *
     layer_builder b;
     TRY(begin(&b, k, "pk_rmsnorm_linear_swiglu_layer", PK_TASK_RMSNORM_LINEAR_SWIGLU, grid));
     const int64_t T = T_of(k);
-    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
-    const int64_t K = x->dims[1];
-    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
-    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    int64_t K;
+    TRY(check_rmsnorm_input(&b, x, norm_w, eps, &K));
     TRY(check_tensor(&b, "out", out, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
     const int64_t I = out->dims[1];
     TRY(check_tensor(&b, "weight", w, PK_DTYPE_BF16, 2, (int64_t[]){2 * I, K}));
@@ -432,10 +438,8 @@ pk_status pk_rmsnorm_swiglu_down_layer(pk_kernel *k, pk_tensor *x, pk_tensor *no
     layer_builder b;
     TRY(begin(&b, k, "pk_rmsnorm_swiglu_down_layer", PK_TASK_RMSNORM_SWIGLU_DOWN, grid));
     const int64_t T = T_of(k);
-    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
-    const int64_t K = x->dims[1];
-    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
-    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
+    int64_t K;
+    TRY(check_rmsnorm_input(&b, x, norm_w, eps, &K));
     TRY(check_tensor(&b, "gate / up weight", w_gu, PK_DTYPE_BF16, 2, (int64_t[]){-1, K}));
     if (w_gu->storage != PK_STORAGE_FUSED || w_gu->nfused != 2 || w_gu->groups != grid)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
@@ -704,12 +708,9 @@ pk_status pk_rmsnorm_linear_argmax_layer(pk_kernel *k, pk_tensor *x, pk_tensor *
                                          pk_tensor *logits, pk_tensor *out, float eps, int grid) {
     layer_builder b;
     TRY(begin(&b, k, "pk_rmsnorm_linear_argmax_layer", PK_TASK_RMSNORM_LINEAR_ARGMAX, grid));
-    const int64_t T = T_of(k);
-    TRY(check_tensor(&b, "x", x, PK_DTYPE_BF16, 2, (int64_t[]){T, -1}));
-    int64_t K = x->dims[1], N;
-    TRY(check_tensor(&b, "norm weight", norm_w, PK_DTYPE_BF16, 1, (int64_t[]){K}));
-    if (!(eps > 0.0f && isfinite(eps))) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: eps %g", b.fn, eps);
-    TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T}));
+    int64_t K, N;
+    TRY(check_rmsnorm_input(&b, x, norm_w, eps, &K));
+    TRY(check_tensor(&b, "out", out, PK_DTYPE_INT32, 1, (int64_t[]){T_of(k)}));
     TRY(check_writable(&b, "out", out)); /* before the partial tensors are added */
     TRY(linear_common_as(&b, x, K, w, logits, "logits", &N)); /* the GEMV's out [T, N], tiles of its rows */
     b.l.params.eps = eps;
