@@ -104,6 +104,25 @@ static pk_kernel *build(const char *cache_dir) {
     return k;
 }
 
+/* The embedding and the LM head with its argmax, nothing else: the one layer that signals END. */
+static pk_kernel *build_lm_only(const char *cache_dir) {
+    pk_config c = pk_config_default();
+    c.backend = PK_BACKEND_CUDA;
+    c.num_workers = 4;
+    c.max_seq_length = 32;
+    c.max_requests = 2;
+    c.max_tokens_per_step = T;
+    c.page_size = 4;
+    c.cache_dir = cache_dir;
+    pk_kernel *k = pk_kernel_new(&c);
+    pk_tensor *h = act(k, "h", H), *logits = act(k, "logits", V);
+    pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h, 2);
+    pk_rmsnorm_linear_argmax_layer(k, h, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits,
+                                   pk_step_output(k), 1e-6f, 4);
+    CHECK(pk_kernel_status(k) == PK_OK, "building the LM-head graph: %s", pk_kernel_error(k));
+    return k;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -263,6 +282,10 @@ int main(void) {
         CHECK(strstr(cu, "case 3: { /* L3.attention"),
               "one case per layer, named");
         CHECK(strstr(cu, "#define PK_GEN_END_BY_COUNTER 1"), "the argmax layer, the only one signalling END, ends the step");
+        /* uneven tiles of the LM head's argmax (grid 3 over 64 logits): each task scans its own
+         * columns and numbers them from its own first one */
+        CHECK(strstr(cu, "n_tok, (int)(idx * 64 / 3), (int)((idx + 1) * 64 / 3 - idx * 64 / 3), "),
+              "the LM head's argmax over uneven tiles: the task's first logit and width");
     }
     free(cu);
     free(json);
@@ -332,6 +355,23 @@ int main(void) {
     CHECK(s == PK_ERR_BACKEND && strstr(e, "nvcc failed") && strstr(e, "kernel.cu") && strstr(e, "nvcc.log") &&
               strstr(e, "always fails"),
           "failing nvcc: %s: %s", pk_status_name(s), e);
+    pk_kernel_free(k);
+
+    /* 5b. the same failing nvcc, for kernel.cu alone: where the LM head's argmax layer is the only
+     * one signalling END, its last task ends the step (PK_GEN_END_BY_COUNTER), and its tasks scan
+     * even tiles of 16 logits */
+    k = build_lm_only(cache);
+    s = pk_compile(k, NULL);
+    e = pk_kernel_error(k);
+    const char *on = strstr(e, " on "), *semi = on ? strstr(on, "kernel.cu") : NULL;
+    char lm_cu[512] = "";
+    if (s == PK_ERR_BACKEND && on && semi)
+        snprintf(lm_cu, sizeof lm_cu, "%.*s", (int)(semi + strlen("kernel.cu") - (on + 4)), on + 4);
+    char *lm = lm_cu[0] ? read_text(lm_cu) : NULL;
+    CHECK(lm && strstr(lm, "#define PK_GEN_END_BY_COUNTER 1") && strstr(lm, "L1.rmsnorm_linear_argmax") &&
+              strstr(lm, "n_tok, (int)(idx * 16), 16, "),
+          "the LM-head argmax graph's kernel.cu (%s): ends the step by its counter, even tiles: %s", lm_cu, e);
+    free(lm);
     pk_kernel_free(k);
     if (old_nvcc)
         setenv("PK_NVCC", old_nvcc, 1);

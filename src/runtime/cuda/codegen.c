@@ -286,6 +286,25 @@ static const char *rows_expr(const gview *g, char *buf, size_t len) {
     return buf;
 }
 
+/* A task's first column of g and its number of columns: col0_expr / cols_expr, as row0_expr /
+ * rows_expr for rows (uneven column tiles: pk_split_start's expressions). */
+static const char *col0_expr(const gview *g, char *buf, size_t len) {
+    if (g->split_cols) {
+        snprintf(buf, len, "(int)(idx * %" PRId64 " / %d)", g->split_ext, g->split_parts);
+        return buf;
+    }
+    return index_expr(g->col0, g->dcol0, buf, len);
+}
+
+static const char *cols_expr(const gview *g, char *buf, size_t len) {
+    if (g->split_cols)
+        snprintf(buf, len, "(int)((idx + 1) * %" PRId64 " / %d - idx * %" PRId64 " / %d)", g->split_ext,
+                 g->split_parts, g->split_ext, g->split_parts);
+    else
+        snprintf(buf, len, "%u", g->cols);
+    return buf;
+}
+
 /* "(int)(idx * n / grid), (int)((idx + 1) * n / grid)": task idx's share [c0, c1) of n columns
  * (pk_split_start's expression: an accumulator's sum or clear, in the tasks' shares). */
 static const char *share_args(uint32_t n, int grid, char *buf, size_t len) {
@@ -458,8 +477,11 @@ static const char *claim_arg(const claim_info c, char *buf, size_t len);
 static void emit_argmax_call(pk_strbuf *o, const pk_kernel *k, int l, const gview *logits, const gview *val,
                              const gview *idx, const gview *out) {
     char a[160], b[160], c[160], d[160];
-    pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, %u, ", tile_expr(logits, 1, a, sizeof a),
-                 logits->rs, index_expr(logits->col0, logits->dcol0, b, sizeof b), logits->cols);
+    /* the tile's first vocabulary index and its width (uneven tiles: the task's own, which the
+     * linear family's grids allow: tiles of ⌊V/grid⌋ or ⌈V/grid⌉ logits) */
+    pk_sb_printf(o, "        pk_gen_call_argmax_partial(%s, %" PRIu64 ", n_tok, %s, ", tile_expr(logits, 1, a, sizeof a),
+                 logits->rs, col0_expr(logits, b, sizeof b));
+    pk_sb_printf(o, "%s, ", cols_expr(logits, b, sizeof b));
     pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(val, 0, c, sizeof c), base_expr(idx, 0, d, sizeof d),
                  val->rs, k->layers[l].grid);
     pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
