@@ -266,43 +266,39 @@ static const char *index_expr(int64_t first, int64_t step, char *buf, size_t len
     return buf;
 }
 
-/* A task's first row of g: index_expr's, or "(int)(idx * E / G)" for uneven rows
- * (pk_split_start's expression). */
+/* A task's first index along one dimension of g: index_expr's (first + idx · step), or
+ * "(int)(idx * E / G)" when that dimension is split unevenly (pk_split_start's expression). */
+static const char *start_expr(const gview *g, int split, int64_t first, int64_t step, char *buf, size_t len) {
+    if (split) {
+        snprintf(buf, len, "(int)(idx * %" PRId64 " / %d)", g->split_ext, g->split_parts);
+        return buf;
+    }
+    return index_expr(first, step, buf, len);
+}
+
+/* A task's extent along one dimension of g: the literal n, or "(int)((idx + 1) * E / G - idx * E / G)"
+ * when that dimension is split unevenly. */
+static const char *extent_expr(const gview *g, int split, uint32_t n, char *buf, size_t len) {
+    if (split)
+        snprintf(buf, len, "(int)((idx + 1) * %" PRId64 " / %d - idx * %" PRId64 " / %d)", g->split_ext,
+                 g->split_parts, g->split_ext, g->split_parts);
+    else
+        snprintf(buf, len, "%u", n);
+    return buf;
+}
+
+/* A task's first row / its rows of g; its first column / its columns. */
 static const char *row0_expr(const gview *g, char *buf, size_t len) {
-    if (g->split_rows) {
-        snprintf(buf, len, "(int)(idx * %" PRId64 " / %d)", g->split_ext, g->split_parts);
-        return buf;
-    }
-    return index_expr(g->row0, g->drow0, buf, len);
+    return start_expr(g, g->split_rows, g->row0, g->drow0, buf, len);
 }
-
-/* A task's number of rows of g: a literal, or "(int)((idx + 1) * E / G - idx * E / G)". */
 static const char *rows_expr(const gview *g, char *buf, size_t len) {
-    if (g->split_rows)
-        snprintf(buf, len, "(int)((idx + 1) * %" PRId64 " / %d - idx * %" PRId64 " / %d)", g->split_ext,
-                 g->split_parts, g->split_ext, g->split_parts);
-    else
-        snprintf(buf, len, "%u", g->rows);
-    return buf;
+    return extent_expr(g, g->split_rows, g->rows, buf, len);
 }
-
-/* A task's first column of g and its number of columns: col0_expr / cols_expr, as row0_expr /
- * rows_expr for rows (uneven column tiles: pk_split_start's expressions). */
 static const char *col0_expr(const gview *g, char *buf, size_t len) {
-    if (g->split_cols) {
-        snprintf(buf, len, "(int)(idx * %" PRId64 " / %d)", g->split_ext, g->split_parts);
-        return buf;
-    }
-    return index_expr(g->col0, g->dcol0, buf, len);
+    return start_expr(g, g->split_cols, g->col0, g->dcol0, buf, len);
 }
-
 static const char *cols_expr(const gview *g, char *buf, size_t len) {
-    if (g->split_cols)
-        snprintf(buf, len, "(int)((idx + 1) * %" PRId64 " / %d - idx * %" PRId64 " / %d)", g->split_ext,
-                 g->split_parts, g->split_ext, g->split_parts);
-    else
-        snprintf(buf, len, "%u", g->cols);
-    return buf;
+    return extent_expr(g, g->split_cols, g->cols, buf, len);
 }
 
 /* "(int)(idx * n / grid), (int)((idx + 1) * n / grid)": task idx's share [c0, c1) of n columns
