@@ -39,7 +39,8 @@ static pk_tensor *act(pk_kernel *k, const char *name, int64_t n) {
  * rmsnorm_swiglu_down with rmsnorm_linear_acc and linear_with_residual_clear, rmsnorm_linear_argmax,
  * argmax; the
  * linear family also with uneven grids (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows). */
-static pk_kernel *build(const char *cache_dir) {
+/* The CUDA kernel both graphs are built in: 4 workers, T rows, kernels cached in cache_dir. */
+static pk_kernel *cuda_kernel(const char *cache_dir) {
     pk_config c = pk_config_default();
     c.backend = PK_BACKEND_CUDA;
     c.num_workers = 4;
@@ -48,14 +49,19 @@ static pk_kernel *build(const char *cache_dir) {
     c.max_tokens_per_step = T;
     c.page_size = 4;
     c.cache_dir = cache_dir;
-    pk_kernel *k = pk_kernel_new(&c);
+    return pk_kernel_new(&c);
+}
+
+static pk_kernel *build(const char *cache_dir) {
+    pk_kernel *k = cuda_kernel(cache_dir);
+    const int64_t page_size = pk_kernel_config(k)->page_size;
     pk_tensor *h0 = act(k, "h0", H), *hn = act(k, "hn", H), *qkv = act(k, "qkv", QKV);
     pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h0, 2);
     pk_rmsnorm_layer(k, h0, weight(k, "norm0", H, 0), hn, 1e-6f, 2);
     pk_tensor *in[3] = {weight(k, "wq", HQ * D, H), weight(k, "wk", HKV * D, H), weight(k, "wv", HKV * D, H)};
     pk_rmsnorm_linear_layer(k, hn, weight(k, "attn_norm", H, 0), pk_fuse_tensors(k, "wqkv", in, 3, 0, HKV), qkv,
                             1e-6f, 5); /* uneven: tiles of 25 and 26 rows across the KV groups */
-    int64_t cd[4] = {pk_kernel_config(k)->num_pages, c.page_size, HKV, D};
+    int64_t cd[4] = {pk_kernel_config(k)->num_pages, page_size, HKV, D};
     pk_tensor *kcache = pk_new_tensor(k, "k_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
     pk_tensor *vcache = pk_new_tensor(k, "v_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL);
     pk_tensor *att = act(k, "att", HQ * D), *h1 = act(k, "h1", H), *gu = act(k, "gu", 2 * I);
@@ -106,15 +112,7 @@ static pk_kernel *build(const char *cache_dir) {
 
 /* The embedding and the LM head with its argmax, nothing else: the one layer that signals END. */
 static pk_kernel *build_lm_only(const char *cache_dir) {
-    pk_config c = pk_config_default();
-    c.backend = PK_BACKEND_CUDA;
-    c.num_workers = 4;
-    c.max_seq_length = 32;
-    c.max_requests = 2;
-    c.max_tokens_per_step = T;
-    c.page_size = 4;
-    c.cache_dir = cache_dir;
-    pk_kernel *k = pk_kernel_new(&c);
+    pk_kernel *k = cuda_kernel(cache_dir);
     pk_tensor *h = act(k, "h", H), *logits = act(k, "logits", V);
     pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, H), h, 2);
     pk_rmsnorm_linear_argmax_layer(k, h, weight(k, "final_norm", H, 0), weight(k, "lm_head", V, H), logits,

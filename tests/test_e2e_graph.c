@@ -168,6 +168,31 @@ static pk_status run_requests(pk_kernel *k, int32_t prompts[NREQ][32], pk_reques
     return pk_run(k, req, NREQ, NULL, NULL);
 }
 
+/* Runs the requests on k and checks every request's tokens against the reference's; `what` names
+ * the run in the messages. */
+static void check_reference_tokens(pk_kernel *k, int32_t prompts[NREQ][32], int32_t expect[NREQ][NEW],
+                                   const char *what) {
+    int32_t out[NREQ][NEW];
+    pk_request req[NREQ];
+    pk_status s = run_requests(k, prompts, req, out);
+    CHECK(s == PK_OK, "%s: %s", what, pk_kernel_error(k));
+    for (int i = 0; i < NREQ; i++)
+        CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
+              "%s request %d: %d tokens, not the reference's", what, i, req[i].num_output);
+}
+
+/* How many of k's layers are of `kind` (pk_layer_info's name). */
+static int layers_of_kind(pk_kernel *k, const char *kind) {
+    pk_graph_stats st;
+    pk_kernel_stats(k, &st);
+    int n = 0;
+    for (int l = 0; l < st.num_layers; l++) {
+        pk_layer_info li;
+        n += pk_kernel_layer(k, l, &li) == PK_OK && strcmp(li.kind, kind) == 0;
+    }
+    return n;
+}
+
 /* Layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer): the reference's greedy
  * tokens in both modes, several worker counts, with the attention split too. Not compared bit for
  * bit across runs: the accumulator's adds come in the order the tasks finish. Each step's last task
@@ -181,15 +206,10 @@ static void test_splitk(const weights *w, int32_t prompts[NREQ][32], int32_t exp
         pk_tensor *lt;
         pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits, E2E_MLP_SPLITK, &lt);
         for (int rep = 0; rep < 2; rep++) {
-            int32_t out[NREQ][NEW];
-            pk_request req[NREQ];
-            pk_status s = run_requests(k, prompts, req, out);
-            CHECK(s == PK_OK, "splitk run %zu: %s", ri, pk_kernel_error(k));
-            for (int i = 0; i < NREQ; i++)
-                CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
-                      "splitk run %zu.%d (mode %d, %d workers, kv split %d) request %d: %d tokens, not the "
-                      "reference's",
-                      ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, i, req[i].num_output);
+            char what[96];
+            snprintf(what, sizeof what, "splitk run %zu.%d (mode %d, %d workers, kv split %d)", ri, rep,
+                     (int)runs[ri].mode, runs[ri].workers, runs[ri].splits);
+            check_reference_tokens(k, prompts, expect, what);
         }
         pk_kernel_free(k);
     }
@@ -210,24 +230,13 @@ static void test_mlp_fused(const weights *w, int32_t prompts[NREQ][32], int32_t 
         pk_tensor *lt;
         pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits,
                              E2E_MLP_FUSED, &lt);
-        pk_graph_stats st;
-        pk_kernel_stats(k, &st);
-        int fused = 0;
-        for (int l = 0; l < st.num_layers; l++) {
-            pk_layer_info li;
-            fused += pk_kernel_layer(k, l, &li) == PK_OK && strcmp(li.kind, "rmsnorm_swiglu_down") == 0;
-        }
+        const int fused = layers_of_kind(k, "rmsnorm_swiglu_down");
         CHECK(fused == 1, "mlp fused run %zu: %d rmsnorm_swiglu_down layers, want 1", ri, fused);
         for (int rep = 0; rep < 2; rep++) {
-            int32_t out[NREQ][NEW];
-            pk_request req[NREQ];
-            pk_status s = run_requests(k, prompts, req, out);
-            CHECK(s == PK_OK, "mlp fused run %zu: %s", ri, pk_kernel_error(k));
-            for (int i = 0; i < NREQ; i++)
-                CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
-                      "mlp fused run %zu.%d (mode %d, %d workers, kv split %d) request %d: %d tokens, not the "
-                      "reference's",
-                      ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, i, req[i].num_output);
+            char what[96];
+            snprintf(what, sizeof what, "mlp fused run %zu.%d (mode %d, %d workers, kv split %d)", ri, rep,
+                     (int)runs[ri].mode, runs[ri].workers, runs[ri].splits);
+            check_reference_tokens(k, prompts, expect, what);
             float lg[8 * V];
             uint16_t raw[8 * V];
             CHECK(pk_tensor_read(k, lt, raw, sizeof raw) == PK_OK, "mlp fused: reading the logits: %s",
@@ -258,28 +267,14 @@ static void test_lm_argmax(const weights *w, int32_t prompts[NREQ][32], int32_t 
         pk_tensor *lt;
         pk_kernel *k = build(w, runs[ri].mode, runs[ri].workers, runs[ri].schedulers, runs[ri].splits,
                              runs[ri].mlp | E2E_LM_ARGMAX, &lt);
-        pk_graph_stats st;
-        pk_kernel_stats(k, &st);
-        int fused = 0, argmax = 0;
-        for (int l = 0; l < st.num_layers; l++) {
-            pk_layer_info li;
-            if (pk_kernel_layer(k, l, &li) != PK_OK) continue;
-            fused += strcmp(li.kind, "rmsnorm_linear_argmax") == 0;
-            argmax += strcmp(li.kind, "argmax_partial") == 0;
-        }
+        const int fused = layers_of_kind(k, "rmsnorm_linear_argmax"), argmax = layers_of_kind(k, "argmax_partial");
         CHECK(fused == 1 && argmax == 0, "lm argmax run %zu: %d rmsnorm_linear_argmax and %d argmax_partial layers", ri,
               fused, argmax);
         for (int rep = 0; rep < 2; rep++) {
-            int32_t out[NREQ][NEW];
-            pk_request req[NREQ];
-            pk_status s = run_requests(k, prompts, req, out);
-            CHECK(s == PK_OK, "lm argmax run %zu: %s", ri, pk_kernel_error(k));
-            for (int i = 0; i < NREQ; i++)
-                CHECK(req[i].num_output == NEW && memcmp(out[i], expect[i], sizeof out[i]) == 0,
-                      "lm argmax run %zu.%d (mode %d, %d workers, kv split %d, mlp %d) request %d: %d tokens, not the "
-                      "reference's",
-                      ri, rep, (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, runs[ri].mlp, i,
-                      req[i].num_output);
+            char what[96];
+            snprintf(what, sizeof what, "lm argmax run %zu.%d (mode %d, %d workers, kv split %d, mlp %d)", ri, rep,
+                     (int)runs[ri].mode, runs[ri].workers, runs[ri].splits, runs[ri].mlp);
+            check_reference_tokens(k, prompts, expect, what);
             pk_bf16 lg[8 * V];
             CHECK(pk_tensor_read(k, lt, lg, sizeof lg) == PK_OK, "lm argmax: reading the logits: %s", pk_kernel_error(k));
             if (runs[ri].mlp == E2E_MLP_ROWS)
