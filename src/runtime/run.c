@@ -98,7 +98,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     pk_tensor *out = k->tensors[k->t_step_output];
     if (out->producer < 0)
         return pk_fail(k, PK_ERR_STATE, "pk_run: no layer writes pk_step_output(k): add pk_argmax_layer(k, logits, "
-                                        "pk_step_output(k), grid)");
+                                        "pk_step_output(k), grid) or pk_rmsnorm_linear_argmax_layer");
     /* Generated ids are fed back to the embedding: the argmax must not pick ids past its rows.
      * pk_argmax_layer's layer reads the logits and writes pk_step_output;
      * pk_rmsnorm_linear_argmax_layer's writes both. */
