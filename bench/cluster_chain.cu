@@ -27,8 +27,9 @@
  * copies, waits on its event (thread 0 polls; ld.acquire + 32 ns sleeps), reads x through L2,
  * waits for its copies, runs the GEMV from shared memory, stores, signals (red.release).
  *
- *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns [launches [fast [bloat]]]]
- *   (fast 1: the global schedule's GEMVs by gemv_fast; bloat: the instruction-fetch probe, args_t)
+ *   nvcc -O3 -arch=sm_90a -o build/cluster_chain bench/cluster_chain.cu && build/cluster_chain [att_ns [launches [fast [bloat [hc_att_ns]]]]]
+ *   (fast 1: the global schedule's GEMVs by gemv_fast; bloat: the instruction-fetch probe, args_t;
+ *   hc_att_ns: each rank's share of the attention in the hc schedule, 1500 unless given)
  *
  * Prints us per layer (median of launches, each STEPS x 28 layers) for each schedule that fits,
  * the global schedule's `end+` spans (each kind's last signal after the kind before's, one layer)
@@ -64,6 +65,12 @@
  * 19.58 -> 18.53 with 2.5 us (fused: 20.39, 18.93): one hand-off fewer saves ~1 us; the mlp layer's
  * end+ is 6.9-7.3 us against gate_up's and down's 8.2-8.8, its gate_up tasks wait 4.0 us (2.8:
  * their 144 KB of copies), qkv's x read 0.35 us (0.27).
+ * hc (session 38, not yet run): the cluster schedule on what the H200 holds — 15 clusters of 8, 120
+ * CTAs: one cluster per KV head for qkv -> attention -> o_proj (the qkv rows and the attention's
+ * partials through distributed shared memory, the attention split over the cluster's 8 ranks by
+ * positions, o_proj split over K by head into fixed-point sums), the MLP on all 120 as the `mlp`
+ * schedule's one layer; two grid-wide hand-offs per layer instead of four (hc_kernel's comment).
+ * Run after the others with each rank's attention at hc_att_ns and at att_ns, then `mlp` again.
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
  * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
  * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.
@@ -100,6 +107,8 @@ typedef struct {
     int bloat; /* 0; 1: every GEMV task also runs BLOAT_N dependent FMAs as a loop (little code); 2: the
                   same FMAs unrolled, a distinct copy per kind (BLOAT_N x 16 B of code each) */
     unsigned long long *prof; /* [4 kinds][6]: global schedule's GEMV phases (count, then sums of ns) */
+    long long hc_att_ns;      /* hc: each rank's share of its head's attention (a spin) */
+    long long *acc_o, *acc_d; /* hc: [NEV][H] o_proj's and down's sums, fixed point, one row per layer and step */
 } args_t;
 
 /* Thread 0 polls (a stuck wait traps after 1 s: the model must not hang the device), then the
@@ -535,6 +544,170 @@ __global__ void __launch_bounds__(THREADS, 1) cluster_kernel(args_t a) {
     if (blockIdx.x == 0 && threadIdx.x == 0) a.t[1] = now_ns();
 }
 
+/* ---- hc: head clusters on the 120 CTAs the H200 holds in clusters of 8 ------------------------- */
+/* 15 clusters of HC_CS = 8 CTAs (all that fit at once with 227 KB each). Clusters 0-7 are the KV
+ * heads' (64 CTAs), 8-14 (56) run only the MLP. Per layer, two grid-wide hand-offs and two cluster
+ * barriers:
+ *   head CTA (cluster c = head, rank i): x = r + down's sums of the layer before (hand-off 1), the rms
+ *     scale; 64 of the head's 512 q|k|v rows (a 128 KB tile) stored into every rank's shared memory;
+ *     barrier; its eighth of the head's positions (a 10 KB KV slice, then a spin of hc_att_ns) and
+ *     the partial [258] (m, l, acc) into every rank; barrier; the 8 partials combined in rank order
+ *     (every rank the same bits); o_proj's 128 rows of rank i over the head's 256 columns (64 KB)
+ *     added into acc_o as fixed point; the signal (hand-off 2, 64 producers);
+ *   every CTA: h = r + acc_o, the rms scale, gate_up over its F features (24, or 32 on 24 of the MLP
+ *     CTAs: 384 chunks of 8 over 120), silu . mul, down's 1024 rows over them into acc_d; the signal
+ *     (120 producers).
+ * Tiles: head CTAs read 128 + 64 + 144 KB per layer, MLP CTAs 144 or 192: the layer's 31.5 MB.
+ * Shared memory: A [0, 128 K) qkv, then gate_up; B [128 K, 192 K) o_proj, then down; C the KV
+ * slice and the vectors. Each CTA's tiles of the next layer go out as soon as their region is
+ * read (qkv after gate_up's GEMV, o_proj and the KV slice after down's). */
+enum { HC_CS = 8, HC_NCL = 15, HC_NCTA = HC_CS * HC_NCL, HC_HEADS = HEADS_KV * HC_CS, HC_PART = 258,
+       HC_QKV_TILE = 64 * H * 2, HC_O_TILE = 128 * 256 * 2, HC_KV = KV_BYTES / HC_CS };
+static_assert(HC_HEADS * HC_QKV_TILE == QKV * H * 2 && HC_HEADS * HC_O_TILE == H * QO * 2, "hc's tiles cover qkv and o_proj");
+
+/* CTA b's features of the MLP: [f0, f0 + F) (head CTAs 24 each, MLP CTA j 32 for j < 24, else 24) */
+__device__ void hc_features(int b, int *f0, int *F) {
+    if (b < HC_HEADS) {
+        *f0 = 24 * b;
+        *F = 24;
+        return;
+    }
+    const int j = b - HC_HEADS;
+    *f0 = 24 * HC_HEADS + 32 * min(j, 24) + 24 * max(j - 24, 0);
+    *F = j < 24 ? 32 : 24;
+}
+/* r += the fixed-point sums acc [H] (through L2), xs = r; a barrier */
+__device__ void hc_add_acc(float *r, float *xs, const long long *acc) {
+    for (int k = threadIdx.x; k < H; k += THREADS) {
+        const float v = r[k] + (float)__ldcg(acc + k) / FIX_ONE;
+        r[k] = v;
+        xs[k] = v;
+    }
+    __syncthreads();
+}
+/* acc [1024] += tile [1024][F] . mlp [F] as fixed point (integer atomics: any order, the same bits) */
+__device__ void hc_down(const char *tile, int F, const float *mlp, long long *acc) {
+    for (int row = threadIdx.x; row < H; row += THREADS) {
+        const uint4 *w = (const uint4 *)(tile + (size_t)row * F * 2);
+        float v = 0.0f;
+        for (int c = 0; c < F / 8; c++) {
+            const uint4 u = w[c];
+            const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
+        }
+        atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * FIX_ONE));
+    }
+}
+/* thread 0: phase k of this CTA at layer REC_EV (and k 5: its last phase at REC_EV - 1) */
+__device__ void hc_rec(const args_t &a, int ev, int k) {
+    if (threadIdx.x != 0) return;
+    if (ev == REC_EV) a.rec[k * GCTA + blockIdx.x] = now_ns();
+    if (ev == REC_EV - 1 && k == 3) a.rec[5 * GCTA + blockIdx.x] = now_ns();
+}
+
+__global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
+    extern __shared__ __align__(128) char sm[];
+    char *tA = sm, *tB = sm + 128 * 1024, *kvs = sm + 192 * 1024;
+    float *r = (float *)(sm + 202 * 1024), *xs = r + H, *qkv = xs + H, *part = qkv + 512, *y = part + HC_CS * HC_PART,
+          *mlp = y + 128, *red = mlp + 32; /* 4 + 4 + 2 + 8.1 + 0.5 + 0.1 KB */
+    cg::cluster_group cl = cg::this_cluster();
+    const int b = blockIdx.x, rank = (int)cl.block_rank(), hk = b / HC_CS, head = b < HC_HEADS;
+    int f0, F;
+    hc_features(b, &f0, &F);
+    unsigned long long *Eo = a.ev + 5 * NEV, *Ed = a.ev + 6 * NEV;
+    for (int k = threadIdx.x; k < H; k += THREADS) r[k] = 1.0f + (float)(k % 7) / 8.0f;
+    __syncthreads();
+    if (b == 0 && threadIdx.x == 0) a.t[0] = now_ns();
+    /* the first layer's tiles; later layers' go out inside the layer before */
+    {
+        const char *W = a.w, *Wo = W + QKV * H * 2, *Wgu = Wo + H * QO * 2, *Wd = Wgu + 2 * FF * H * 2;
+        if (head) {
+            issue_copies(tA, W + (size_t)b * HC_QKV_TILE, HC_QKV_TILE);
+            issue_copies(tB, Wo + (size_t)b * HC_O_TILE, HC_O_TILE);
+            issue_copies(kvs, a.kv + (size_t)hk * KV_BYTES + rank * HC_KV, HC_KV);
+        } else {
+            issue_copies(tA, Wgu + (size_t)f0 * 2 * H * 2, 2 * F * H * 2);
+            issue_copies(tB, Wd + (size_t)f0 * H * 2, F * H * 2);
+        }
+    }
+    for (int ev = 0; ev < NEV; ev++) {
+        const int l = ev % LAYERS, ln = (ev + 1) % LAYERS;
+        const char *Wn = a.w + (size_t)ln * LAYER_BYTES * 3 / 2; /* the next layer's weights */
+        const char *Won = Wn + QKV * H * 2, *Wgun = Won + H * QO * 2, *Wdn = Wgun + 2 * FF * H * 2;
+        const char *Wgu = a.w + (size_t)l * LAYER_BYTES * 3 / 2 + QKV * H * 2 + H * QO * 2, *Wd = Wgu + 2 * FF * H * 2;
+        long long *acc_o = a.acc_o + (size_t)ev * H, *acc_d = a.acc_d + (size_t)ev * H;
+        if (head) {
+            /* 1. x = r + down's sums of the layer before (hand-off 1, 120 producers) */
+            if (ev > 0) {
+                wait_event(Ed + ev - 1, HC_NCTA);
+                hc_add_acc(r, xs, acc_d - H);
+            } else {
+                for (int k = threadIdx.x; k < H; k += THREADS) xs[k] = r[k];
+                __syncthreads();
+            }
+            const float s = rms_scale(xs, H, red);
+            /* 2. this CTA's 64 q|k|v rows into every rank; gate_up's tile into A once read */
+            wait_copies<2>(); /* qkv's tile (o_proj's and the KV slice may still land) */
+            gemv(tA, 64, H, xs, y);
+            issue_copies(tA, Wgu + (size_t)f0 * 2 * H * 2, 2 * F * H * 2);
+            for (int e = threadIdx.x; e < HC_CS * 64; e += THREADS)
+                cl.map_shared_rank(qkv, e / 64)[rank * 64 + e % 64] = y[e % 64] * s;
+            cl.sync();
+            hc_rec(a, ev, 0);
+            /* 3. this rank's eighth of the positions; its partial into every rank */
+            wait_copies<1>(); /* the KV slice and o_proj's tile (gate_up's may still land) */
+            spin_ns(a.hc_att_ns);
+            for (int e = threadIdx.x; e < HC_CS * HC_PART; e += THREADS) {
+                const int dst = e / HC_PART, i = e % HC_PART;
+                cl.map_shared_rank(part, dst)[rank * HC_PART + i] = qkv[i % 512] + (float)kvs[i];
+            }
+            cl.sync();
+            hc_rec(a, ev, 1);
+            for (int i = threadIdx.x; i < 256; i += THREADS) {
+                float v = 0.0f;
+                for (int j = 0; j < HC_CS; j++) v += part[j * HC_PART + 2 + i] * part[j * HC_PART];
+                xs[i] = v;
+            }
+            __syncthreads();
+            /* 4. o_proj: 128 rows over the head's 256 columns, into acc_o (hand-off 2) */
+            gemv(tB, 128, 256, xs, y);
+            issue_copies(tB, Wd + (size_t)f0 * H * 2, F * H * 2);
+            if (threadIdx.x < 128)
+                atomicAdd((unsigned long long *)(acc_o + rank * 128 + threadIdx.x),
+                          (unsigned long long)__float2ll_rn(y[threadIdx.x] * FIX_ONE));
+            signal(Eo + ev);
+            hc_rec(a, ev, 2);
+        }
+        /* 5. the MLP: h = r + acc_o (MLP CTAs add down's sums of the layer before too) */
+        wait_event(Eo + ev, HC_HEADS);
+        if (!head && ev > 0) hc_add_acc(r, xs, acc_d - H);
+        hc_add_acc(r, xs, acc_o);
+        const float s = rms_scale(xs, H, red);
+        wait_copies<1>(); /* gate_up's tile (down's may still land) */
+        gemv(tA, 2 * F, H, xs, y);
+        if (threadIdx.x < F) mlp[threadIdx.x] = silu(y[threadIdx.x] * s) * y[F + threadIdx.x] * s;
+        __syncthreads();
+        int f0n = f0, Fn = F;
+        if (head) /* A is read: the next layer's qkv tile */
+            issue_copies(tA, Wn + (size_t)b * HC_QKV_TILE, HC_QKV_TILE);
+        else
+            issue_copies(tA, Wgun + (size_t)f0n * 2 * H * 2, 2 * Fn * H * 2);
+        wait_copies<1>(); /* down's tile */
+        hc_down(tB, F, mlp, acc_d);
+        signal(Ed + ev);
+        hc_rec(a, ev, 3);
+        if (head) { /* B and the KV slice are read: the next layer's o_proj tile and slice */
+            issue_copies(tB, Won + (size_t)b * HC_O_TILE, HC_O_TILE);
+            issue_copies(kvs, a.kv + ((size_t)ln * HEADS_KV + hk) * KV_BYTES + rank * HC_KV, HC_KV);
+        } else {
+            issue_copies(tB, Wdn + (size_t)f0n * H * 2, Fn * H * 2);
+        }
+    }
+    if (b == 0 && threadIdx.x == 0) a.t[1] = now_ns();
+}
+
 /* One schedule's launches: the median us per layer. */
 static void run_sched(const char *name, args_t &a, int launches, const cudaLaunchConfig_t *cfg, void (*kernel)(args_t)) {
     double *per = (double *)malloc(sizeof(double) * launches);
@@ -546,6 +719,8 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         CHECK(cudaMemset(a.acc, 0, (size_t)LAYERS * H * 8));
         CHECK(cudaMemset(a.part_d, 0, 16 * H * 4));
         CHECK(cudaMemset(a.rec, 0, 8 * 6 * GCTA));
+        CHECK(cudaMemset(a.acc_o, 0, (size_t)NEV * H * 8));
+        CHECK(cudaMemset(a.acc_d, 0, (size_t)NEV * H * 8));
         CHECK(cudaLaunchKernelEx(cfg, kernel, a));
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
@@ -579,6 +754,19 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         printf("%s: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
                name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
+    if (kernel == hc_kernel) { /* the last launch's layer REC_EV: each phase's last CTA after the phase before's */
+        unsigned long long h[6 * GCTA], end[6];
+        CHECK(cudaMemcpy(h, a.rec, sizeof h, cudaMemcpyDeviceToHost));
+        for (int k = 0; k < 6; k++) {
+            end[k] = 0;
+            for (int b = 0; b < HC_NCTA; b++)
+                if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
+        }
+        printf("%s: end+ (us, layer %d of the last launch): qkv gathered %.2f attention partials %.2f o_proj signalled %.2f mlp "
+               "signalled %.2f (each rank's attention %lld ns)\n",
+               name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3,
+               a.hc_att_ns);
+    }
     printf("%-10s att %lld ns gemv %s bloat %d | us per layer: p50 %.2f min %.2f max %.2f (pk's bytes %.1f MB per layer: %.2f us at 4.66 TB/s)\n",
            name, a.att_ns, a.fast ? "fast" : "plain", a.bloat, per[n / 2], per[0], per[n - 1], LAYER_BYTES / 1e6, LAYER_BYTES / 4.66e6);
     free(per);
@@ -591,6 +779,7 @@ int main(int argc, char **argv) {
     const int launches = argc > 2 ? atoi(argv[2]) : 10;
     a.fast = argc > 3 ? atoi(argv[3]) : 0;
     a.bloat = argc > 4 ? atoi(argv[4]) : 0;
+    a.hc_att_ns = argc > 5 ? atoll(argv[5]) : 1500;
     char *w, *kv;
     CHECK(cudaMalloc(&w, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
     CHECK(cudaMemset(w, 0x3c, (size_t)LAYERS * LAYER_BYTES * 3 / 2));
@@ -607,6 +796,8 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&a.acc, (size_t)LAYERS * H * 8));
     CHECK(cudaMalloc(&a.part_o, 16 * H * 4));
     CHECK(cudaMalloc(&a.part_d, 16 * H * 4));
+    CHECK(cudaMalloc(&a.acc_o, (size_t)NEV * H * 8));
+    CHECK(cudaMalloc(&a.acc_d, (size_t)NEV * H * 8));
     CHECK(cudaMalloc(&a.t, 16));
     CHECK(cudaMalloc(&a.rec, 8 * 6 * GCTA));
     CHECK(cudaMalloc(&a.prof, 8 * 24));
@@ -618,6 +809,7 @@ int main(int argc, char **argv) {
         CHECK(cudaFuncSetAttribute(ck[i], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CHECK(cudaFuncSetAttribute(ck[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
+    CHECK(cudaFuncSetAttribute(hc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3(GCTA);
@@ -649,5 +841,25 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "cluster%d", cs);
         run_sched(name, a, launches, &cfg, ck[i]);
     }
+    /* hc: the 120 CTAs of 15 clusters of 8 that fit; then pk's schedule (mlp, the fused MLP as pk runs
+     * it today) again, so that the two are compared in one call */
+    attr.val.clusterDim.x = HC_CS;
+    cfg.gridDim = dim3(HC_NCTA);
+    int nclusters = 0;
+    CHECK(cudaOccupancyMaxActiveClusters(&nclusters, hc_kernel, &cfg));
+    printf("clusters of %d CTAs (227 KB each) resident at once: %d (hc needs %d)\n", HC_CS, nclusters, HC_NCL);
+    if (nclusters >= HC_NCL) {
+        run_sched("hc", a, launches, &cfg, hc_kernel);
+        const long long att = a.hc_att_ns;
+        a.hc_att_ns = a.att_ns; /* each rank's share as long as the global schedule's whole attention */
+        run_sched("hc", a, launches, &cfg, hc_kernel);
+        a.hc_att_ns = att;
+    }
+    cfg.gridDim = dim3(GCTA);
+    cfg.attrs = nullptr;
+    cfg.numAttrs = 0;
+    a.mlp = 1;
+    run_sched("mlp", a, launches, &cfg, global_kernel);
+    a.mlp = 0;
     return 0;
 }

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # session 37's prepared call 2: the 1.7B with pace 64 and / or the LM head's argmax as one layer,
 # the 8B with and without the latter, interleaved rounds (kernels: .dev/gpu-call2.tar.xz, packed by
-# .dev/s37pack.sh). carry: ["build/pk",".dev/gpu-call2.tar.xz"]
+# .dev/s37pack.sh). carry: ["build/pk",".dev/gpu-call2.tar.xz","build/cluster_chain"]
+# Session 38 put bench/cluster_chain.cu's `hc` schedule first (build it here: nvcc -O3 -arch=sm_90a
+# -o build/cluster_chain bench/cluster_chain.cu; seconds of device time).
 set -u
+if [ -x build/cluster_chain ]; then
+  echo "== cluster_chain: global / fused / mlp / global, hc (1500 ns and att_ns per rank), mlp"
+  timeout 60 build/cluster_chain 2500 10 0 0 1500
+  timeout 60 build/cluster_chain 4000 10 0 0 2000
+fi
 mkdir -p .gpu && tar -xJf .dev/gpu-call2.tar.xz || { echo "unpack failed"; exit 1; }
 chmod 700 .gpu/cache
 . scripts/gpu_env.sh
