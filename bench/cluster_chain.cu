@@ -346,6 +346,25 @@ __device__ float gemv_task(const args_t &a, int kind, char *tile, const char *sr
     return s;
 }
 
+/* acc [1024] += tile [1024][F] . mlp [F] as fixed point (integer atomics: any order, the same bits):
+ * the down half of the mlp and hc schedules' MLP layer */
+template <int F>
+__device__ void mlp_down(const char *tile, const float *mlp, long long *acc) {
+    for (int row = threadIdx.x; row < H; row += THREADS) {
+        const uint4 *w = (const uint4 *)(tile + (size_t)row * F * 2);
+        float v = 0.0f;
+#pragma unroll
+        for (int c = 0; c < F / 8; c++) {
+            const uint4 u = w[c];
+            const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
+        }
+        atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * FIX_ONE));
+    }
+}
+
 /* ---- pk's schedule: five grid-wide hand-offs per layer ---------------------------------------- */
 __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
     extern __shared__ __align__(128) char sm[];
@@ -417,19 +436,7 @@ __global__ void __launch_bounds__(THREADS, 1) global_kernel(args_t a) {
             if (threadIdx.x < 24) mlp[threadIdx.x] = silu(y[threadIdx.x] * s) * y[24 + threadIdx.x] * s;
             __syncthreads();
             long long *acc = a.acc + (size_t)l * H;
-            for (int row = threadIdx.x; row < H; row += THREADS) {
-                const uint4 *w = (const uint4 *)(dt + (size_t)row * 48);
-                float v = 0.0f;
-#pragma unroll
-                for (int c = 0; c < 3; c++) {
-                    const uint4 u = w[c];
-                    const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
-                }
-                atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * FIX_ONE));
-            }
+            mlp_down<24>(dt, mlp, acc);
             signal_rec(E + 3 * NEV + ev, a, ev, 3);
         }
         if (!a.mlp && b < 128) {
@@ -585,21 +592,6 @@ __device__ void hc_add_acc(float *r, float *xs, const long long *acc) {
     }
     __syncthreads();
 }
-/* acc [1024] += tile [1024][F] . mlp [F] as fixed point (integer atomics: any order, the same bits) */
-__device__ void hc_down(const char *tile, int F, const float *mlp, long long *acc) {
-    for (int row = threadIdx.x; row < H; row += THREADS) {
-        const uint4 *w = (const uint4 *)(tile + (size_t)row * F * 2);
-        float v = 0.0f;
-        for (int c = 0; c < F / 8; c++) {
-            const uint4 u = w[c];
-            const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                v += __uint_as_float(uu[q] << 16) * mlp[8 * c + 2 * q] + __uint_as_float(uu[q] & 0xffff0000u) * mlp[8 * c + 2 * q + 1];
-        }
-        atomicAdd((unsigned long long *)(acc + row), (unsigned long long)__float2ll_rn(v * FIX_ONE));
-    }
-}
 /* thread 0: phase k of this CTA at layer REC_EV (and k 5: its last phase at REC_EV - 1) */
 __device__ void hc_rec(const args_t &a, int ev, int k) {
     if (threadIdx.x != 0) return;
@@ -696,7 +688,10 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
         else
             issue_copies(tA, Wgun + (size_t)f0n * 2 * H * 2, 2 * Fn * H * 2);
         wait_copies<1>(); /* down's tile */
-        hc_down(tB, F, mlp, acc_d);
+        if (F == 32)
+            mlp_down<32>(tB, mlp, acc_d);
+        else
+            mlp_down<24>(tB, mlp, acc_d);
         signal(Ed + ev);
         hc_rec(a, ev, 3);
         if (head) { /* B and the KV slice are read: the next layer's o_proj tile and slice */
