@@ -608,28 +608,35 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
     const int b = blockIdx.x, rank = (int)cl.block_rank(), hk = b / HC_CS, head = b < HC_HEADS;
     int f0, F;
     hc_features(b, &f0, &F);
+    /* this CTA's tiles of layer l: head CTAs qkv's (A), o_proj's (B) and the KV slice; all, gate_up's
+     * (A) and down's (B) */
+    auto weights = [&](int l) { return a.w + (size_t)l * LAYER_BYTES * 3 / 2; };
+    auto copy_qkv = [&](int l) { issue_copies(tA, weights(l) + (size_t)b * HC_QKV_TILE, HC_QKV_TILE); };
+    auto copy_o_kv = [&](int l) {
+        issue_copies(tB, weights(l) + QKV * H * 2 + (size_t)b * HC_O_TILE, HC_O_TILE);
+        issue_copies(kvs, a.kv + ((size_t)l * HEADS_KV + hk) * KV_BYTES + rank * HC_KV, HC_KV);
+    };
+    auto copy_gate_up = [&](int l) {
+        issue_copies(tA, weights(l) + QKV * H * 2 + H * QO * 2 + (size_t)f0 * 2 * H * 2, 2 * F * H * 2);
+    };
+    auto copy_down = [&](int l) {
+        issue_copies(tB, weights(l) + QKV * H * 2 + H * QO * 2 + 2 * FF * H * 2 + (size_t)f0 * H * 2, F * H * 2);
+    };
     unsigned long long *Eo = a.ev + 5 * NEV, *Ed = a.ev + 6 * NEV;
     for (int k = threadIdx.x; k < H; k += THREADS) r[k] = 1.0f + (float)(k % 7) / 8.0f;
     __syncthreads();
     cl.sync(); /* every CTA of the cluster has started before any writes its shared memory */
     if (b == 0 && threadIdx.x == 0) a.t[0] = now_ns();
     /* the first layer's tiles; later layers' go out inside the layer before */
-    {
-        const char *W = a.w, *Wo = W + QKV * H * 2, *Wgu = Wo + H * QO * 2, *Wd = Wgu + 2 * FF * H * 2;
-        if (head) {
-            issue_copies(tA, W + (size_t)b * HC_QKV_TILE, HC_QKV_TILE);
-            issue_copies(tB, Wo + (size_t)b * HC_O_TILE, HC_O_TILE);
-            issue_copies(kvs, a.kv + (size_t)hk * KV_BYTES + rank * HC_KV, HC_KV);
-        } else {
-            issue_copies(tA, Wgu + (size_t)f0 * 2 * H * 2, 2 * F * H * 2);
-            issue_copies(tB, Wd + (size_t)f0 * H * 2, F * H * 2);
-        }
+    if (head) {
+        copy_qkv(0);
+        copy_o_kv(0);
+    } else {
+        copy_gate_up(0);
+        copy_down(0);
     }
     for (int ev = 0; ev < NEV; ev++) {
         const int l = ev % LAYERS, ln = (ev + 1) % LAYERS;
-        const char *Wn = a.w + (size_t)ln * LAYER_BYTES * 3 / 2; /* the next layer's weights */
-        const char *Won = Wn + QKV * H * 2, *Wgun = Won + H * QO * 2, *Wdn = Wgun + 2 * FF * H * 2;
-        const char *Wgu = a.w + (size_t)l * LAYER_BYTES * 3 / 2 + QKV * H * 2 + H * QO * 2, *Wd = Wgu + 2 * FF * H * 2;
         long long *acc_o = a.acc_o + (size_t)ev * H, *acc_d = a.acc_d + (size_t)ev * H;
         if (head) {
             /* 1. x = r + down's sums of the layer before (hand-off 1, 120 producers) */
@@ -644,7 +651,7 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
             /* 2. this CTA's 64 q|k|v rows into every rank; gate_up's tile into A once read */
             wait_copies<2>(); /* qkv's tile (o_proj's and the KV slice may still land) */
             gemv(tA, 64, H, xs, y);
-            issue_copies(tA, Wgu + (size_t)f0 * 2 * H * 2, 2 * F * H * 2);
+            copy_gate_up(l);
             for (int e = threadIdx.x; e < HC_CS * 64; e += THREADS)
                 cl.map_shared_rank(qkv, e / 64)[rank * 64 + e % 64] = y[e % 64] * s;
             cl.sync();
@@ -666,7 +673,7 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
             __syncthreads();
             /* 4. o_proj: 128 rows over the head's 256 columns, into acc_o (hand-off 2) */
             gemv(tB, 128, 256, xs, y);
-            issue_copies(tB, Wd + (size_t)f0 * H * 2, F * H * 2);
+            copy_down(l);
             if (threadIdx.x < 128)
                 atomicAdd((unsigned long long *)(acc_o + rank * 128 + threadIdx.x),
                           (unsigned long long)__float2ll_rn(y[threadIdx.x] * FIX_ONE));
@@ -682,11 +689,10 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
         gemv(tA, 2 * F, H, xs, y);
         if (threadIdx.x < F) mlp[threadIdx.x] = silu(y[threadIdx.x] * s) * y[F + threadIdx.x] * s;
         __syncthreads();
-        int f0n = f0, Fn = F;
         if (head) /* A is read: the next layer's qkv tile */
-            issue_copies(tA, Wn + (size_t)b * HC_QKV_TILE, HC_QKV_TILE);
+            copy_qkv(ln);
         else
-            issue_copies(tA, Wgun + (size_t)f0n * 2 * H * 2, 2 * Fn * H * 2);
+            copy_gate_up(ln);
         wait_copies<1>(); /* down's tile */
         if (F == 32)
             mlp_down<32>(tB, mlp, acc_d);
@@ -694,15 +700,24 @@ __global__ void __launch_bounds__(THREADS, 1) hc_kernel(args_t a) {
             mlp_down<24>(tB, mlp, acc_d);
         signal(Ed + ev);
         hc_rec(a, ev, 3);
-        if (head) { /* B and the KV slice are read: the next layer's o_proj tile and slice */
-            issue_copies(tB, Won + (size_t)b * HC_O_TILE, HC_O_TILE);
-            issue_copies(kvs, a.kv + ((size_t)ln * HEADS_KV + hk) * KV_BYTES + rank * HC_KV, HC_KV);
-        } else {
-            issue_copies(tB, Wdn + (size_t)f0n * H * 2, Fn * H * 2);
-        }
+        if (head) /* B and the KV slice are read: the next layer's o_proj tile and slice */
+            copy_o_kv(ln);
+        else
+            copy_down(ln);
     }
     if (b == 0 && threadIdx.x == 0) a.t[1] = now_ns();
     wait_copies<0>(); /* the next step's first tiles, never read: landed before the CTA exits */
+}
+
+/* end[k] = the last of the ncta CTAs' records of kind / phase k (a.rec [6][GCTA], 0 where none) */
+static void rec_ends(const args_t &a, int ncta, unsigned long long end[6]) {
+    unsigned long long h[6 * GCTA];
+    CHECK(cudaMemcpy(h, a.rec, sizeof h, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < 6; k++) {
+        end[k] = 0;
+        for (int b = 0; b < ncta; b++)
+            if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
+    }
 }
 
 /* One schedule's launches: the median us per layer. */
@@ -739,26 +754,16 @@ static void run_sched(const char *name, args_t &a, int launches, const cudaLaunc
         }
     }
     if (kernel == global_kernel) { /* the last launch's layer REC_EV: each kind's end after the kind before's */
-        unsigned long long h[6 * GCTA], end[6];
-        CHECK(cudaMemcpy(h, a.rec, sizeof h, cudaMemcpyDeviceToHost));
-        for (int k = 0; k < 6; k++) {
-            end[k] = 0;
-            for (int b = 0; b < GCTA; b++)
-                if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
-        }
+        unsigned long long end[6];
+        rec_ends(a, GCTA, end);
         if (a.fused) end[1] = end[0]; /* no attention layer of its own: o_proj's end+ is the fused layer's */
         if (a.mlp) end[4] = end[3];   /* no down layer of its own: gate_up's end+ is the mlp layer's */
         printf("%s: end+ (us, layer %d of the last launch): qkv %.2f attention %.2f o_proj %.2f gate_up %.2f down %.2f\n",
                name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3, (end[4] - end[3]) / 1e3);
     }
     if (kernel == hc_kernel) { /* the last launch's layer REC_EV: each phase's last CTA after the phase before's */
-        unsigned long long h[6 * GCTA], end[6];
-        CHECK(cudaMemcpy(h, a.rec, sizeof h, cudaMemcpyDeviceToHost));
-        for (int k = 0; k < 6; k++) {
-            end[k] = 0;
-            for (int b = 0; b < HC_NCTA; b++)
-                if (h[k * GCTA + b] > end[k]) end[k] = h[k * GCTA + b];
-        }
+        unsigned long long end[6];
+        rec_ends(a, HC_NCTA, end);
         printf("%s: end+ (us, layer %d of the last launch): qkv gathered %.2f attention partials %.2f o_proj signalled %.2f mlp "
                "signalled %.2f (each rank's attention %lld ns)\n",
                name, REC_EV, (end[0] - end[5]) / 1e3, (end[1] - end[0]) / 1e3, (end[2] - end[1]) / 1e3, (end[3] - end[2]) / 1e3,
