@@ -2,6 +2,7 @@
 # session 37: the cache keys (kernel directories) a list of commands loads, found by running each
 # against an empty probe cache with a stand-in nvcc (pk writes <key>/kernel.cu, the stand-in fails).
 # Usage: bash docs/experiments/session37-keys.sh CALL  ->  prints the keys, one per line
+# (CALL: call1, call2, table, or s39call3: session 39's third call)
 set -u
 cd "$(dirname "$0")/../.." || exit 1 # the repository root
 . scripts/gpu_env.sh
@@ -22,6 +23,10 @@ call1)
 call2)
   bench 1.7b "" 0; bench 1.7b "-DPK_LIN_PACE_KB=64" 0; bench 1.7b "-DPK_LIN_PACE_KB=64" 1; bench 1.7b "" 1
   bench 8b "" 0; bench 8b "" 1 ;;
+s39call3) # docs/experiments/session39-call3.sh
+  q build/tests/gpu/test_cuda_e2e --precompile-big qwen3-1.7b 132
+  bench 0.6b "" 0; bench 0.6b "" 1; bench 1.7b "" 0; bench 1.7b "" 1
+  for s in 2 4; do PK_LM_HEAD_ARGMAX=0 q build/pk bench --model /tmp/z-qwen3-0.6b --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 --kv-splits $s; done ;;
 table)
   q build/tests/gpu/test_cuda_e2e --precompile   # --quick's W4 kernels are among these
   for s in 0 3; do tiny 0 $s 132; tiny 0 $s 8; done

@@ -773,6 +773,19 @@ static int stages_whole(const pk_kernel *k) {
     return 0;
 }
 
+/* GEMV layers whose tiles stream (larger than PK_WSTAGE_BYTES: linear.cuh's streamed path; the
+ * fused MLP's tiles have their own staging, runtime.cuh pk_stage_mlp). */
+static int streamed_layers(const pk_kernel *k) {
+    int n = 0;
+    for (int l = 0; l < k->nlayers; l++) {
+        gview w;
+        uint64_t bytes, off, step;
+        n += k->layers[l].kind != PK_TASK_RMSNORM_SWIGLU_DOWN && gemv_tile(k, &k->layers[l], &w, &bytes, &off, &step) &&
+             bytes > PK_WSTAGE_BYTES;
+    }
+    return n;
+}
+
 /* Whether some GEMV layer's weight tiles are uneven and staged (its prefetch entry's step is
  * PK_GEN_STEP_UNEVEN). */
 static int has_uneven_tiles(const pk_kernel *k) {
@@ -893,6 +906,14 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                         " * Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %% and -0.9 %%, 1.7B -1.2 %% and -0.3 %%. */\n"
                         "#ifndef PK_LIN_WST_LDS\n#define PK_LIN_WST_LDS 1\n#endif\n"
                         "#ifndef PK_GEN_RUN_TASK_INLINE\n#define PK_GEN_RUN_TASK_INLINE 1\n#endif\n\n");
+    /* Session 36's pace: where some tiles stage whole and more than one layer streams (the
+     * Qwen3-1.7B shape; the 0.6B streams only its LM head, the 8B stages nothing whole). */
+    if (!fallback && stages_whole(k) && streamed_layers(k) > 1)
+        pk_sb_printf(o, "/* GEMV tiles of this graph stage whole and stream: the streamed ones issue 64 KB before their\n"
+                        " * wait, not 48 (linear.cuh). Measured on the H200 (same call, three rounds; sessions 36 and 39):\n"
+                        " * Qwen3-1.7B -1.3 to -2.1 %% and -1.5 %%; the 8B at 64 +0.0 to +0.5 %% and the 0.6B within +-0.9 %%:\n"
+                        " * they keep 48. */\n"
+                        "#ifndef PK_LIN_PACE_KB\n#define PK_LIN_PACE_KB 64\n#endif\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
     if (fallback)
         pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");
