@@ -65,12 +65,17 @@
  * 19.58 -> 18.53 with 2.5 us (fused: 20.39, 18.93): one hand-off fewer saves ~1 us; the mlp layer's
  * end+ is 6.9-7.3 us against gate_up's and down's 8.2-8.8, its gate_up tasks wait 4.0 us (2.8:
  * their 144 KB of copies), qkv's x read 0.35 us (0.27).
- * hc (session 38, not yet run): the cluster schedule on what the H200 holds — 15 clusters of 8, 120
+ * hc (session 38; run in session 39: no faster, dropped): the cluster schedule on what the H200 holds — 15 clusters of 8, 120
  * CTAs: one cluster per KV head for qkv -> attention -> o_proj (the qkv rows and the attention's
  * partials through distributed shared memory, the attention split over the cluster's 8 ranks by
  * positions, o_proj split over K by head into fixed-point sums), the MLP on all 120 as the `mlp`
  * schedule's one layer; two grid-wide hand-offs per layer instead of four (hc_kernel's comment).
  * Run after the others with each rank's attention at hc_att_ns and at att_ns, then `mlp` again.
+ * Measured (session 39, plain GEMVs): 19.89 us per layer at 1500 ns per rank against `mlp`'s 19.65
+ * with a 2.5 us attention, 20.35 at 2000 against 21.31 with 4 us (20.86 / 22.31 at the whole
+ * attention's time per rank); its phases qkv gathered 5.22, attention partials 2.40, o_proj 3.20,
+ * MLP 8.86: the qkv and o_proj bytes fall on the 64 head CTAs (336 KB a layer each, more than their
+ * shared memory, so those tiles stream on the chain) and give back the two hand-offs saved.
  * With gemv_fast (argv[3] 1: all of a warp's rows in one pass, x in registers) the model's layer
  * took 20.4 / 21.0 us against 22.3 / 22.3 (same call): qkv's GEMV 1.14 -> 0.71 us, gate_up's 1.65 ->
  * 0.91, o_proj's and down's (one row per warp, K 2048 / 3072) unchanged at 0.8 / 1.1.

@@ -23,8 +23,9 @@
  * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax: as one layer
  * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
  * to finish reduces) by default on the CPU, or as two (argmax_partial reads the logits tile by
- * tile after the LM head's tasks signal it) by default on the GPU until the one layer has been
- * gated and timed there (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
+ * tile after the LM head's tasks signal it) by default on the GPU, where the one layer passed its
+ * gates but timed within the rounds' spread (session 39, docs/PERF.md: 0.6B -0.4 %, 1.7B +0.4 %)
+ * (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
  */
 #include <stdlib.h>
 #include <string.h>
