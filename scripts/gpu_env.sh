@@ -107,9 +107,15 @@ pk_with_variant() {
 
 # The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
 # may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
+# Each goes in under a new name and is renamed over the old: a shell where pk_gpu_paths put .gpu/lib
+# on LD_LIBRARY_PATH runs cp itself against these files (cp links PCRE2), and writing into the
+# library cp has mapped crashes it.
 pk_gpu_libs() {
     mkdir -p .gpu/lib
-    cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 .gpu/lib/
+    local f
+    for f in /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0; do
+        cp -L "$f" ".gpu/lib/.new.${f##*/}" && mv -f ".gpu/lib/.new.${f##*/}" ".gpu/lib/${f##*/}" || return 1
+    done
 }
 
 # Strips a kernel cache folder to its kernel.so files (the device tool carries 64 MiB at most):
