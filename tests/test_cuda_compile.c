@@ -121,6 +121,34 @@ static pk_kernel *build_lm_only(const char *cache_dir) {
     return k;
 }
 
+static char *read_text(const char *path);
+
+/* Two GEMV layers whose one tile (256 x 256 bf16, 128 KB) streams and one whose tile stages whole:
+ * the shape class codegen gives the paced stages of 64 KB (the Qwen3-1.7B's, session 39). */
+static pk_kernel *build_paced(const char *cache_dir) {
+    enum { W = 256 };
+    pk_kernel *k = cuda_kernel(cache_dir);
+    pk_tensor *h = act(k, "h", W), *y1 = act(k, "y1", W), *y2 = act(k, "y2", W), *logits = act(k, "logits", V);
+    pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, W), h, 2);
+    pk_linear_layer(k, h, weight(k, "w1", W, W), y1, 1);
+    pk_linear_layer(k, y1, weight(k, "w2", W, W), y2, 1);
+    pk_linear_layer(k, y2, weight(k, "lm_head", V, W), logits, 2);
+    pk_argmax_layer(k, logits, pk_step_output(k), 2);
+    CHECK(pk_kernel_status(k) == PK_OK, "building the paced graph: %s", pk_kernel_error(k));
+    return k;
+}
+
+/* kernel.cu of k's failed compile (the failing stand-in nvcc): its path is in the error. */
+static char *failed_kernel_cu(pk_kernel *k, pk_status *s, char *path, size_t path_len) {
+    *s = pk_compile(k, NULL);
+    const char *e = pk_kernel_error(k);
+    const char *on = strstr(e, " on "), *end = on ? strstr(on, "kernel.cu") : NULL;
+    path[0] = '\0';
+    if (*s == PK_ERR_BACKEND && on && end)
+        snprintf(path, path_len, "%.*s", (int)(end + strlen("kernel.cu") - (on + 4)), on + 4);
+    return path[0] ? read_text(path) : NULL;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -359,17 +387,24 @@ int main(void) {
      * one signalling END, its last task ends the step (PK_GEN_END_BY_COUNTER), and its tasks scan
      * even tiles of 16 logits */
     k = build_lm_only(cache);
-    s = pk_compile(k, NULL);
-    e = pk_kernel_error(k);
-    const char *on = strstr(e, " on "), *semi = on ? strstr(on, "kernel.cu") : NULL;
-    char lm_cu[512] = "";
-    if (s == PK_ERR_BACKEND && on && semi)
-        snprintf(lm_cu, sizeof lm_cu, "%.*s", (int)(semi + strlen("kernel.cu") - (on + 4)), on + 4);
-    char *lm = lm_cu[0] ? read_text(lm_cu) : NULL;
+    char lm_cu[512];
+    char *lm = failed_kernel_cu(k, &s, lm_cu, sizeof lm_cu);
     CHECK(lm && strstr(lm, "#define PK_GEN_END_BY_COUNTER 1") && strstr(lm, "L1.rmsnorm_linear_argmax") &&
               strstr(lm, "n_tok, (int)(idx * 16), 16, "),
-          "the LM-head argmax graph's kernel.cu (%s): ends the step by its counter, even tiles: %s", lm_cu, e);
+          "the LM-head argmax graph's kernel.cu (%s): ends the step by its counter, even tiles: %s", lm_cu,
+          pk_kernel_error(k));
+    CHECK(lm && !strstr(lm, "#define PK_LIN_PACE_KB"), "no tile streams in the LM-head graph: the pace stays linear.cuh's");
     free(lm);
+    pk_kernel_free(k);
+
+    /* 5c. the same, for a graph whose tiles both stage whole and stream in two layers: codegen
+     * paces the streamed ones at 64 KB */
+    k = build_paced(cache);
+    char paced_cu[512];
+    char *pc = failed_kernel_cu(k, &s, paced_cu, sizeof paced_cu);
+    CHECK(pc && strstr(pc, "#define PK_LIN_PACE_KB 64"), "the paced graph's kernel.cu (%s) defines PK_LIN_PACE_KB 64: %s",
+          paced_cu, pk_kernel_error(k));
+    free(pc);
     pk_kernel_free(k);
     if (old_nvcc)
         setenv("PK_NVCC", old_nvcc, 1);
