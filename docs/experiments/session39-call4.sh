@@ -11,7 +11,7 @@
 # What decides: the gate (pk-tiny's logits at splits 0 and 3, --big qwen3-0.6b 18 / 0), then the
 # rounds (keep it if the 0.6B is >= 1 % faster in all three) and the traces (the qkv layer's `dur`
 # and `skew`, now 3.15 / 2.26 us, against the MLP layer's `end+`). ptxas: the persistent kernel's
-# spills 12 -> 48 bytes (bench/ptxas_report.sh with PK=build-exp/pk).
+# spills 12 / 12 -> 40 / 64 bytes of stores / loads (bench/ptxas_report.sh with PK=build-exp/pk).
 set -u
 cd "$(dirname "$0")/../.." || exit 1 # the repository root
 . scripts/gpu_env.sh
