@@ -105,6 +105,17 @@ pk_with_variant() {
     esac
 }
 
+# One line of a same-call round (docs/experiments' device calls): label, then a `pk bench` command
+# line; prints its decode median, mean and p90 and the floor and copy bandwidth measured in the
+# same run, or its last lines when it printed no decode line. Env before it reaches the command.
+pk_bench_round() {
+    local label=$1 out
+    shift
+    out=$("$@" 2>&1)
+    echo "$label: $(printf '%s\n' "$out" | awk '/^decode /{print $3 " median, " $6 " mean, p90 " $10}') $(printf '%s\n' "$out" | awk '/^floor /{f=$2} /^copy b\/w/{b=$3} END{print "floor", f, "copy b/w", b, "GB/s"}')"
+    printf '%s\n' "$out" | grep -q "^decode " || printf '%s\n' "$out" | tail -3
+}
+
 # The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
 # may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
 # Each goes in under a new name and is renamed over the old: a shell where pk_gpu_paths put .gpu/lib

@@ -121,8 +121,6 @@ static pk_kernel *build_lm_only(const char *cache_dir) {
     return k;
 }
 
-static char *read_text(const char *path);
-
 /* Two GEMV layers whose one tile (256 x 256 bf16, 128 KB) streams and one whose tile stages whole:
  * the shape class codegen gives the paced stages of 64 KB (the Qwen3-1.7B's, session 39). */
 static pk_kernel *build_paced(const char *cache_dir) {
@@ -136,17 +134,6 @@ static pk_kernel *build_paced(const char *cache_dir) {
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the paced graph: %s", pk_kernel_error(k));
     return k;
-}
-
-/* kernel.cu of k's failed compile (the failing stand-in nvcc): its path is in the error. */
-static char *failed_kernel_cu(pk_kernel *k, pk_status *s, char *path, size_t path_len) {
-    *s = pk_compile(k, NULL);
-    const char *e = pk_kernel_error(k);
-    const char *on = strstr(e, " on "), *end = on ? strstr(on, "kernel.cu") : NULL;
-    path[0] = '\0';
-    if (*s == PK_ERR_BACKEND && on && end)
-        snprintf(path, path_len, "%.*s", (int)(end + strlen("kernel.cu") - (on + 4)), on + 4);
-    return path[0] ? read_text(path) : NULL;
 }
 
 static double now_s(void) {
@@ -166,6 +153,17 @@ static char *read_text(const char *path) {
     if (s) s[n] = '\0';
     fclose(f);
     return s;
+}
+
+/* kernel.cu of k's failed compile (the failing stand-in nvcc): its path is in the error. */
+static char *failed_kernel_cu(pk_kernel *k, pk_status *s, char *path, size_t path_len) {
+    *s = pk_compile(k, NULL);
+    const char *e = pk_kernel_error(k);
+    const char *on = strstr(e, " on "), *end = on ? strstr(on, "kernel.cu") : NULL;
+    path[0] = '\0';
+    if (*s == PK_ERR_BACKEND && on && end)
+        snprintf(path, path_len, "%.*s", (int)(end + strlen("kernel.cu") - (on + 4)), on + 4);
+    return path[0] ? read_text(path) : NULL;
 }
 
 /* nvcc as pk finds it (PK_NVCC, PATH, /usr/local/cuda/bin) into out; 0 when there is none. */

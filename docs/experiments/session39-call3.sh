@@ -33,10 +33,7 @@ echo "== big 1.7b, the default (pace 64 by the codegen rule)"
 timeout 150 build/tests/gpu/test_cuda_e2e --big qwen3-1.7b 132 2>&1 | tail -4
 wait
 run() { # label model lm_argmax [pk bench options]
-  local out
-  out=$(PK_LM_HEAD_ARGMAX=$3 build/pk bench --model /tmp/$2 --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 "${@:4}" 2>&1)
-  echo "round $r $2 $1: $(printf '%s\n' "$out" | awk '/^decode /{print $3 " median, " $6 " mean, p90 " $10}') $(printf '%s\n' "$out" | awk '/^floor /{f=$2} /^copy b\/w/{b=$3} END{print "floor", f, "copy b/w", b, "GB/s"}')"
-  printf '%s\n' "$out" | grep -q "^decode " || printf '%s\n' "$out" | tail -3
+  PK_LM_HEAD_ARGMAX=$3 pk_bench_round "round $r $2 $1" build/pk bench --model /tmp/$2 --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 "${@:4}"
 }
 for r in 1 2 3; do
   run default qwen3-0.6b 0; run lm-argmax qwen3-0.6b 1

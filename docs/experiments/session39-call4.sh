@@ -47,10 +47,7 @@ echo "== big 0.6b, $D"
 PK_NVCC_DEFINES=$D timeout 150 $E2E --big qwen3-0.6b 132 2>&1 | tail -4
 wait
 run() { # label defines
-  local out
-  out=$(PK_NVCC_DEFINES="$2" $PK bench --model /tmp/qwen3-0.6b --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128 2>&1)
-  echo "round $r qwen3-0.6b $1: $(printf '%s\n' "$out" | awk '/^decode /{print $3 " median, " $6 " mean, p90 " $10}') $(printf '%s\n' "$out" | awk '/^floor /{f=$2} /^copy b\/w/{b=$3} END{print "floor", f, "copy b/w", b, "GB/s"}')"
-  printf '%s\n' "$out" | grep -q "^decode " || printf '%s\n' "$out" | tail -3
+  PK_NVCC_DEFINES="$2" pk_bench_round "round $r qwen3-0.6b $1" $PK bench --model /tmp/qwen3-0.6b --backend cuda --threads 132 --context 160 --max-seq 288 --gen 128
 }
 for r in 1 2 3; do run patched-off ""; run qkv-in-mlp "$D"; done
 echo "== traces (qkv and the MLP layer: dur, skew, end+)"

@@ -900,7 +900,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                  mlp_fused);
     /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
      * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
-    if (!fallback && stages_whole(k))
+    const int small_model = !fallback && stages_whole(k);
+    if (small_model)
         pk_sb_printf(o, "/* A GEMV tile of this graph stages whole in shared memory: its rows read with ld.shared\n"
                         " * (linear.cuh), and the dispatch switch inlined into the workers (dispatch.cuh).\n"
                         " * Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %% and -0.9 %%, 1.7B -1.2 %% and -0.3 %%. */\n"
@@ -908,7 +909,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                         "#ifndef PK_GEN_RUN_TASK_INLINE\n#define PK_GEN_RUN_TASK_INLINE 1\n#endif\n\n");
     /* Session 36's pace: where some tiles stage whole and more than one layer streams (the
      * Qwen3-1.7B shape; the 0.6B streams only its LM head, the 8B stages nothing whole). */
-    if (!fallback && stages_whole(k) && streamed_layers(k) > 1)
+    if (small_model && streamed_layers(k) > 1)
         pk_sb_printf(o, "/* GEMV tiles of this graph stage whole and stream: the streamed ones issue 64 KB before their\n"
                         " * wait, not 48 (linear.cuh). Measured on the H200 (same call, three rounds; sessions 36 and 39):\n"
                         " * Qwen3-1.7B -1.3 to -2.1 %% and -1.5 %%; the 8B at 64 +0.0 to +0.5 %% and the 0.6B within +-0.9 %%:\n"
