@@ -24,6 +24,7 @@ if [ "${1:-}" = "--precompile" ]; then
   exit 0
 fi
 mkdir -p .gpu && tar -xJf .dev/gpu-s39call3.tar.xz || { echo "unpack failed"; exit 1; }
+pk_gpu_paths # again: .gpu/lib (libcjson, libpcre2) exists only now
 chmod 700 .gpu/cache
 export PK_CACHE_DIR=$PWD/.gpu/cache
 pk_nvcc_cached /tmp/nvcc-standin

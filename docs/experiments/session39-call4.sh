@@ -35,6 +35,7 @@ if [ "${1:-}" = "--precompile" ]; then
   exit 0
 fi
 mkdir -p .gpu && tar -xJf .dev/gpu-s39call4.tar.xz || { echo "unpack failed"; exit 1; }
+pk_gpu_paths # again: .gpu/lib (libcjson, libpcre2) exists only now
 chmod 700 .gpu/cache-s39call4
 export PK_CACHE_DIR=$PWD/.gpu/cache-s39call4
 pk_nvcc_cached /tmp/nvcc-standin

@@ -167,6 +167,13 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
     }
 }
 
+/* -DPK_LIN_PROFILE: when x was staged (%globaltimer, thread 0), for pk_lin_rows_staged1's profile. */
+#ifdef PK_LIN_PROFILE
+__shared__ unsigned long long pk_lin_prof_x;
+#define PK_LIN_STAMP_X() do { if (threadIdx.x == 0) pk_lin_prof_x = pk_dev_globaltimer(); } while (0)
+#else
+#define PK_LIN_STAMP_X() do { } while (0)
+#endif
 /* One row (a decode step): the row scale (RMSNORM) and xs[0 .. K) as pk_dev_rms_scales then
  * pk_lin_stage build them, the same bits, from one read of x: each thread keeps its chunks (and
  * the norm weights', loaded alongside) in registers across the scale's barriers instead of
@@ -194,6 +201,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
         if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s, a.acc, a.acc_stride);
         pk_lin_stage<XN>(a, 0, 1, 1, 0, K, (K + 7) / 8 * 8, scale_s, xs);
         pk_cta_sync();
+        PK_LIN_STAMP_X();
         return;
     }
     const int nch = K / 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -224,6 +232,7 @@ __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float
         scale_s[0] = 1.0f / sqrtf(t / (float)K + a.eps);
     }
     pk_cta_sync();
+    PK_LIN_STAMP_X();
     const float scale = scale_s[0];
 #pragma unroll
     for (int m = 0; m < PK_LIN_RMS_CHUNKS; m++) {
@@ -353,6 +362,32 @@ __device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long l
                "rounds %.2f barrier %.2f\n",
                XN, path == 2 ? "async" : path == 1 ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3,
                p[2] / n / 1e3, p[3] / n / 1e3, p[4] / n / 1e3, p[5] / n / 1e3, p[6] / n / 1e3);
+    }
+}
+/* pk_lin_rows_staged1 (the staged fast path: the small models' qkv, o_proj, gate_up) from the
+ * event seen (pk_lin_prof_seen: pk_dep_seen for a task that waited itself, else the runtime's
+ * pk_lin_prof_t0): [0] -> entry (the wait's barrier, the call), [1] x (+ acc) and the norm weights
+ * read, the sum of squares and its two barriers, [2] xs built and its barrier, [3] the sums and
+ * the stores, [4] the last barrier. Means over PK_LIN_PROFILE_N tasks of each (XN, rows per warp)
+ * after the first PK_LIN_PROFILE_N (cold steps), [3] by XN, [4] R 1, 2, 4, 6 by its index. Where x
+ * is staged in two passes ([1] is then 0) the stamp between [1] and [2] is taken after them. */
+__device__ unsigned long long pk_lin_prof_sf[3][4][8];
+__shared__ unsigned long long pk_lin_prof_seen;
+template <int XN, int R>
+__device__ void pk_lin_prof_add_sf(unsigned long long t0, unsigned long long t2, unsigned long long t3,
+                                   unsigned long long t4) {
+    if (threadIdx.x != 0) return;
+    const int ri = R == 1 ? 0 : R == 2 ? 1 : R == 4 ? 2 : 3;
+    unsigned long long *p = pk_lin_prof_sf[XN][ri];
+    if (atomicAdd(p, 1ull) < PK_LIN_PROFILE_N) return; /* the cold steps */
+    const unsigned long long d[5] = {t0 - pk_lin_prof_seen, pk_lin_prof_x - t0, t2 - pk_lin_prof_x, t3 - t2, t4 - t3};
+    for (int i = 0; i < 5; i++) atomicAdd(p + 1 + i, d[i]);
+    if (atomicAdd(p + 7, 1ull) + 1 == PK_LIN_PROFILE_N) {
+        const double n = (double)PK_LIN_PROFILE_N * 1e3;
+        printf("pk linear profile staged-fast XN %d R %d (us, mean of %llu after as many): seen->entry %.2f "
+               "x+norm read & sum %.2f xs built %.2f sums+stores %.2f barrier %.2f total %.2f\n",
+               XN, R, PK_LIN_PROFILE_N, p[1] / n, p[2] / n, p[3] / n, p[4] / n, p[5] / n,
+               (p[1] + p[2] + p[3] + p[4] + p[5]) / n);
     }
 }
 #else
@@ -540,6 +575,7 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
     pk_bf16 *xs = (pk_bf16 *)(smem + PK_LIN_HDR); /* [K] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, K = a.K, nch = K / 8;
     const int64_t row_stride = (int64_t)a.w->row_stride;
+    PK_LIN_STAMP(0);
     /* the residual of the row this lane writes, read now: its round trip overlaps the sums */
     const int jw = warp + 8 * lane;
     const bool writes = lane < R && jw < a.ncols;
@@ -550,7 +586,9 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
         if (XN == PK_LIN_RMSNORM) pk_dev_rms_scales(a.x, a.x_stride, 1, K, a.eps, scale_s, red_s, a.acc, a.acc_stride);
         pk_lin_stage<XN>(a, 0, 1, 1, 0, K, K, scale_s, xs);
         pk_cta_sync();
+        PK_LIN_STAMP_X();
     }
+    PK_LIN_STAMP(2);
     float acc[R][2];
 #pragma unroll
     for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = 0.0f;
@@ -589,7 +627,12 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
         if (a.residual) y = pk_dev_round_bf16(y) + res;
         a.out[jw] = pk_dev_f32_to_bf16(y);
     }
+    PK_LIN_STAMP(3);
     pk_cta_sync(); /* xs and scale_s are free for the next task */
+#ifdef PK_LIN_PROFILE
+    PK_LIN_STAMP(4);
+    pk_lin_prof_add_sf<XN, R>(pk_ts0, pk_ts2, pk_ts3, pk_ts4);
+#endif
 }
 
 /* ---- decode rows from global memory with their loads kept in flight (PK_LIN_ASYNC) ------------
@@ -1230,9 +1273,15 @@ __device__ __forceinline__ void pk_lin_rows_async_any(const pk_lin_args &a, char
 template <int XN>
 __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
     pk_lin_args a = a_in;
+#ifdef PK_LIN_PROFILE
+    if (threadIdx.x == 0) pk_lin_prof_seen = pk_lin_prof_t0;
+#endif
     if (a.wst_rows > 0 && (a.wst_rows & PK_STAGED_LATE)) { /* a staged tile: its waits were left to us */
         a.wst_rows &= ~PK_STAGED_LATE;
         pk_dev_dep_wait_staged();
+#ifdef PK_LIN_PROFILE
+        if (threadIdx.x == 0) pk_lin_prof_seen = pk_dep_seen;
+#endif
     }
     if (pk_lin_claim_take(a, claim)) {
         if (a.wst_rows == PK_WST_CLAIM)
