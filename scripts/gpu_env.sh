@@ -138,3 +138,24 @@ pk_cache_strip() {
         [ -f "$d"kernel.so ] || { echo "pk_cache_strip: no kernel.so in $d" >&2; return 1; }
     done
 }
+
+# An experiment's kernels as one pack for the device tool: .gpu/cache-NAME (compiled here with
+# PK_CACHE_DIR there), stripped, with .gpu/lib, into .dev/gpu-NAME.tar.xz. Usage: pk_pack_cache NAME
+pk_pack_cache() {
+    local name=$1 tmp=/tmp/pack-$1
+    pk_gpu_libs || return 1
+    rm -rf "$tmp" && mkdir -p "$tmp/.gpu" && cp -r .gpu/lib ".gpu/cache-$name" "$tmp/.gpu/" || return 1
+    pk_cache_strip "$tmp/.gpu/cache-$name" || return 1
+    mkdir -p .dev && (cd "$tmp" && tar -cf - .gpu | xz -T0 -6) >".dev/gpu-$name.tar.xz" || return 1
+    echo "packed $(ls ".gpu/cache-$name" | wc -l) kernels: .dev/gpu-$name.tar.xz"
+}
+
+# On the device: unpacks .dev/gpu-NAME.tar.xz, then puts its .gpu/lib on LD_LIBRARY_PATH (only now
+# does it exist), sets PK_CACHE_DIR to .gpu/cache-NAME and PK_NVCC to a stand-in that fails on a
+# kernel missing from the pack. Usage: pk_unpack_cache NAME || exit 1
+pk_unpack_cache() {
+    mkdir -p .gpu && tar -xJf ".dev/gpu-$1.tar.xz" || { echo "unpack failed: .dev/gpu-$1.tar.xz" >&2; return 1; }
+    pk_gpu_paths
+    chmod 700 ".gpu/cache-$1" && export PK_CACHE_DIR="$PWD/.gpu/cache-$1"
+    pk_nvcc_cached "/tmp/nvcc-standin-$1"
+}

@@ -27,18 +27,10 @@ if [ "${1:-}" = "--precompile" ]; then
   ( pre ""; pre $D; tiny 0 ) > /tmp/s39pre4A.log 2>&1 &
   ( PK_NVCC_DEFINES=$D $E2E --precompile-big qwen3-0.6b 132 2>&1 | tail -2; tiny 3 ) > /tmp/s39pre4B.log 2>&1 &
   wait
-  pk_gpu_libs
-  rm -rf /tmp/pack-s39call4 && mkdir -p /tmp/pack-s39call4/.gpu && cp -r .gpu/lib "$PK_CACHE_DIR" /tmp/pack-s39call4/.gpu/
-  pk_cache_strip /tmp/pack-s39call4/.gpu/cache-s39call4
-  mkdir -p .dev && (cd /tmp/pack-s39call4 && tar -cf - .gpu | xz -T0 -6) > .dev/gpu-s39call4.tar.xz
-  echo "packed $(ls "$PK_CACHE_DIR" | wc -l) kernels: .dev/gpu-s39call4.tar.xz (logs /tmp/s39pre4A.log /tmp/s39pre4B.log)"
-  exit 0
+  pk_pack_cache s39call4 && echo "(logs /tmp/s39pre4A.log /tmp/s39pre4B.log)"
+  exit
 fi
-mkdir -p .gpu && tar -xJf .dev/gpu-s39call4.tar.xz || { echo "unpack failed"; exit 1; }
-pk_gpu_paths # again: .gpu/lib (libcjson, libpcre2) exists only now
-chmod 700 .gpu/cache-s39call4
-export PK_CACHE_DIR=$PWD/.gpu/cache-s39call4
-pk_nvcc_cached /tmp/nvcc-standin
+pk_unpack_cache s39call4 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 python3 bench/shape_model.py qwen3-0.6b /tmp/qwen3-0.6b >/dev/null &
 mkdir -p /tmp/gate

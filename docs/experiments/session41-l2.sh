@@ -22,18 +22,10 @@ if [ "${1:-}" = "--precompile" ]; then
   ( for d in "" $D256 $D128; do bench /tmp/z-qwen3-0.6b "$d" --gen 4 2>&1 | grep -v "no CUDA GPU"; done ) &
   ( for d in "" $D256; do bench /tmp/z-qwen3-1.7b "$d" --gen 4 2>&1 | grep -v "no CUDA GPU"; done ) &
   wait
-  pk_gpu_libs
-  rm -rf /tmp/pack-l2 && mkdir -p /tmp/pack-l2/.gpu && cp -r .gpu/lib "$PK_CACHE_DIR" /tmp/pack-l2/.gpu/
-  pk_cache_strip /tmp/pack-l2/.gpu/cache-l2
-  mkdir -p .dev && (cd /tmp/pack-l2 && tar -cf - .gpu | xz -T0 -6) > .dev/gpu-l2.tar.xz
-  echo "packed $(ls "$PK_CACHE_DIR" | wc -l) kernels: .dev/gpu-l2.tar.xz"
-  exit 0
+  pk_pack_cache l2
+  exit
 fi
-mkdir -p .gpu && tar -xJf .dev/gpu-l2.tar.xz || { echo "unpack failed"; exit 1; }
-pk_gpu_paths # again: .gpu/lib exists only now
-chmod 700 .gpu/cache-l2
-export PK_CACHE_DIR=$PWD/.gpu/cache-l2
-pk_nvcc_cached /tmp/nvcc-standin-l2
+pk_unpack_cache l2 || exit 1
 for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
 echo "== gate: pk-tiny is not needed (a prefetch into L2 changes no value); --big runs in call 3's script"
 for r in 1 2 3; do

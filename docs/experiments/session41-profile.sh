@@ -20,18 +20,10 @@ if [ "${1:-}" = "--precompile" ]; then
     [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null
     bench /tmp/z-qwen3-$m --gen 4 2>&1 | tail -1
   done
-  pk_gpu_libs
-  rm -rf /tmp/pack-prof && mkdir -p /tmp/pack-prof/.gpu && cp -r .gpu/lib "$PK_CACHE_DIR" /tmp/pack-prof/.gpu/
-  pk_cache_strip /tmp/pack-prof/.gpu/cache-prof
-  mkdir -p .dev && (cd /tmp/pack-prof && tar -cf - .gpu | xz -T0 -6) > .dev/gpu-prof.tar.xz
-  echo "packed $(ls "$PK_CACHE_DIR" | wc -l) kernels: .dev/gpu-prof.tar.xz"
-  exit 0
+  pk_pack_cache prof
+  exit
 fi
-mkdir -p .gpu && tar -xJf .dev/gpu-prof.tar.xz || { echo "unpack failed"; exit 1; }
-pk_gpu_paths # again: .gpu/lib exists only now
-chmod 700 .gpu/cache-prof
-export PK_CACHE_DIR=$PWD/.gpu/cache-prof
-pk_nvcc_cached /tmp/nvcc-standin-prof
+pk_unpack_cache prof || exit 1
 for m in qwen3-0.6b qwen3-1.7b; do
   [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null
   echo "== $m, -DPK_LIN_PROFILE (the stamps cost time: these ms/token are not the default's)"
