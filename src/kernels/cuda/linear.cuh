@@ -370,7 +370,8 @@ __device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long l
  * read, the sum of squares and its two barriers, [2] xs built and its barrier, [3] the sums and
  * the stores, [4] the last barrier. Means over PK_LIN_PROFILE_N tasks of each (XN, rows per warp)
  * after the first PK_LIN_PROFILE_N (cold steps), [3] by XN, [4] R 1, 2, 4, 6 by its index. Where x
- * is staged in two passes ([1] is then 0) the stamp between [1] and [2] is taken after them. */
+ * is not read once (a plain x: pk_lin_stage alone; an rmsnorm's two passes) the stamp between [1]
+ * and [2] is taken after the whole stage: [1] then holds it and [2] is ~0. */
 __device__ unsigned long long pk_lin_prof_sf[3][4][8];
 __shared__ unsigned long long pk_lin_prof_seen;
 template <int XN, int R>
