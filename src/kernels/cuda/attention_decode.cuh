@@ -903,38 +903,4 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     PK_ATTD_REPORT();
 }
 
-/* The next attention layer's K / V rows into L2 (PK_ATT_KV_PREFETCH 1), issued by a staged split
- * task once its own work is done. A split task's KV stage copies up to 288 rows (158 KB at D 128,
- * G 2) after its qkv tile where that tile leaves no room above it (every split of the Qwen3-1.7B
- * and 8B at context 4096; the 0.6B's splits past 272 rows): 16.8 MB per layer from DRAM on the
- * step's critical path. The rows the next layer's task of the same KV head and split will stage
- * are the same positions (the step's slots, which every layer shares; slot_s is still in the
- * layout), so they can be fetched a layer early, while the o_proj and MLP layers leave the DRAM
- * idle, and be read from L2 then. Evict-last: the weights streamed in between are evict-first.
- * nk / nv: the next attention layer's caches (nullptr for the last layer). smem: the task's
- * layout (hdr, slot_s). Changes no value. Every thread calls it; nothing waits on it. */
-#ifndef PK_ATT_KV_PREFETCH
-#define PK_ATT_KV_PREFETCH 0
-#endif
-__device__ inline void pk_attd_prefetch_next(const pk_layer_params *p, int kv0, const pk_bf16 *nk,
-                                             const pk_bf16 *nv, const char *smem) {
-#if __CUDA_ARCH__ >= 900
-    if (!nk || !nv) return;
-    const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv;
-    const int *hdr = (const int *)smem;
-    const int P = hdr[0], nold = hdr[3] >= 0 ? P - 1 : P; /* pos's own row is written, not read */
-    const int *slot_s = (const int *)(smem + pk_attd_layout_of(D, G, P).sc);
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    for (int r = threadIdx.x; r < 2 * nold; r += PK_CUDA_THREADS) {
-        const int64_t off = ((int64_t)slot_s[r >> 1] * Hkv + kv0) * D;
-        const pk_bf16 *src = (r & 1 ? nv : nk) + off;
-        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(src), "r"(2 * D), "l"(pol)
-                     : "memory");
-    }
-#else
-    (void)p, (void)kv0, (void)nk, (void)nv, (void)smem;
-#endif
-}
-
 #endif /* PK_CUDA_ATTENTION_DECODE_CUH */

@@ -385,20 +385,6 @@ static int emit_attn_step(pk_strbuf *o, const pk_kernel *k, const pk_layer *L, c
     return L->params.num_kv_heads / (L->grid / attn_splits(L));
 }
 
-/* The next split attention layer after l whose shape is l's (the same KV heads, head size and
- * split: its tasks stage the same positions of the same heads), or -1. */
-static int next_attention_layer(const pk_kernel *k, int l) {
-    const pk_layer *L = &k->layers[l];
-    for (int n = l + 1; n < k->nlayers; n++) {
-        const pk_layer *N = &k->layers[n];
-        if (N->kind != PK_TASK_ATTENTION_PARTIAL) continue;
-        const int same = N->grid == L->grid && N->params.num_kv_heads == L->params.num_kv_heads &&
-                         N->params.head_dim == L->params.head_dim && N->params.kv_splits == L->params.kv_splits;
-        return same ? n : -1;
-    }
-    return -1;
-}
-
 /* An attention case's shared memory: where its stage put the layout (wst_off: at smem, or above
  * the task before's bytes when that task's iteration staged it, runtime.cuh pk_att_early), or
  * smem for the general kernel (wst_rows 0). */
@@ -425,7 +411,9 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
 
 /* What schedule entry i's next entry on its worker is, for what the worker stages during entry
  * i: 1 (PK_NEXT_ATT) an attention task that waits on the layer of entry i's task (the qkv tile
- * before it: runtime.cuh pk_att_early stages that attention's KV cache during the tile); 2
+ * before it: runtime.cuh pk_att_early stages that attention's KV cache during the tile), 3
+ * (PK_NEXT_ATT_SPLIT) the same with the attention split over the KV length (staged early only
+ * with PK_ATT_EARLY_SPLIT); 2
  * (PK_NEXT_MLP) a RMSNORM_SWIGLU_DOWN task after a task of another kind (runtime.cuh
  * pk_stage_mlp_next); 0 anything else. A table beside pk_gen_sched_tasks, read with it, so the
  * worker loop adds no dependent load (a load of the next task's entry and its layer's kind cost
@@ -446,6 +434,7 @@ static void emit_sched_next(pk_strbuf *o, const pk_kernel *k) {
                     t->trig_event < (uint32_t)g->nevents) {
                     const pk_event *e = &g->events[t->trig_event];
                     flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
+                    if (flag && attn_splits(&k->layers[next->layer]) > 1) flag = 3; /* PK_NEXT_ATT_SPLIT */
                 } else if (kind == PK_TASK_RMSNORM_SWIGLU_DOWN && t->layer < (uint32_t)k->nlayers &&
                            k->layers[t->layer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN) {
                     flag = 2;
@@ -644,11 +633,7 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      (int64_t)S * nheads * (D + 2));
         pk_sb_printf(o, "%s + (idx / %d) * %" PRId64 ", %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b),
                      S, (int64_t)nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
-        pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d, ", pk_graph_group_counter0(k, l), S);
-        const int nl = next_attention_layer(k, l); /* its caches: pk_attd_prefetch_next's */
-        gview nk = nl >= 0 ? layer_view(k, &k->layers[nl], PK_V_ATT_K_CACHE) : (gview){.id = -1};
-        gview nv = nl >= 0 ? layer_view(k, &k->layers[nl], PK_V_ATT_V_CACHE) : (gview){.id = -1};
-        pk_sb_printf(o, "%s, %s);\n", base_expr(&nk, 1, a, sizeof a), base_expr(&nv, 1, b, sizeof b));
+        pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
         break;
     }
     case PK_TASK_ARGMAX_REDUCE:

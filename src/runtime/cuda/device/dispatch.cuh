@@ -275,9 +275,7 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
  * the group's nsplit tiles (group_part [T][nsplit][nheads][D + 2], row stride part_stride) into
  * group_out [T][nheads · D]. Ordering as the runtime's event signal: the CTA's writes, a barrier,
  * thread 0's acq_rel increment; the last task's thread 0 has acquired every other task's
- * increment before its barrier, and the fold reads the tiles through L2. next_k / next_v: the
- * next attention layer's caches (nullptr after the last), whose rows of this task's positions a
- * staged task fetches into L2 with PK_ATT_KV_PREFETCH (attention_decode.cuh). */
+ * increment before its barrier, and the fold reads the tiles through L2. */
 template <int NP, int GC>
 __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params *p, const float *inv_freq,
                                                           const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
@@ -286,18 +284,16 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           float *part, int64_t part_stride, char *smem,
                                                           uint32_t att_off, int staged,
                                                           const float *group_part, pk_bf16 *group_out,
-                                                          int64_t out_stride, int nheads, pk_u64 *counter,
-                                                          const pk_bf16 *next_k, const pk_bf16 *next_v) {
+                                                          int64_t out_stride, int nheads, pk_u64 *counter) {
 #if PK_GEN_FALLBACK_KERNELS
-    (void)staged, (void)att_off, (void)next_k, (void)next_v;
+    (void)staged, (void)att_off;
     pk_dev_attention_partial(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
                              part, part_stride, smem);
 #else
-    if (staged > 0) {
+    if (staged > 0)
         pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off,
                                         (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
-        if (PK_ATT_KV_PREFETCH) pk_attd_prefetch_next(p, kv0, next_k, next_v, smem + att_off);
-    } else
+    else
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);
 #endif

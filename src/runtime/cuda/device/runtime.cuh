@@ -316,6 +316,16 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
 #ifndef PK_ATT_EARLY
 #define PK_ATT_EARLY 1
 #endif
+/* 1: a split attention task (PK_TASK_ATTENTION_PARTIAL: long contexts) stages early as well.
+ * 0 (default): only the unsplit one. At context 4096 the 0.6B's split tasks (up to 288 rows,
+ * 158 KB; those past 272 rows do not fit above the qkv tile and stage after it) put 16.8 MB of
+ * KV copies in flight during the qkv layer, whose x reads and polls then return behind them:
+ * the qkv layer's end+ 14.5 us per layer against the attention's 11.9 (trace). Session 42, H100,
+ * two rounds each in one call: Qwen3-0.6B at 4096 1.2768 / 1.2729 -> 1.2119 / 1.2069 ms/token
+ * with the early stage off (docs/PERF.md). */
+#ifndef PK_ATT_EARLY_SPLIT
+#define PK_ATT_EARLY_SPLIT 0
+#endif
 /* Where task t's tile is staged when an attention is to stage above it (0: not moved low). Its
  * staged one-token GEMV uses linear's header and xs [K] bf16 of the kernels' area
  * (pk_lin_rows<XN, 1, ...>), so the tile may start right above them, on a 128-byte line: for
@@ -500,7 +510,7 @@ __device__ __forceinline__ void pk_pace_drain(void) {
         pk_pace_busy = 0;
     }
 }
-enum { PK_NEXT_ATT = 1, PK_NEXT_MLP = 2 }; /* codegen.c's pk_gen_sched_next */
+enum { PK_NEXT_ATT = 1, PK_NEXT_MLP = 2, PK_NEXT_ATT_SPLIT = 3 }; /* codegen.c's pk_gen_sched_next */
 /* Where task t's tile goes when the next task's tile is to stage below it: the top of the area
  * (PK_CUDA_SMEM_BYTES when it does not fit there: the default place). */
 __device__ __forceinline__ uint32_t pk_stage_hi(const pk_dev_state *S, uint32_t t) {
@@ -815,7 +825,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             uint32_t wst_off = PK_CUDA_SMEM_BYTES; /* where a staged tile is */
             bool tile_staged = false;              /* staged: rows of t's weight tile */
             /* the next task is an attention whose stage may go in above this task's bytes */
-            const bool att_next = PK_ATT_EARLY && !ring && n_tok == 1 && pk_gen_sched_next[i] == PK_NEXT_ATT;
+            const bool att_next = PK_ATT_EARLY && !ring && n_tok == 1 &&
+                                  (pk_gen_sched_next[i] == PK_NEXT_ATT ||
+                                   (PK_ATT_EARLY_SPLIT && pk_gen_sched_next[i] == PK_NEXT_ATT_SPLIT));
             /* the next task is the fused MLP's, whose tile may stage during this one (pk_stage_mlp_next) */
             const bool mlp_next = PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && stage_next && pk_gen_sched_next[i] == PK_NEXT_MLP;
             int staged_what = PK_STAGED_NONE; /* what `staged` counts */
