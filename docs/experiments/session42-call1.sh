@@ -29,6 +29,7 @@ fi
 pk_unpack_cache s42c1 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+mkdir -p /tmp/gate
 echo "== gate pk-tiny split 3, $PF"
 PK_NVCC_DEFINES=$PF pk_tiny_logits_check build/pk 132 /tmp/gate 3
 for r in 1 2; do

@@ -33,4 +33,4 @@ fi
 )
 unset PK_CACHE_DIR PK_NVCC
 echo "== the table"
-tar -xJf .dev/gpu.tar.xz && PK_THREADS=132 PK_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) bash bench/run_bench.sh
+tar -xJf .dev/gpu.tar.xz && PK_THREADS=132 PK_COMMIT=${PK_COMMIT:-unknown} bash bench/run_bench.sh
