@@ -67,7 +67,9 @@ if [ "${PACK:-0}" = 1 ]; then
     mkdir -p .dev
     harnesses=""
     [ "${HARNESS:-1}" = 1 ] && harnesses=$(ls .dev/cuda*/test_cuda_kernels 2>/dev/null || true)
+    # .gpu/cache and .gpu/lib only: the experiment scripts' .gpu/cache-NAME folders have packs of
+    # their own (scripts/gpu_env.sh pk_pack_cache), and with them the pack outgrew the carry
     # shellcheck disable=SC2086
-    tar -cf - .gpu $harnesses | xz -T0 -6 >.dev/gpu.tar.xz
+    tar -cf - .gpu/cache .gpu/lib $harnesses | xz -T0 -6 >.dev/gpu.tar.xz
     echo "packed: $(du -h .dev/gpu.tar.xz | cut -f1) in .dev/gpu.tar.xz"
 fi
