@@ -5,7 +5,8 @@
 # (trace_summary, trace_attention --groups, trace_lag), two rounds each, and the 0.6B with the
 # attention's early stage off (PK_ATT_EARLY=0: what staging the split's KV during the qkv tile buys),
 # and the next layer's KV rows fetched into L2 by each staged split task (PK_ATT_KV_PREFETCH=1,
-# attention_decode.cuh pk_attd_prefetch_next), gated first (pk-tiny's logits at split 3).
+# attention_decode.cuh pk_attd_prefetch_next: now only in session42-kv-prefetch.patch, apply it to
+# rerun this), gated first (pk-tiny's logits at split 3).
 #   here:   bash docs/experiments/session42-call1.sh --precompile   (build/pk; -> .dev/gpu-s42c1.tar.xz)
 #   device: bash docs/experiments/session42-call1.sh
 #           carry ["build/pk", ".dev/gpu-s42c1.tar.xz"]
