@@ -48,7 +48,12 @@ PK_CACHE_DIR=
 finish() {
     [ -n "$PK_CACHE_DIR" ] && rm -rf "$PK_CACHE_DIR"
     if [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ]; then
-        mkdir -p "$OUT" && cp "$W"/*.jsonl "$W"/*.txt "$W"/*.log "$W"/*.err "$OUT"/ 2>/dev/null
+        # the table and the results as files of their own, every log in one archive: the device
+        # tool brings back at most 8 files from $OUT, and the gate's logs alone were more than that
+        # (session 41 and 42 lost table.txt and results.jsonl so)
+        mkdir -p "$OUT" && cp "$W"/table.txt "$W"/results.jsonl "$OUT"/ 2>/dev/null
+        (cd "$W" && tar -czf "$OUT/run_bench_logs.tar.gz" --exclude='*.json' --exclude='models' --exclude='*.safetensors' \
+            $(ls *.jsonl *.txt *.log *.err 2>/dev/null) gate 2>/dev/null)
     fi
     return 0
 }
