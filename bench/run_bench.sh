@@ -52,8 +52,8 @@ finish() {
         # tool brings back at most 8 files from $OUT, and the gate's logs alone were more than that
         # (session 41 and 42 lost table.txt and results.jsonl so)
         mkdir -p "$OUT" && cp "$W"/table.txt "$W"/results.jsonl "$OUT"/ 2>/dev/null
-        (cd "$W" && tar -czf "$OUT/run_bench_logs.tar.gz" --exclude='*.json' --exclude='models' --exclude='*.safetensors' \
-            $(ls *.jsonl *.txt *.log *.err 2>/dev/null) gate 2>/dev/null)
+        (cd "$W" && shopt -s nullglob && logs=(*.jsonl *.txt *.log *.err) && [ -d gate ] && logs+=(gate)
+            tar -czf "$OUT/run_bench_logs.tar.gz" "${logs[@]}" 2>/dev/null)
     fi
     return 0
 }
