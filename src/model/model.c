@@ -23,10 +23,8 @@
  * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax: as one layer
  * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
  * to finish reduces) by default on the CPU, or as two (argmax_partial reads the logits tile by
- * tile after the LM head's tasks signal it) on the GPU, except where the MLP is one layer by
- * default (lm_argmax_auto: the Qwen3-0.6B shape, whose steps are short enough that the argmax's
- * hand-off shows: session 39 -0.4 % on the H200, session 41 -0.6 to -1.0 % on an H100; the 1.7B
- * was +0.4 % in both, the 8B +-0.1 %; docs/PERF.md session 43)
+ * tile after the LM head's tasks signal it) by default on the GPU, where the one layer passed its
+ * gates but timed within the rounds' spread (session 39, docs/PERF.md: 0.6B -0.4 %, 1.7B +0.4 %)
  * (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
  */
 #include <stdlib.h>
@@ -110,7 +108,7 @@ typedef struct builder {
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
     int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
-    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax): PK_LM_HEAD_ARGMAX, else lm_argmax_auto */
+    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax) */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -163,15 +161,6 @@ static int layer_ok(builder *b, pk_status s) {
 #define MLP_FUSED_AUTO_BYTES (192 << 10)
 static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
     return b->cuda && b->swiglu && !b->splitk && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
-}
-
-/* The default for the LM head and the argmax as one layer: always on the CPU; on the GPU for the
- * shapes whose MLP is one layer by default (mlp_fused_auto: its tiles stage whole), the small
- * models where it was measured faster (docs/PERF.md sessions 39, 41 and 43). */
-static int lm_argmax_auto(const builder *b) {
-    const pk_hf_config *c = b->c;
-    const int64_t I = c->intermediate_size, H = c->hidden_size;
-    return !b->cuda || (b->swiglu && mlp_fused_auto(b, I, H, pick_grid(I, b->target)));
 }
 
 /* Layer l from its input: *h, plus *acc when the layer before left its MLP's sum in an
@@ -383,8 +372,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
                  swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1,
-                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : -1, 0};
-    if (b.lm_argmax < 0) b.lm_argmax = lm_argmax_auto(&b);
+                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : !cuda, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);
