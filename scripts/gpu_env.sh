@@ -116,6 +116,14 @@ pk_bench_round() {
     printf '%s\n' "$out" | grep -q "^decode " || printf '%s\n' "$out" | tail -3
 }
 
+# A trace's report in the experiment scripts' form (docs/PERF.md's `dur` / skew / `end+` tables):
+# bench/trace_summary.py over the run's last STEPS steps (16) without its per-task lines, then
+# the first 16 lines of bench/trace_lag.py. Usage: pk_trace_report FILE [STEPS]
+pk_trace_report() {
+    python3 bench/trace_summary.py "$1" --steps "${2:-16}" 2>&1 | grep -v "^task "
+    python3 bench/trace_lag.py "$1" 2>&1 | head -16
+}
+
 # The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
 # may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
 # Each goes in under a new name and is renamed over the old: a shell where pk_gpu_paths put .gpu/lib
