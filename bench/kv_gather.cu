@@ -6,17 +6,21 @@
  * itself slower than a contiguous read of the same bytes, and would one bulk copy per row do
  * better?
  *
- *   nvcc -O3 -arch=sm_90a -o build/kv_gather bench/kv_gather.cu && build/kv_gather [reps, 20]
+ *   nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -o build/kv_gather bench/kv_gather.cu
+ *   build/kv_gather [reps, 20]
  *
  * The cache as pk lays it out (kernels/attention.cuh): K, V [slots][Hkv 8][D 128] bf16, slot =
  * position (pages mapped in order), 4096 positions. Task b (one CTA per SM; CTAs 128.. idle) is KV
  * head b % 8, split b / 8: its rows r = 0 .. 255 are positions 32 (split + 16 (r / 32)) + r % 32
  * (attention_decode.cuh pk_attd_split_pos), rows of one head 2 KB apart. Modes, each the same
  * 131,072 bytes per task into padded shared rows [256][D + 8]:
- *   gather16:  pk's stage — 16-byte cp.async.cg by 256 threads, the gathered rows;
+ *   gather16:  pk's stage — 16-byte cp.async by 256 threads, the gathered rows;
  *   contig16:  the same copies from a contiguous 128 KB per task (a head-major layout's split);
  *   gatherbulk: one cp.async.bulk of 256 bytes per K or V row, on one mbarrier;
  *   contigbulk: 16 KB bulk copies from the contiguous region (the weight ring's kind of copy).
+ * Every copy is pk's own (kernels/cuda/rows.cuh pk_dev_cp_async_w16, mbarrier.cuh
+ * pk_dev_bulk_copy_w), with the weights' evict-first L2 policy the stage uses
+ * (PK_ATTD_KV_EVICT_FIRST).
  * Before every launch a 256 MB read evicts the cache from L2 (in pk a layer's KV was last touched
  * a step ago, a whole model's weights before). Each CTA records %globaltimer after its first
  * barrier and after its copies landed; per mode the medians over the launches of the span (last
@@ -25,7 +29,7 @@
  */
 #include "micro.cuh"
 
-#include <string.h>
+#include "kernels/cuda/mbarrier.cuh" /* the mbarrier and both copies: pk's own, as the stage issues them */
 
 enum { HKV = 8, D = 128, NSPLIT = 16, ROWS = 256, POSITIONS = 4096, TASKS = HKV * NSPLIT, THREADS = 256 };
 enum { ROW_PAD = D + 8, ROW_BYTES = D * 2, MODES = 4, MAX_SM = 256 };
@@ -39,16 +43,6 @@ __host__ __device__ inline uint64_t gathered_row(int b, int r) {
 /* the contiguous modes: task b's 256 rows one after another */
 __host__ __device__ inline uint64_t contig_row(int b, int r) { return ((uint64_t)b * ROWS + r) * D; }
 
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
-
 /* rec[b] = {start ns, end ns, xor of the staged words} */
 __global__ void __launch_bounds__(THREADS) stage_kernel(const uint16_t *k, const uint16_t *v, int mode,
                                                         unsigned long long *rec) {
@@ -59,8 +53,8 @@ __global__ void __launch_bounds__(THREADS) stage_kernel(const uint16_t *k, const
     uint16_t *ks = smem, *vs = smem + ROWS * ROW_PAD;
     const uint32_t bar_s = (uint32_t)__cvta_generic_to_shared(&bar);
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_s) : "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        pk_dev_mbar_init(bar_s, 1);
+        pk_dev_mbar_init_fence();
     }
     __syncthreads();
     const uint64_t t0 = now_ns();
@@ -71,34 +65,29 @@ __global__ void __launch_bounds__(THREADS) stage_kernel(const uint16_t *k, const
             const uint64_t src = (gathered ? gathered_row(b, j) : contig_row(b, j)) + 8 * c;
             const uint32_t kd = (uint32_t)__cvta_generic_to_shared(ks + j * ROW_PAD + 8 * c);
             const uint32_t vd = (uint32_t)__cvta_generic_to_shared(vs + j * ROW_PAD + 8 * c);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(kd), "l"(k + src) : "memory");
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(vd), "l"(v + src) : "memory");
+            pk_dev_cp_async_w16(kd, k + src);
+            pk_dev_cp_async_w16(vd, v + src);
         }
         asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
         __syncthreads();
     } else { /* bulk copies completing on the mbarrier: 2 x 256 rows of 256 B, or 2 x 4 of 16 KB */
-        if (threadIdx.x == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_s), "r"(2 * ROWS * ROW_BYTES)
-                         : "memory");
+        if (threadIdx.x == 0) pk_dev_mbar_arrive_expect_tx(bar_s, 2 * ROWS * ROW_BYTES);
         __syncthreads();
+        const uint64_t policy = pk_dev_weight_policy();
         if (mode == 2) {
             const int j = threadIdx.x; /* THREADS == ROWS: one row of K and one of V per thread */
             const uint32_t kd = (uint32_t)__cvta_generic_to_shared(ks + j * ROW_PAD);
             const uint32_t vd = (uint32_t)__cvta_generic_to_shared(vs + j * ROW_PAD);
             const uint64_t src = gathered_row(b, j);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(kd),
-                         "l"(k + src), "r"(ROW_BYTES), "r"(bar_s) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(vd),
-                         "l"(v + src), "r"(ROW_BYTES), "r"(bar_s) : "memory");
+            pk_dev_bulk_copy_w(kd, k + src, ROW_BYTES, bar_s, policy);
+            pk_dev_bulk_copy_w(vd, v + src, ROW_BYTES, bar_s, policy);
         } else if (threadIdx.x < 8) { /* 4 x 16 KB each of K and V (64 rows of 256 B, unpadded) */
             const int part = threadIdx.x % 4;
             const uint16_t *src = (threadIdx.x < 4 ? k : v) + contig_row(b, 0) + (uint64_t)part * 64 * D;
             uint16_t *dst = (threadIdx.x < 4 ? ks : vs) + part * 64 * D;
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                             (uint32_t)__cvta_generic_to_shared(dst)),
-                         "l"(src), "r"(16384), "r"(bar_s) : "memory");
+            pk_dev_bulk_copy_w((uint32_t)__cvta_generic_to_shared(dst), src, 16384, bar_s, policy);
         }
-        mbar_wait(bar_s, 0);
+        pk_dev_mbar_wait(bar_s, 0);
         __syncthreads();
     }
     const uint64_t t1 = now_ns();

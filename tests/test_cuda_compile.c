@@ -226,14 +226,15 @@ static void check_out_of_line(const char *dir, const char *tmp) {
           stray);
 }
 
-/* bench/attd_loop.cu (the decode attention's block loop alone) and bench/step_advance.cu
- * (prepare_next_step's device half alone; docs/PERF.md "Measuring") include pk's headers and call
- * their functions directly: a header change that breaks them fails here, not on the next person's
+/* bench/attd_loop.cu (the decode attention's block loop alone), bench/step_advance.cu
+ * (prepare_next_step's device half alone; docs/PERF.md "Measuring") and bench/kv_gather.cu (the
+ * split attention's KV stage alone, with pk's copies) include pk's headers and call their
+ * functions directly: a header change that breaks them fails here, not on the next person's
  * device call. The test runs from the repository root. */
 static void check_bench_builds(const char *tmp) {
     char nvcc[4096], cmd[9000], line[1024];
     if (!find_nvcc(nvcc, sizeof nvcc)) return;
-    static const char *const benches[] = {"attd_loop", "step_advance"};
+    static const char *const benches[] = {"attd_loop", "step_advance", "kv_gather"};
     for (size_t b = 0; b < sizeof benches / sizeof benches[0]; b++) {
         snprintf(cmd, sizeof cmd, "'%s' -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -o '%s/%s' bench/%s.cu 2>&1", nvcc,
                  tmp, benches[b], benches[b]);
