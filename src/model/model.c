@@ -24,7 +24,8 @@
  * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
  * to finish reduces) by default on the CPU, or as two (argmax_partial reads the logits tile by
  * tile after the LM head's tasks signal it) by default on the GPU, where the one layer passed its
- * gates but timed within the rounds' spread (session 39, docs/PERF.md: 0.6B -0.4 %, 1.7B +0.4 %)
+ * gates but gains nowhere across contexts (docs/PERF.md: session 39 0.6B -0.4 %, 1.7B +0.4 %;
+ * session 44, an H100, 0.6B -0.9 % at context 160 but +0.5 % at 4096)
  * (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
  */
 #include <stdlib.h>
