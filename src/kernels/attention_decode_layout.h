@@ -54,13 +54,6 @@ PK_ATTD_HD pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
     return L;
 }
 
-/* What pk_dev_attention_decode_stage does: all of it (before the task's own dependency wait), or
- * in two parts (runtime.cuh's PK_ATT_EARLY_SPLIT 2): META during the task before — the dependent
- * round trips (token, page table -> slots) and cos / sin / the norm weights, into the layout's
- * head [0, k) at its smem — and COPIES in the task's own iteration — that head moved from `meta`
- * to smem, then the K / V copies, issued at once. */
-enum { PK_ATTD_STAGE_ALL = 0, PK_ATTD_STAGE_META = 1, PK_ATTD_STAGE_COPIES = 2 };
-
 /* Whether the staged path takes head size D and G query heads per KV head at all. */
 PK_ATTD_HD int pk_attd_shape_ok(int D, int G) { return (D == 64 || D == 128 || D == 256) && G >= 1 && G <= PK_ATTD_G_MAX; }
 

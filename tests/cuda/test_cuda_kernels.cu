@@ -170,32 +170,19 @@ WRAP k_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *
  * dependency wait there), wait for the copies, run; the general kernel when the stage declines.
  * part == NULL: CTA b takes KV head b, normalised output into out. part != NULL: split layout of
  * k_attention_partial (CTA b: KV head b / nsplit, split b % nsplit). used[b] = 1 when the decode
- * path ran. meta_off > 0: the stage in its two parts (runtime.cuh's PK_ATT_EARLY_SPLIT 2), META's
- * head at smem + meta_off, then COPIES moving it down — the same bits as the one-part stage. */
+ * path ran. */
 template <int NP>
 __global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
     k_attention_decode(pk_layer_params p, const float *inv_freq, pk_attn_step s, const pk_bf16 *qkv,
                        int64_t qkv_stride, pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
                        const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, int nsplit, float *part,
-                       int64_t part_stride, int smem_bytes, int *used, int meta_off) {
+                       int64_t part_stride, int smem_bytes, int *used) {
     SMEM;
     const int S = part ? nsplit : 1, kv0 = blockIdx.x / S, split = blockIdx.x % S;
     float *tile = part ? part + (int64_t)blockIdx.x * (p.num_q_heads / p.num_kv_heads) * (p.head_dim + 2) : nullptr;
     pk_bf16 *o = part ? nullptr : out;
-    int staged;
-    if (meta_off > 0) {
-        staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, q_norm,
-                                                   k_norm, smem_ + meta_off, smem_bytes - meta_off,
-                                                   PK_ATTD_STAGE_META);
-        __syncthreads();
-        if (staged > 0)
-            staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, q_norm,
-                                                       k_norm, smem_, smem_bytes, PK_ATTD_STAGE_COPIES,
-                                                       smem_ + meta_off);
-    } else {
-        staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, q_norm,
-                                                   k_norm, smem_, smem_bytes);
-    }
+    const int staged = pk_dev_attention_decode_stage<NP>(&p, inv_freq, &s, kv0, 1, split, S, k_cache, v_cache, q_norm,
+                                                         k_norm, smem_, smem_bytes);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     if (staged > 0)
@@ -206,7 +193,6 @@ __global__ void __launch_bounds__(PK_CUDA_THREADS, 1)
     if (threadIdx.x == 0 && used) used[blockIdx.x] = staged > 0;
 }
 static int g_smem_optin; /* the device's shared memory per block (opt-in), for the decode path */
-static int g_decode_meta_off; /* > 0: k_attention_decode stages in two parts, META's head there */
 
 /* k_attention_decode over Hkv (· nsplit with part) CTAs with the instance for p.head_dim. */
 static void launch_attention_decode(const pk_layer_params &p, const float *inv_freq, const pk_attn_step &s,
@@ -216,7 +202,7 @@ static void launch_attention_decode(const pk_layer_params &p, const float *inv_f
     const int n = p.num_kv_heads * (part ? nsplit : 1), sm = g_smem_optin;
 #define PK_T_DECODE(NP)                                                                                             \
     k_attention_decode<NP><<<n, PK_CUDA_THREADS, sm>>>(p, inv_freq, s, qkv, qkv_stride, kc, vc, qn, kn, out, out_stride, \
-                                                       nsplit, part, part_stride, sm, used, g_decode_meta_off)
+                                                       nsplit, part, part_stride, sm, used)
     switch (pk_att_pairs(p.head_dim)) {
     case 1: PK_T_DECODE(1); break;
     case 2: PK_T_DECODE(2); break;
@@ -940,9 +926,8 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
              * comparison below checks the decode path's own writes */
             const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
                                  token_pos[0] % page;
-            std::vector<pk_bf16> gd[3];
-            for (int run = 0; run < 3; run++) { /* run 2: the stage in two parts */
-                g_decode_meta_off = run == 2 ? (g_smem_optin / 2) & ~127 : 0;
+            std::vector<pk_bf16> gd[2];
+            for (int run = 0; run < 2; run++) {
                 dpoison(dkc + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
                 dpoison(dvc + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
                 dpoison(dout, (size_t)T * ocols * 2);
@@ -950,11 +935,6 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
                 launch_attention_decode(p, dinv, ds, dqkv, cols, dkc, dvc, dqn, dkn, dout, ocols, dused);
                 CU(cudaDeviceSynchronize());
                 gd[run] = get(dout, (size_t)T * ocols);
-                if (run == 2) {
-                    g_decode_meta_off = 0;
-                    rd.repro = rd.repro && gd[2] == gd[0] && get(dkc, cache_n) == gk[0] && get(dvc, cache_n) == gv[0];
-                    break;
-                }
                 gk[run] = get(dkc, cache_n);
                 gv[run] = get(dvc, cache_n);
             }
@@ -989,10 +969,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
             if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
                 const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
                                      token_pos[0] % page;
-                std::vector<pk_bf16> sk, sv; /* run 0's caches, for run 2's */
-                for (int run = 0; run < 3; run++) { /* run 2: the stage in two parts, as the runtime's
-                                                     * PK_ATT_EARLY_SPLIT 2 issues it */
-                    g_decode_meta_off = run == 2 ? (g_smem_optin / 2) & ~127 : 0;
+                for (int run = 0; run < 2; run++) {
                     dpoison(dkc2 + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
                     dpoison(dvc2 + (size_t)slot * Hkv * D, (size_t)Hkv * D * 2);
                     dpoison(dout2, (size_t)T * ocols * 2);
@@ -1003,17 +980,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
                     k_attention_combine<<<Hkv, PK_CUDA_THREADS>>>(n_tok, G, D, S, dpart, pcols, dout2, ocols, 0);
                     CU(cudaGetLastError());
                     CU(cudaDeviceSynchronize());
-                    if (run == 2) {
-                        g_decode_meta_off = 0;
-                        rsd.repro = rsd.repro && get(dout2, (size_t)T * ocols) == gs[0] && get(dkc2, cache_n) == sk &&
-                                    get(dvc2, cache_n) == sv;
-                        break;
-                    }
                     gs[run] = get(dout2, (size_t)T * ocols);
-                    if (run == 0) {
-                        sk = get(dkc2, cache_n);
-                        sv = get(dvc2, cache_n);
-                    }
                 }
                 rsd.repro = rsd.repro && gs[0] == gs[1];
                 res_bf16(&rsd, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);

@@ -117,74 +117,21 @@ __device__ __forceinline__ int pk_attd_split_count(int pos, int split, int nspli
     return (last - split) % nsplit == 0 ? 32 * (nb - 1) + (pos & 31) + 1 : 32 * nb;
 }
 
-/* The K and V rows of the P staged positions but pos's own (written by the task itself after its
- * wait) as 16-byte cp.async copies from the slots in slot_s into the layout L at smem, one commit
- * group. Every thread calls it, after a barrier that published slot_s. */
-__device__ inline void pk_attd_issue_copies(char *smem, const pk_attd_layout &L, const int *slot_s, int nold, int g,
-                                            int Hkv, int D, const pk_bf16 *k_cache, const pk_bf16 *v_cache) {
-    const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
-    const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
-    const int C = D / 8, lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
-    for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
-        const int j = e >> lc, c = e & (C - 1);
-        const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
-        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
-#if PK_ATTD_KV_EVICT_FIRST /* the weights' evict-first policy: the rows are read again only next step */
-        pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
-        pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
-#else
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
-#endif
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/* PK_ATTD_STAGE_COPIES: what a META stage left at meta (P in its hdr) moved to smem — the areas it
- * wrote, [0, L.q) and the slots, as one 16-byte word per thread, all read before any is written
- * (the two may overlap) — then the copies. Returns 1 + P, or 0 when the layout does not fit
- * smem_bytes (nothing issued; the same decision in every thread). */
-__device__ inline int pk_attd_stage_copies(const pk_layer_params *p, int kv0, const pk_bf16 *k_cache,
-                                           const pk_bf16 *v_cache, const char *meta, char *smem, int smem_bytes) {
-    const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv;
-    const int *mh = (const int *)meta;
-    const int P = mh[0], new_slot = mh[3];
-    const pk_attd_layout L = pk_attd_layout_of(D, G, P);
-    const int head_words = L.q / 16, words = head_words + L.Pr / 4; /* L.q, L.sc, 4 Pr: multiples of 16 */
-    if (L.end > smem_bytes || words > PK_CUDA_THREADS) return 0;
-    if (meta != smem) {
-        const int i = threadIdx.x;
-        const int off = i < head_words ? 16 * i : L.sc + 16 * (i - head_words);
-        uint4 w = make_uint4(0, 0, 0, 0);
-        if (i < words) w = *(const uint4 *)(meta + off);
-        pk_cta_sync();
-        if (i < words) *(uint4 *)(smem + off) = w;
-    }
-    pk_cta_sync(); /* the slots, for every thread */
-    pk_attd_issue_copies(smem, L, (const int *)(smem + L.sc), new_slot >= 0 ? P - 1 : P, kv0, Hkv, D, k_cache,
-                         v_cache);
-    return 1 + P;
-}
-
 /* nsplit 1: positions 0 .. pos (the unsplit task). Returns 0 when the path does not apply,
- * else 1 + the staged row count. part: PK_ATTD_STAGE_ALL, or one of the two parts
- * (attention_decode_layout.h's enum; META checks only that the layout's head [0, L.k) fits smem_bytes, COPIES that the whole
- * layout does, and reads what META left at meta). */
+ * else 1 + the staged row count. */
 template <int NP>
 __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, const float *inv_freq,
                                                     const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                     const pk_bf16 *k_cache, const pk_bf16 *v_cache,
                                                     const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
-                                                    int smem_bytes, int part = PK_ATTD_STAGE_ALL,
-                                                    const char *meta = nullptr) {
-    if (part == PK_ATTD_STAGE_COPIES) return pk_attd_stage_copies(p, kv0, k_cache, v_cache, meta, smem, smem_bytes);
+                                                    int smem_bytes) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || Hkv <= 0 || Hq % Hkv != 0 ||
         !pk_attd_shape_ok(D, Hq / Hkv) || D > 64 * NP || kv0 < 0 || kv0 >= Hkv ||
         nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
     PK_ATT_STAMP(7);
-    const int G = Hq / Hkv, g = kv0;
+    const int G = Hq / Hkv, g = kv0, C = D / 8;
     /* Every load of the stage is one round trip on the critical path when this worker ran a
      * task of the layer before (the qkv projection) up to the dependency: so the loads that do
      * not depend on the row (inv_freq, the q / k norm weights) go out first, and the page-table
@@ -203,12 +150,10 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         return 0; /* the general kernel writes zeros (the same values in every thread) */
     const int P = pk_attd_split_count(pos, split, nsplit); /* local rows, pos's own included when owned */
     const bool owns = pk_att_in_split(pos, split, nsplit);
-    const bool meta_only = part == PK_ATTD_STAGE_META;
-    /* K and V rows alone would not fit (and the int layout offsets below cannot overflow); META:
-     * 64 K positions, far above what COPIES can hold, keep the offsets in range */
-    if (meta_only ? P > 65536 : P > smem_bytes / (4 * D)) return 0;
+    if (P > smem_bytes / (4 * D)) return 0; /* K and V rows alone would not fit (and the int layout
+                                              * offsets below cannot overflow) */
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
-    if ((meta_only ? L.k : L.end) > smem_bytes) return 0;
+    if (L.end > smem_bytes) return 0;
 
     /* one round: pages 0 .. pos / page_size all mapped (pk_att_row_valid's check), and the
      * slots of the split's positions */
@@ -235,8 +180,23 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     }
     if (pk_cta_sync_or(bad)) return 0; /* every thread: a page is unmapped (the general kernel
                                           * writes zeros); also the barrier for slot_s */
-    /* rows written in earlier steps: all but pos's own */
-    if (!meta_only) pk_attd_issue_copies(smem, L, slot_s, owns ? P - 1 : P, g, Hkv, D, k_cache, v_cache);
+    const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
+    const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
+    const int lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
+    const int nold = owns ? P - 1 : P; /* rows written in earlier steps */
+    for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
+        const int j = e >> lc, c = e & (C - 1);
+        const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
+        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
+#if PK_ATTD_KV_EVICT_FIRST /* the weights' evict-first policy: the rows are read again only next step */
+        pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
+        pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
+#else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
+#endif
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
     if (threadIdx.x == 0) {
         hdr[0] = P;
         hdr[1] = req;

@@ -405,7 +405,7 @@ static void emit_stage_case(pk_strbuf *o, const pk_kernel *k, int l) {
                  attn_pairs(&L->params), l, l, attn_task_expr(L, nkv, t, sizeof t));
     pk_sb_printf(o, "%s, %s, ", base_expr(&v[PK_V_ATT_K_CACHE], 0, a, sizeof a),
                  base_expr(&v[PK_V_ATT_V_CACHE], 0, b, sizeof b));
-    pk_sb_printf(o, "%s, %s, smem, smem_bytes, part, meta);\n    }\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
+    pk_sb_printf(o, "%s, %s, smem, smem_bytes);\n    }\n", base_expr(&v[PK_V_ATT_Q_NORM], 1, a, sizeof a),
                  base_expr(&v[PK_V_ATT_K_NORM], 1, b, sizeof b));
 }
 
@@ -1031,15 +1031,13 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o,
                  "/* Static mode, before task t's dependency wait: starts copying what the task will read and\n"
                  " * does not depend on the wait (a decode row's KV cache) into shared memory; returns what\n"
-                 " * pk_gen_run_task takes as wst_rows (0: nothing). part, meta: all of the stage, or one of its\n"
-                 " * two parts (attention_decode.cuh's PK_ATTD_STAGE_*). Every thread calls it. */\n"
-                 "__device__ __noinline__ int pk_gen_stage_task(const pk_dev_state *S, uint32_t t, char *smem, int smem_bytes,\n"
-                 "                                              int part, const char *meta) {\n"
+                 " * pk_gen_run_task takes as wst_rows (0: nothing). Every thread calls it. */\n"
+                 "__device__ __noinline__ int pk_gen_stage_task(const pk_dev_state *S, uint32_t t, char *smem, int smem_bytes) {\n"
                  "    void *const *B = PK_GEN_BUFS(S);\n"
                  "    const pk_gen_task task = pk_gen_tasks[t];\n"
                  "    const int64_t idx = task.index;\n"
                  "    pk_attn_step s;\n"
-                 "    (void)B, (void)idx, (void)smem, (void)smem_bytes, (void)s, (void)part, (void)meta;\n"
+                 "    (void)B, (void)idx, (void)smem, (void)smem_bytes, (void)s;\n"
                  "    switch (task.layer) {\n");
     for (int i = 0; i < g->nlayers; i++)
         if (k->layers[g->layer_order[i]].kind == PK_TASK_ATTENTION ||

@@ -307,21 +307,20 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
 }
 /* Before the dependency wait (static mode): stages a decode row's KV cache (of split `split` of
  * `nsplit`; 1: all of it); returns 0 when nothing is staged (run the general kernel), else 1 + the
- * rows staged. smem_bytes: what this launch's block has. part, meta: all of the stage, or one of
- * its two parts (attention_decode.cuh's PK_ATTD_STAGE_*; runtime.cuh's PK_ATT_EARLY_SPLIT 2). */
+ * rows staged. smem_bytes: what this launch's block has. */
 template <int NP>
 __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p, const float *inv_freq,
                                                        const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                                        const pk_bf16 *k_cache, const pk_bf16 *v_cache,
                                                        const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
-                                                       int smem_bytes, int part, const char *meta) {
+                                                       int smem_bytes) {
 #if PK_GEN_FALLBACK_KERNELS
     (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache,
-        (void)q_norm, (void)k_norm, (void)smem, (void)smem_bytes, (void)part, (void)meta;
+        (void)q_norm, (void)k_norm, (void)smem, (void)smem_bytes;
     return 0;
 #else
     return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, q_norm, k_norm,
-                                             smem, smem_bytes, part, meta);
+                                             smem, smem_bytes);
 #endif
 }
 /* ARGMAX_PARTIAL: task `part` of `nparts` writes its (value, index) into column `part` of val /

@@ -35,7 +35,6 @@
 
 #include "kernels/cuda/weight_ring.cuh"
 #include "kernels/weight_ring_layout.h"
-#include "kernels/attention_decode_layout.h" /* PK_ATTD_STAGE_*: the attention stage's parts */
 
 #ifndef PK_LIN_CLAIM
 #define PK_LIN_CLAIM 0 /* the placeholder kernels (no linear.cuh) */
@@ -318,11 +317,6 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
 #define PK_ATT_EARLY 1
 #endif
 /* 1: a split attention task (PK_TASK_ATTENTION_PARTIAL: long contexts) stages early as well.
- * 2: only the stage's first part goes early (attention_decode.cuh's PK_ATTD_STAGE_META: the
- * token, page-table and slot round trips, ~12 KB of shared memory above the task before's bytes,
- * no DRAM traffic beside its tile); the attention's own iteration moves it down and issues the
- * K / V copies at once (PK_ATTD_STAGE_COPIES), so the copies still start after the qkv tile but
- * without the two dependent round trips before them (docs/PERF.md, session 45).
  * 0 (default): only the unsplit one. At context 4096 the 0.6B's split tasks (up to 288 rows,
  * 158 KB; those past 272 rows do not fit above the qkv tile and stage after it) put 16.8 MB of
  * KV copies in flight during the qkv layer, whose x reads and polls then return behind them:
@@ -567,17 +561,15 @@ __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint
     return 0;
 #endif
 }
-/* meta_only: the stage's first part (PK_ATT_EARLY_SPLIT 2). */
 __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_end, uint32_t next, char *smem,
-                                            uint32_t *off, bool meta_only) {
+                                            uint32_t *off) {
 #if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_ATT_EARLY
-    (void)S, (void)fp_end, (void)next, (void)smem, (void)off, (void)meta_only;
+    (void)S, (void)fp_end, (void)next, (void)smem, (void)off;
     return 0;
 #else
     const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, base = (fp_end + 127u) & ~127u;
     if (base + 4096u > top) return 0;
-    const int r = pk_gen_stage_task(S, next, smem + base, (int)(top - base),
-                                    meta_only ? PK_ATTD_STAGE_META : PK_ATTD_STAGE_ALL, nullptr);
+    const int r = pk_gen_stage_task(S, next, smem + base, (int)(top - base));
     *off = base;
     return r;
 #endif
@@ -793,7 +785,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     /* task i's attention stage when the iteration before issued it (pk_att_early), and its offset */
     int early_rows = 0;
     uint32_t early_off = 0;
-    bool early_meta = false; /* that stage is only its first part: no copies in flight (PK_ATT_EARLY_SPLIT 2) */
     /* the fused MLP's tile paced during the task before it (PK_MLP_PACE_KB): paced while that
      * task waits, pace_drain before the MLP task */
     bool paced = false, pace_drain = false;
@@ -821,7 +812,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
         /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
         const bool stage_next = !ring && n_tok == 1;
         next_rows = early_rows = 0;
-        early_meta = false;
         for (uint32_t i = lo; i < hi; i++) {
             const uint32_t t = pk_gen_sched_tasks[i];
             const pk_gen_task task = pk_gen_tasks[t];
@@ -841,13 +831,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             /* the next task is the fused MLP's, whose tile may stage during this one (pk_stage_mlp_next) */
             const bool mlp_next = PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && stage_next && pk_gen_sched_next[i] == PK_NEXT_MLP;
             int staged_what = PK_STAGED_NONE; /* what `staged` counts */
-            if (early_rows && early_meta) { /* its round trips were made during the task before: the copies now */
-                staged = pk_gen_stage_task(S, t, smem, stage_limit, PK_ATTD_STAGE_COPIES, smem + early_off);
-                wst_off = 0;
-                early_rows = 0;
-                early_meta = false;
-                staged_what = staged > 0 ? PK_STAGED_ATT : PK_STAGED_NONE;
-            } else if (early_rows) { /* this attention's stage was issued during the task before */
+            if (early_rows) { /* this attention's stage was issued during the task before */
                 staged = early_rows, wst_off = early_off;
                 early_rows = 0;
                 staged_what = PK_STAGED_ATT;
@@ -878,10 +862,8 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
             const uint32_t t_end = att_next ? pk_task_smem_end(S, t, tile_staged, wst_off, staged) : 0u;
-            if (t_end) { /* the attention's stage above t's bytes */
-                early_meta = PK_ATT_EARLY_SPLIT == 2 && pk_gen_sched_next[i] == PK_NEXT_ATT_SPLIT;
-                early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off, early_meta);
-            }
+            if (t_end) /* the attention's stage above t's bytes */
+                early_rows = pk_att_early(S, t_end, pk_gen_sched_tasks[i + 1], smem, &early_off);
             else if (mlp_next && tile_staged)
                 paced = (next_rows = pk_stage_mlp_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off)) > 0 &&
                         PK_PACE_ON;
@@ -890,7 +872,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
                 pk_gen_prefetches[task.layer].after_attention)
                 pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
-            if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit, PK_ATTD_STAGE_ALL, nullptr)) > 0) {
+            if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit)) > 0) {
                 wst_off = 0; /* the attention's layout from smem */
                 staged_what = PK_STAGED_ATT;
             }
@@ -899,9 +881,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             if (tile_staged) staged_what = PK_STAGED_TILE;
             /* a task after its one trigger on this worker neither waits nor defers (PK_LOCAL_DEP) */
             const bool local = PK_LOCAL_DEP && pk_gen_sched_local_dep[i];
-            /* copies issued after this task's own: the next task's tile or KV cache */
-            const bool newer = next_rows || (early_rows && !early_meta);
-            const bool late = !local && pk_defer_wait(S, &staged, staged_what, newer, task.dep_event, need);
+            const bool late = !local && pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
             /* a root task's BEGIN was waited for above (need = step: BEGIN has one trigger) */
             const bool begun = task.dep_event == PK_GEN_BEGIN_EVENT && t != PK_DEBUG_STALL_TASK;
             if (!late && !local && !begun) {
@@ -919,7 +899,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 pace_drain = false;
             }
             if (staged > 0 && !late) {
-                if ((next_rows && !paced) || (early_rows && !early_meta)) /* the newest group is the next task's tile or KV cache */
+                if ((next_rows && !paced) || early_rows) /* the newest group is the next task's tile or KV cache */
                     asm volatile("cp.async.wait_group 1;" ::: "memory");
                 else
                     asm volatile("cp.async.wait_all;" ::: "memory");
