@@ -14,6 +14,8 @@
 #   Then: 0.6B @4096 default against PK_ATT_EARLY_SPLIT=2, three interleaved rounds; 1.7B @4096 two;
 #   0.6B @160 default, one (the refactor's instructions; 160 is unsplit, =2 changes nothing there);
 #   a trace of the 0.6B @4096 with =2 (the partial tasks' start after the qkv layer's end).
+# Ran once (H200, bench/results/2026-12-06-s45.txt): right and slower, so the code is no longer in
+# the tree — apply docs/experiments/session45-stage-two-parts.patch and rebuild (make) first.
 #   here:   bash docs/experiments/session45-call2.sh --precompile   (build/pk; -> .dev/gpu-s45c2.tar.xz)
 #   device: bash docs/experiments/session45-call2.sh
 #           carry ["build/pk", ".dev/gpu-s45c2.tar.xz", ".dev/cuda/test_cuda_kernels"]
