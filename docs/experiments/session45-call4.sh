@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# session 45, call 4: the attention's phase A before its wait for the staged rows
+# (-DPK_ATTD_A_BEFORE_COPIES=1, attention_decode.cuh), and the default 4096 traces on the H200
+# (none since session 42 turned the split's early stage off; session 44's are an H100's).
+# At 4096 a split task's copies go out after its worker's qkv tile and land ~6 us later, after the
+# qkv layer's event; with the define the task waits for the event, runs phase A (~1.3 us at 160:
+# q / K / V from L2, rotation, pos's row written) and then waits for its copies.
+# Prediction: up to ~1.3 us a layer off the attention's end+ at 4096 — the 0.6B -2 to -3 %, the
+# 1.7B -1.5 to -2 %; nothing at 160 (the unsplit stage there lands during the qkv tile).
+#   Gate: pk-tiny's decode-step logits against the CPU with the define, unsplit and split 3, at 132
+#   and 8 workers (the late path is the runtime's; tests/cuda's harness does not take it).
+#   Then: 0.6B @4096 default against =1, three interleaved rounds; 1.7B @4096 two; 0.6B @160 two;
+#   traces of the 0.6B @4096 (default and =1) and of the 1.7B @4096 (default).
+#   here:   bash docs/experiments/session45-call4.sh --precompile   (build/pk; -> .dev/gpu-s45c4.tar.xz)
+#   device: bash docs/experiments/session45-call4.sh
+#           carry ["build/pk", ".dev/gpu-s45c4.tar.xz"]
+set -u
+cd "$(dirname "$0")/../.." || exit 1 # the repository root
+. scripts/gpu_env.sh
+pk_gpu_paths
+A1=-DPK_ATTD_A_BEFORE_COPIES=1
+# bench MODEL CONTEXT DEFINES ARGS...
+bench() {
+  local m=$1 c=$2 d=$3
+  shift 3
+  PK_NVCC_DEFINES="$d" build/pk bench --model "$m" --backend cuda --threads 132 --context "$c" --max-seq $((c + 128)) "$@"
+}
+# tiny THREADS SPLITS DEFINES: pk-tiny's CUDA decode steps (compiles the kernel here)
+tiny() {
+  PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
+    --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
+}
+if [ "${1:-}" = "--precompile" ]; then
+  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c4
+  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
+  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  z=/tmp/z-qwen3-0.6b
+  ( bench $z 4096 "" --gen 4; bench $z 4096 "$A1" --gen 4; bench $z 160 "" --gen 4; bench $z 160 "$A1" --gen 4
+    ) 2>&1 | grep -v "no CUDA GPU" &
+  ( bench /tmp/z-qwen3-1.7b 4096 "" --gen 4; bench /tmp/z-qwen3-1.7b 4096 "$A1" --gen 4
+    for t in 132 8; do for s in 0 3; do tiny $t $s "$A1"; done; done ) 2>&1 | grep -v "no CUDA GPU" &
+  wait
+  pk_pack_cache s45c4
+  exit
+fi
+pk_unpack_cache s45c4 || exit 1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+mkdir -p /tmp/gate
+for t in 132 8; do for s in 0 3; do PK_NVCC_DEFINES=$A1 pk_tiny_logits_check build/pk $t /tmp/gate $s; done; done
+for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+z=/tmp/qwen3-0.6b
+for r in 1 2 3; do
+  pk_bench_round "round $r qwen3-0.6b @4096 default" bench $z 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @4096 $A1" bench $z 4096 "$A1" --gen 128
+done
+for r in 1 2; do
+  pk_bench_round "round $r qwen3-1.7b @4096 default" bench /tmp/qwen3-1.7b 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-1.7b @4096 $A1" bench /tmp/qwen3-1.7b 4096 "$A1" --gen 128
+done
+for r in 1 2; do
+  pk_bench_round "round $r qwen3-0.6b @160 default" bench $z 160 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @160 $A1" bench $z 160 "$A1" --gen 128
+done
+for v in "qwen3-0.6b|" "qwen3-0.6b|$A1" "qwen3-1.7b|"; do
+  m=${v%%|*} d=${v#*|}
+  echo "== trace $m @4096 ${d:-default}"
+  bench /tmp/$m 4096 "$d" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
+  pk_trace_report /tmp/t.json
+done
