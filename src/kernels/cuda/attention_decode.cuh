@@ -75,14 +75,6 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #ifndef PK_ATTD_KV_EVICT_FIRST
 #define PK_ATTD_KV_EVICT_FIRST 1
 #endif
-/* 1: a task left its waits (`late`) waits for its dependency, runs phase A, and only then for its
- * staged rows: phase A reads none of them (it writes pos's row, which no copy targets, and q_s),
- * so at long contexts, where the split task's copies go out after the worker's qkv tile and land
- * ~6 us later (docs/PERF.md, session 45), phase A (~1.3 us) runs while they land instead of after.
- * 0 (default): both waits before phase A (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_ATTD_A_BEFORE_COPIES
-#define PK_ATTD_A_BEFORE_COPIES 0
-#endif
 #if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
 #define PK_ATT_DELAY_KV 4 /* Qwen3-8B, 132 workers, 128 qkv tiles: tasks 0-3 ran on workers without one */
 #endif
@@ -811,11 +803,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         pk_cta_sync();
     }
 #endif
-#if PK_ATTD_A_BEFORE_COPIES
-    if (late) pk_dev_dep_wait(); /* the event only: the copies are waited for after phase A */
-#else
     if (late) pk_dev_dep_wait_staged();
-#endif
     PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K of position pos to the cache and to K_s, item G + 1 its V
@@ -887,9 +875,6 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             }
         }
     }
-#if PK_ATTD_A_BEFORE_COPIES
-    if (late) asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies; the barrier: everyone's */
-#endif
     pk_cta_sync();
     PK_ATT_STAMP(1);
 
