@@ -43,6 +43,7 @@
 
 #include "kernels/attention_decode_layout.h" /* pk_attd_layout_of, PK_ATTD_G_MAX: shared with the host */
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/mbarrier.cuh" /* the bulk-row stage (PK_ATTD_BULK_ROWS) */
 
 static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
@@ -75,6 +76,21 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #ifndef PK_ATTD_KV_EVICT_FIRST
 #define PK_ATTD_KV_EVICT_FIRST 1
 #endif
+/* 1: the stage copies each K / V row with one 256-byte (D 128) cp.async.bulk on an mbarrier in the
+ * layout's header (2 per thread for 256 rows) instead of D / 8 16-byte cp.async each (32 per
+ * thread): the issue takes the threads no time, so what follows the stage — the worker's qkv tile
+ * when the stage is early, phase A after the dependency wait when it is not — runs while the rows
+ * land. With 16-byte copies the threads stay in the issue loop until most rows have landed: the
+ * 4096 trace's split task sees its event ~7.2 us after the qkv layer's end even when it waits for
+ * the event first (docs/PERF.md, session 45; bench/kv_gather.cu: both kinds of copy land the
+ * stage's 16.8 MB in the same time alone, 6.2 us on an H100). The stage still commits a (now
+ * empty) cp.async group, so the runtime's group counting holds; the task waits on the mbarrier
+ * after phase A. sm_90 and later; 0 (default): 16-byte cp.async (PK_NVCC_DEFINES, to compare). */
+#ifndef PK_ATTD_BULK_ROWS
+#define PK_ATTD_BULK_ROWS 0
+#endif
+#define PK_ATTD_BULK (PK_ATTD_BULK_ROWS && PK_DEV_HAVE_BULK)
+#define PK_ATTD_BAR_OFF 32 /* the bulk stage's mbarrier: bytes 32..39 of the header (hdr[8], hdr[9]) */
 #if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
 #define PK_ATT_DELAY_KV 4 /* Qwen3-8B, 132 workers, 128 qkv tiles: tasks 0-3 ran on workers without one */
 #endif
@@ -178,12 +194,36 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nq_s[i] = nqv;
         nk_s[i] = nkv_;
     }
-    if (pk_cta_sync_or(bad)) return 0; /* every thread: a page is unmapped (the general kernel
-                                          * writes zeros); also the barrier for slot_s */
+#if PK_ATTD_BULK
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF);
+    if (threadIdx.x == 0) { /* armed before any copy is issued: the phase's bytes are known */
+        pk_dev_mbar_init(bar, 1);
+        pk_dev_mbar_init_fence();
+        pk_dev_mbar_arrive_expect_tx(bar, (uint32_t)(2 * (owns ? P - 1 : P) * D * 2));
+    }
+    pk_dev_fence_proxy_async_smem(); /* this thread's earlier accesses of the area before the copy engine's writes */
+#endif
+    if (pk_cta_sync_or(bad)) { /* every thread: a page is unmapped (the general kernel writes
+                                * zeros); also the barrier for slot_s */
+#if PK_ATTD_BULK
+        if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* no copy was issued on it */
+#endif
+        return 0;
+    }
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
     const int lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
     const int nold = owns ? P - 1 : P; /* rows written in earlier steps */
+#if PK_ATTD_BULK
+    (void)lc, (void)C;
+    const uint64_t policy = pk_dev_weight_policy(); /* evict-first, as PK_ATTD_KV_EVICT_FIRST's copies */
+    for (int j = threadIdx.x; j < nold; j += PK_CUDA_THREADS) {
+        const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D;
+        const uint32_t d = 2u * (uint32_t)pk_attd_kidx(j, 0, D); /* V rows padded as K's */
+        pk_dev_bulk_copy_w(k_dst + d, k_cache + src, (uint32_t)(2 * D), bar, policy);
+        pk_dev_bulk_copy_w(v_dst + d, v_cache + src, (uint32_t)(2 * D), bar, policy);
+    }
+#else
     for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
@@ -196,6 +236,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
 #endif
     }
+#endif
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (threadIdx.x == 0) {
         hdr[0] = P;
@@ -875,7 +916,13 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             }
         }
     }
+#if PK_ATTD_BULK
+    pk_dev_mbar_wait((uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF), 0); /* the staged rows */
+#endif
     pk_cta_sync();
+#if PK_ATTD_BULK
+    if (threadIdx.x == 0) pk_dev_mbar_inval((uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF));
+#endif
     PK_ATT_STAMP(1);
 
 #ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# session 45, call 5: the decode attention's stage by one cp.async.bulk per K / V row on an mbarrier
+# (-DPK_ATTD_BULK_ROWS=1, attention_decode.cuh). Call 4's trace: a split task's threads stay in the
+# stage's issue loop (32 16-byte cp.async each) until most rows have landed, so nothing overlaps
+# the copies. With two bulk copies per thread the issue is instant: phase A runs while the rows
+# land (4096), and at 160 the unsplit stage issued during the qkv tile no longer holds the tile's
+# threads. Prediction: up to ~1.3 us a layer at 4096 (phase A) — the 0.6B -1 to -3 %; at 160
+# unknown (-0 to -2 %).
+#   Gate: tests/cuda's harness built with the define (attention group: the bulk stage against the
+#   CPU, unsplit and split); pk-tiny's decode-step logits against the CPU with the define, unsplit
+#   and split 3, at 132 and 8 workers.
+#   Then: 0.6B @4096 default against =1, three interleaved rounds; 0.6B @160 three; 1.7B @4096 two;
+#   a trace of the 0.6B @4096 with =1.
+#   here:   bash docs/experiments/session45-call5.sh --precompile   (build/pk; -> .dev/gpu-s45c5.tar.xz)
+#           NVCC_EXTRA=-DPK_ATTD_BULK_ROWS=1 bash tests/cuda/build.sh .dev/cuda-bulk
+#   device: bash docs/experiments/session45-call5.sh
+#           carry ["build/pk", ".dev/gpu-s45c5.tar.xz", ".dev/cuda-bulk/test_cuda_kernels"]
+set -u
+cd "$(dirname "$0")/../.." || exit 1 # the repository root
+. scripts/gpu_env.sh
+pk_gpu_paths
+B1=-DPK_ATTD_BULK_ROWS=1
+# bench MODEL CONTEXT DEFINES ARGS...
+bench() {
+  local m=$1 c=$2 d=$3
+  shift 3
+  PK_NVCC_DEFINES="$d" build/pk bench --model "$m" --backend cuda --threads 132 --context "$c" --max-seq $((c + 128)) "$@"
+}
+# tiny THREADS SPLITS DEFINES: pk-tiny's CUDA decode steps (compiles the kernel here)
+tiny() {
+  PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
+    --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
+}
+if [ "${1:-}" = "--precompile" ]; then
+  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c5
+  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
+  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  z=/tmp/z-qwen3-0.6b
+  ( bench $z 4096 "" --gen 4; bench $z 4096 "$B1" --gen 4; bench $z 160 "" --gen 4; bench $z 160 "$B1" --gen 4
+    ) 2>&1 | grep -v "no CUDA GPU" &
+  ( bench /tmp/z-qwen3-1.7b 4096 "" --gen 4; bench /tmp/z-qwen3-1.7b 4096 "$B1" --gen 4
+    for t in 132 8; do for s in 0 3; do tiny $t $s "$B1"; done; done ) 2>&1 | grep -v "no CUDA GPU" &
+  wait
+  pk_pack_cache s45c5
+  exit
+fi
+pk_unpack_cache s45c5 || exit 1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+echo "== tests/cuda harness with $B1, attention group"
+timeout 200 .dev/cuda-bulk/test_cuda_kernels attention >/tmp/kh.log 2>&1; echo "exit $?"
+grep -E "^attention" /tmp/kh.log | grep -vc " ok$" | sed 's/^/lines not ok: /'
+grep -E "^attention" /tmp/kh.log | grep -v " ok$" | head -5; tail -n 3 /tmp/kh.log
+mkdir -p /tmp/gate
+for t in 132 8; do for s in 0 3; do PK_NVCC_DEFINES=$B1 pk_tiny_logits_check build/pk $t /tmp/gate $s; done; done
+for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+z=/tmp/qwen3-0.6b
+for r in 1 2 3; do
+  pk_bench_round "round $r qwen3-0.6b @4096 default" bench $z 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @4096 $B1" bench $z 4096 "$B1" --gen 128
+done
+for r in 1 2 3; do
+  pk_bench_round "round $r qwen3-0.6b @160 default" bench $z 160 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @160 $B1" bench $z 160 "$B1" --gen 128
+done
+for r in 1 2; do
+  pk_bench_round "round $r qwen3-1.7b @4096 default" bench /tmp/qwen3-1.7b 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-1.7b @4096 $B1" bench /tmp/qwen3-1.7b 4096 "$B1" --gen 128
+done
+echo "== trace qwen3-0.6b @4096 $B1"
+bench $z 4096 "$B1" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
+pk_trace_report /tmp/t.json
