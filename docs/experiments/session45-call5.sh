@@ -9,8 +9,8 @@
 #   Gate: tests/cuda's harness built with the define (attention group: the bulk stage against the
 #   CPU, unsplit and split); pk-tiny's decode-step logits against the CPU with the define, unsplit
 #   and split 3, at 132 and 8 workers.
-#   Then: 0.6B @4096 default against =1, three interleaved rounds; 0.6B @160 three; 1.7B @4096 two;
-#   a trace of the 0.6B @4096 with =1.
+#   Then (most wanted first: the device budget may end the call): 0.6B @4096 default against =1,
+#   three interleaved rounds; a trace of the 0.6B @4096 with =1; 0.6B @160 two; 1.7B @4096 two.
 #   here:   bash docs/experiments/session45-call5.sh --precompile   (build/pk; -> .dev/gpu-s45c5.tar.xz)
 #           NVCC_EXTRA=-DPK_ATTD_BULK_ROWS=1 bash tests/cuda/build.sh .dev/cuda-bulk
 #   device: bash docs/experiments/session45-call5.sh
@@ -58,7 +58,10 @@ for r in 1 2 3; do
   pk_bench_round "round $r qwen3-0.6b @4096 default" bench $z 4096 "" --gen 128
   pk_bench_round "round $r qwen3-0.6b @4096 $B1" bench $z 4096 "$B1" --gen 128
 done
-for r in 1 2 3; do
+echo "== trace qwen3-0.6b @4096 $B1"
+bench $z 4096 "$B1" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
+pk_trace_report /tmp/t.json
+for r in 1 2; do
   pk_bench_round "round $r qwen3-0.6b @160 default" bench $z 160 "" --gen 128
   pk_bench_round "round $r qwen3-0.6b @160 $B1" bench $z 160 "$B1" --gen 128
 done
@@ -66,6 +69,3 @@ for r in 1 2; do
   pk_bench_round "round $r qwen3-1.7b @4096 default" bench /tmp/qwen3-1.7b 4096 "" --gen 128
   pk_bench_round "round $r qwen3-1.7b @4096 $B1" bench /tmp/qwen3-1.7b 4096 "$B1" --gen 128
 done
-echo "== trace qwen3-0.6b @4096 $B1"
-bench $z 4096 "$B1" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
-pk_trace_report /tmp/t.json
