@@ -15,7 +15,7 @@
 #   0.6B @160 default, one (the refactor's instructions; 160 is unsplit, =2 changes nothing there);
 #   a trace of the 0.6B @4096 with =2 (the partial tasks' start after the qkv layer's end).
 # Ran once (H200, bench/results/2026-12-06-s45.txt): right and slower, so the code is no longer in
-# the tree — apply docs/experiments/session45-stage-two-parts.patch and rebuild (make) first.
+# the tree — check out 7db63e5, apply docs/experiments/session45-stage-two-parts.patch, make.
 #   here:   bash docs/experiments/session45-call2.sh --precompile   (build/pk; -> .dev/gpu-s45c2.tar.xz)
 #   device: bash docs/experiments/session45-call2.sh
 #           carry ["build/pk", ".dev/gpu-s45c2.tar.xz", ".dev/cuda/test_cuda_kernels"]

@@ -11,6 +11,8 @@
 #   and 8 workers (the late path is the runtime's; tests/cuda's harness does not take it).
 #   Then: 0.6B @4096 default against =1, three interleaved rounds; 1.7B @4096 two; 0.6B @160 two;
 #   traces of the 0.6B @4096 (default and =1) and of the 1.7B @4096 (default).
+# Ran once (H200, bench/results/2026-12-06-s45.txt): within noise; the define is no longer in the
+# tree — check out 7db63e5, apply docs/experiments/session45-a-before-copies.patch, make.
 #   here:   bash docs/experiments/session45-call4.sh --precompile   (build/pk; -> .dev/gpu-s45c4.tar.xz)
 #   device: bash docs/experiments/session45-call4.sh
 #           carry ["build/pk", ".dev/gpu-s45c4.tar.xz"]
