@@ -147,7 +147,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
     PK_ATT_STAMP(7);
-    const int G = Hq / Hkv, g = kv0, C = D / 8;
+    const int G = Hq / Hkv, g = kv0;
     /* Every load of the stage is one round trip on the critical path when this worker ran a
      * task of the layer before (the qkv projection) up to the dependency: so the loads that do
      * not depend on the row (inv_freq, the q / k norm weights) go out first, and the page-table
@@ -212,10 +212,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
     }
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
-    const int lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* log2(C) */
     const int nold = owns ? P - 1 : P; /* rows written in earlier steps */
 #if PK_ATTD_BULK
-    (void)lc, (void)C;
     const uint64_t policy = pk_dev_weight_policy(); /* evict-first, as PK_ATTD_KV_EVICT_FIRST's copies */
     for (int j = threadIdx.x; j < nold; j += PK_CUDA_THREADS) {
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D;
@@ -224,6 +222,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         pk_dev_bulk_copy_w(v_dst + d, v_cache + src, (uint32_t)(2 * D), bar, policy);
     }
 #else
+    const int C = D / 8, lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* 16-byte chunks per row, log2(C) */
     for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
@@ -917,11 +916,12 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         }
     }
 #if PK_ATTD_BULK
-    pk_dev_mbar_wait((uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF), 0); /* the staged rows */
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF);
+    pk_dev_mbar_wait(bar, 0); /* the staged rows */
 #endif
     pk_cta_sync();
 #if PK_ATTD_BULK
-    if (threadIdx.x == 0) pk_dev_mbar_inval((uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF));
+    if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* every thread has passed its wait */
 #endif
     PK_ATT_STAMP(1);
 
