@@ -105,6 +105,22 @@ pk_with_variant() {
     esac
 }
 
+# The experiment scripts' runs (docs/experiments/session45-call*.sh): `pk bench` of MODEL at CONTEXT
+# (--max-seq CONTEXT + 128, one worker per SM) with PK_NVCC_DEFINES=DEFINES; and pk-tiny's CUDA
+# decode steps (pk_tiny_split_ids, one-row steps, KV split SPLITS) at THREADS workers, whose run on
+# the build machine compiles the kernel for the pack. Usage: pk_exp_bench MODEL CONTEXT DEFINES
+# [ARGS...]; pk_exp_tiny THREADS SPLITS DEFINES
+pk_exp_bench() {
+    local m=$1 c=$2 d=$3
+    shift 3
+    PK_NVCC_DEFINES="$d" build/pk bench --model "$m" --backend cuda --threads 132 --context "$c" \
+        --max-seq $((c + 128)) "$@"
+}
+pk_exp_tiny() {
+    PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
+        --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
+}
+
 # One line of a same-call round (docs/experiments' device calls): label, then a `pk bench` command
 # line; prints its decode median, mean and p90 and the floor and copy bandwidth measured in the
 # same run, or its last lines when it printed no decode line. Env before it reaches the command.

@@ -21,26 +21,15 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 . scripts/gpu_env.sh
 pk_gpu_paths
 A1=-DPK_ATTD_A_BEFORE_COPIES=1
-# bench MODEL CONTEXT DEFINES ARGS...
-bench() {
-  local m=$1 c=$2 d=$3
-  shift 3
-  PK_NVCC_DEFINES="$d" build/pk bench --model "$m" --backend cuda --threads 132 --context "$c" --max-seq $((c + 128)) "$@"
-}
-# tiny THREADS SPLITS DEFINES: pk-tiny's CUDA decode steps (compiles the kernel here)
-tiny() {
-  PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
-    --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
-}
 if [ "${1:-}" = "--precompile" ]; then
   export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c4
   mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
   for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
   z=/tmp/z-qwen3-0.6b
-  ( bench $z 4096 "" --gen 4; bench $z 4096 "$A1" --gen 4; bench $z 160 "" --gen 4; bench $z 160 "$A1" --gen 4
+  ( pk_exp_bench $z 4096 "" --gen 4; pk_exp_bench $z 4096 "$A1" --gen 4; pk_exp_bench $z 160 "" --gen 4; pk_exp_bench $z 160 "$A1" --gen 4
     ) 2>&1 | grep -v "no CUDA GPU" &
-  ( bench /tmp/z-qwen3-1.7b 4096 "" --gen 4; bench /tmp/z-qwen3-1.7b 4096 "$A1" --gen 4
-    for t in 132 8; do for s in 0 3; do tiny $t $s "$A1"; done; done ) 2>&1 | grep -v "no CUDA GPU" &
+  ( pk_exp_bench /tmp/z-qwen3-1.7b 4096 "" --gen 4; pk_exp_bench /tmp/z-qwen3-1.7b 4096 "$A1" --gen 4
+    for t in 132 8; do for s in 0 3; do pk_exp_tiny $t $s "$A1"; done; done ) 2>&1 | grep -v "no CUDA GPU" &
   wait
   pk_pack_cache s45c4
   exit
@@ -52,20 +41,20 @@ for t in 132 8; do for s in 0 3; do PK_NVCC_DEFINES=$A1 pk_tiny_logits_check bui
 for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
 z=/tmp/qwen3-0.6b
 for r in 1 2 3; do
-  pk_bench_round "round $r qwen3-0.6b @4096 default" bench $z 4096 "" --gen 128
-  pk_bench_round "round $r qwen3-0.6b @4096 $A1" bench $z 4096 "$A1" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @4096 default" pk_exp_bench $z 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @4096 $A1" pk_exp_bench $z 4096 "$A1" --gen 128
 done
 for r in 1 2; do
-  pk_bench_round "round $r qwen3-1.7b @4096 default" bench /tmp/qwen3-1.7b 4096 "" --gen 128
-  pk_bench_round "round $r qwen3-1.7b @4096 $A1" bench /tmp/qwen3-1.7b 4096 "$A1" --gen 128
+  pk_bench_round "round $r qwen3-1.7b @4096 default" pk_exp_bench /tmp/qwen3-1.7b 4096 "" --gen 128
+  pk_bench_round "round $r qwen3-1.7b @4096 $A1" pk_exp_bench /tmp/qwen3-1.7b 4096 "$A1" --gen 128
 done
 for r in 1 2; do
-  pk_bench_round "round $r qwen3-0.6b @160 default" bench $z 160 "" --gen 128
-  pk_bench_round "round $r qwen3-0.6b @160 $A1" bench $z 160 "$A1" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @160 default" pk_exp_bench $z 160 "" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @160 $A1" pk_exp_bench $z 160 "$A1" --gen 128
 done
 for v in "qwen3-0.6b|" "qwen3-0.6b|$A1" "qwen3-1.7b|"; do
   m=${v%%|*} d=${v#*|}
   echo "== trace $m @4096 ${d:-default}"
-  bench /tmp/$m 4096 "$d" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
+  pk_exp_bench /tmp/$m 4096 "$d" --gen 128 --trace /tmp/t.json >/dev/null 2>&1
   pk_trace_report /tmp/t.json
 done
