@@ -20,12 +20,14 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 . scripts/gpu_env.sh
 pk_gpu_paths
 B1=-DPK_ATTD_BULK_ROWS=1
+E1="$B1 -DPK_ATT_EARLY_SPLIT=1" # session 46: the split stage before the qkv tile, on top of the bulk rows
 if [ "${1:-}" = "--precompile" ]; then
   export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c5
   mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
   for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
   z=/tmp/z-qwen3-0.6b
   ( pk_exp_bench $z 4096 "" --gen 4; pk_exp_bench $z 4096 "$B1" --gen 4; pk_exp_bench $z 160 "" --gen 4; pk_exp_bench $z 160 "$B1" --gen 4
+    pk_exp_bench $z 4096 "$E1" --gen 4
     ) 2>&1 | grep -v "no CUDA GPU" &
   ( pk_exp_bench /tmp/z-qwen3-1.7b 4096 "" --gen 4; pk_exp_bench /tmp/z-qwen3-1.7b 4096 "$B1" --gen 4
     for t in 132 8; do for s in 0 3; do pk_exp_tiny $t $s "$B1"; done; done ) 2>&1 | grep -v "no CUDA GPU" &
@@ -57,4 +59,8 @@ done
 for r in 1 2; do
   pk_bench_round "round $r qwen3-1.7b @4096 default" pk_exp_bench /tmp/qwen3-1.7b 4096 "" --gen 128
   pk_bench_round "round $r qwen3-1.7b @4096 $B1" pk_exp_bench /tmp/qwen3-1.7b 4096 "$B1" --gen 128
+done
+for r in 1 2; do
+  pk_bench_round "round $r qwen3-0.6b @4096 $B1" pk_exp_bench $z 4096 "$B1" --gen 128
+  pk_bench_round "round $r qwen3-0.6b @4096 $E1" pk_exp_bench $z 4096 "$E1" --gen 128
 done
