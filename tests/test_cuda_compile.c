@@ -123,13 +123,27 @@ static pk_kernel *build_lm_only(const char *cache_dir) {
 
 /* Two GEMV layers whose one tile (256 x 256 bf16, 128 KB) streams and one whose tile stages whole:
  * the shape class codegen gives the paced stages of 64 KB (the Qwen3-1.7B's, session 39). */
-static pk_kernel *build_paced(const char *cache_dir) {
+/* Tiles that stage whole (the LM head's, 16 KB) and two GEMV layers whose tiles stream (128 KB):
+ * the Qwen3-1.7B shape. split_attention: with an attention layer split over the KV length between
+ * the second streamed layer and the LM head. */
+static pk_kernel *build_paced(const char *cache_dir, int split_attention) {
     enum { W = 256 };
     pk_kernel *k = cuda_kernel(cache_dir);
     pk_tensor *h = act(k, "h", W), *y1 = act(k, "y1", W), *y2 = act(k, "y2", W), *logits = act(k, "logits", V);
     pk_embedding_layer(k, pk_step_tokens(k), weight(k, "embed", V, W), h, 2);
     pk_linear_layer(k, h, weight(k, "w1", W, W), y1, 1);
     pk_linear_layer(k, y1, weight(k, "w2", W, W), y2, 1);
+    if (split_attention) {
+        int64_t cd[4] = {pk_kernel_config(k)->num_pages, pk_kernel_config(k)->page_size, HKV, D};
+        pk_tensor *qkv = act(k, "qkv", QKV), *att = act(k, "att", HQ * D), *y3 = act(k, "y3", W);
+        pk_linear_layer(k, y2, weight(k, "wqkv", QKV, W), qkv, 2);
+        pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = 10000.0f,
+                                  .kv_splits = 2};
+        pk_attention_layer(k, qkv, pk_new_tensor(k, "k_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL),
+                           pk_new_tensor(k, "v_cache", PK_DTYPE_BF16, 4, cd, PK_IO_LOCAL), NULL, NULL, att, &ap, 2);
+        pk_linear_layer(k, att, weight(k, "wo", W, HQ * D), y3, 2);
+        y2 = y3;
+    }
     pk_linear_layer(k, y2, weight(k, "lm_head", V, W), logits, 2);
     pk_argmax_layer(k, logits, pk_step_output(k), 2);
     CHECK(pk_kernel_status(k) == PK_OK, "building the paced graph: %s", pk_kernel_error(k));
@@ -398,11 +412,26 @@ int main(void) {
 
     /* 5c. the same, for a graph whose tiles both stage whole and stream in two layers: codegen
      * paces the streamed ones at 64 KB */
-    k = build_paced(cache);
+    k = build_paced(cache, 0);
     char paced_cu[512];
     char *pc = failed_kernel_cu(k, &s, paced_cu, sizeof paced_cu);
     CHECK(pc && strstr(pc, "#define PK_LIN_PACE_KB 64"), "the paced graph's kernel.cu (%s) defines PK_LIN_PACE_KB 64: %s",
           paced_cu, pk_kernel_error(k));
+    CHECK(pc && !strstr(pc, "#define PK_ATTD_BULK_ROWS"), "no split attention in the paced graph: no bulk-row KV stage");
+    free(pc);
+    pk_kernel_free(k);
+    /* 5d. that shape with a split attention (the 1.7B at long contexts): its KV stage by bulk rows;
+     * the every-kind graph (fused MLP: the 0.6B's shape) split too, without them */
+    k = build_paced(cache, 1);
+    pc = failed_kernel_cu(k, &s, paced_cu, sizeof paced_cu);
+    CHECK(pc && strstr(pc, "#define PK_LIN_PACE_KB 64") && strstr(pc, "#define PK_ATTD_BULK_ROWS 1"),
+          "the paced graph with a split attention (%s) defines PK_ATTD_BULK_ROWS 1: %s", paced_cu, pk_kernel_error(k));
+    free(pc);
+    pk_kernel_free(k);
+    k = build(cache);
+    pc = failed_kernel_cu(k, &s, paced_cu, sizeof paced_cu);
+    CHECK(pc && strstr(pc, "attention_partial") && !strstr(pc, "#define PK_ATTD_BULK_ROWS"),
+          "the every-kind graph (%s), split attention and no streamed tile: no bulk-row KV stage", paced_cu);
     free(pc);
     pk_kernel_free(k);
     if (old_nvcc)

@@ -85,7 +85,11 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
  * the event first (docs/PERF.md, session 45; bench/kv_gather.cu: both kinds of copy land the
  * stage's 16.8 MB in the same time alone, 6.2 us on an H100). The stage still commits a (now
  * empty) cp.async group, so the runtime's group counting holds; the task waits on the mbarrier
- * after phase A. sm_90 and later; 0 (default): 16-byte cp.async (PK_NVCC_DEFINES, to compare). */
+ * after phase A. sm_90 and later. Session 46 measured it: the Qwen3-1.7B at 4096 -1.4 to -1.9 %
+ * (H100, three calls), -1.0 % (H200, one traced run each); the 0.6B +2.0 to +2.8 % at 4096, every
+ * model slower at 160, the 8B unchanged — so codegen defines it 1 only for the 1.7B shape with a
+ * split attention (codegen.c); 0 (the default elsewhere): 16-byte cp.async. Either way by
+ * PK_NVCC_DEFINES, to compare. */
 #ifndef PK_ATTD_BULK_ROWS
 #define PK_ATTD_BULK_ROWS 0
 #endif

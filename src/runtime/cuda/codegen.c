@@ -789,6 +789,13 @@ static int streamed_layers(const pk_kernel *k) {
     return n;
 }
 
+/* Whether some attention layer is split over the KV length (long contexts: attention_partial). */
+static int has_split_attention(const pk_kernel *k) {
+    for (int l = 0; l < k->nlayers; l++)
+        if (attn_splits(&k->layers[l]) > 1) return 1;
+    return 0;
+}
+
 /* Whether some GEMV layer's weight tiles are uneven and staged (its prefetch entry's step is
  * PK_GEN_STEP_UNEVEN). */
 static int has_uneven_tiles(const pk_kernel *k) {
@@ -918,6 +925,15 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                         " * Qwen3-1.7B -1.3 to -2.1 %% and -1.5 %%; the 8B at 64 +0.0 to +0.5 %% and the 0.6B within +-0.9 %%:\n"
                         " * they keep 48. */\n"
                         "#ifndef PK_LIN_PACE_KB\n#define PK_LIN_PACE_KB 64\n#endif\n\n");
+    /* Session 46: the same shape with its attention split (long contexts) stages the KV rows by one
+     * bulk copy each. The 0.6B (+2.0 to +2.8 %) and every model at 160 (+0.5 to +1.3 %) are slower
+     * with it, the 8B unchanged; why the 1.7B gains is not known (its partial tasks run 0.6 us
+     * shorter in the H200 trace: docs/PERF.md, session 46). */
+    if (small_model && streamed_layers(k) > 1 && has_split_attention(k))
+        pk_sb_printf(o, "/* ... and its attention is split: the KV stage copies each row with one cp.async.bulk\n"
+                        " * (attention_decode.cuh). Qwen3-1.7B at 4096: -1.6 to -1.8 %% on the H100 (five rounds, two\n"
+                        " * calls), -1.0 %% on the H200 (one traced run each); the 0.6B and 8B keep 16-byte copies. */\n"
+                        "#ifndef PK_ATTD_BULK_ROWS\n#define PK_ATTD_BULK_ROWS 1\n#endif\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
     if (fallback)
         pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");
