@@ -120,6 +120,23 @@ pk_exp_tiny() {
     PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
         --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
 }
+# An experiment script's --precompile mode: kernels for sm_90a into .gpu/cache-NAME, which
+# pk_pack_cache NAME then packs. Usage: pk_exp_precompile_cache NAME
+pk_exp_precompile_cache() {
+    export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-$1
+    mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
+}
+# The Qwen3 shapes an experiment runs, each made once (bench/shape_model.py): random weights at
+# /tmp/qwen3-SIZE (the device), or with --zeros all-zero ones at /tmp/z-qwen3-SIZE (the build
+# machine, where only the shapes matter). Usage: pk_exp_models [--zeros] SIZE...
+pk_exp_models() {
+    local dir=/tmp/qwen3- zeros=
+    if [ "${1:-}" = --zeros ]; then dir=/tmp/z-qwen3- zeros=1; shift; fi
+    local m
+    for m in "$@"; do
+        [ -d "$dir$m" ] || python3 bench/shape_model.py "qwen3-$m" "$dir$m" ${zeros:+--zeros} >/dev/null
+    done
+}
 
 # One line of a same-call round (docs/experiments' device calls): label, then a `pk bench` command
 # line; prints its decode median, mean and p90 and the floor and copy bandwidth measured in the

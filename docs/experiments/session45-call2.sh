@@ -25,9 +25,8 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 pk_gpu_paths
 TWO=-DPK_ATT_EARLY_SPLIT=2
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c2
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  pk_exp_precompile_cache s45c2
+  pk_exp_models --zeros 0.6b 1.7b
   z=/tmp/z-qwen3-0.6b
   ( pk_exp_bench $z 4096 "" --gen 4; pk_exp_bench $z 4096 "$TWO" --gen 4; pk_exp_bench $z 160 "" --gen 4
     pk_exp_tiny 132 0 ""; pk_exp_tiny 132 3 ""; pk_exp_tiny 132 3 "$TWO"; pk_exp_tiny 8 3 "$TWO" ) 2>&1 | grep -v "no CUDA GPU" &
@@ -45,7 +44,7 @@ pk_tiny_logits_check build/pk 132 /tmp/gate 0
 pk_tiny_logits_check build/pk 132 /tmp/gate 3
 PK_NVCC_DEFINES=$TWO pk_tiny_logits_check build/pk 132 /tmp/gate 3
 PK_NVCC_DEFINES=$TWO pk_tiny_logits_check build/pk 8 /tmp/gate 3
-for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+pk_exp_models 0.6b 1.7b
 z=/tmp/qwen3-0.6b
 for r in 1 2 3; do
   pk_bench_round "round $r qwen3-0.6b @4096 default" pk_exp_bench $z 4096 "" --gen 128

@@ -22,9 +22,8 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 pk_gpu_paths
 A1=-DPK_ATTD_A_BEFORE_COPIES=1
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c4
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  pk_exp_precompile_cache s45c4
+  pk_exp_models --zeros 0.6b 1.7b
   z=/tmp/z-qwen3-0.6b
   ( pk_exp_bench $z 4096 "" --gen 4; pk_exp_bench $z 4096 "$A1" --gen 4; pk_exp_bench $z 160 "" --gen 4; pk_exp_bench $z 160 "$A1" --gen 4
     ) 2>&1 | grep -v "no CUDA GPU" &
@@ -38,7 +37,7 @@ pk_unpack_cache s45c4 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 mkdir -p /tmp/gate
 for t in 132 8; do for s in 0 3; do PK_NVCC_DEFINES=$A1 pk_tiny_logits_check build/pk $t /tmp/gate $s; done; done
-for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+pk_exp_models 0.6b 1.7b
 z=/tmp/qwen3-0.6b
 for r in 1 2 3; do
   pk_bench_round "round $r qwen3-0.6b @4096 default" pk_exp_bench $z 4096 "" --gen 128

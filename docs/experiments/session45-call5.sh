@@ -22,9 +22,8 @@ pk_gpu_paths
 B1=-DPK_ATTD_BULK_ROWS=1
 E1="$B1 -DPK_ATT_EARLY_SPLIT=1" # session 46: the split stage before the qkv tile, on top of the bulk rows
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s45c5
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  pk_exp_precompile_cache s45c5
+  pk_exp_models --zeros 0.6b 1.7b
   z=/tmp/z-qwen3-0.6b
   ( pk_exp_bench $z 4096 "" --gen 4; pk_exp_bench $z 4096 "$B1" --gen 4; pk_exp_bench $z 160 "" --gen 4; pk_exp_bench $z 160 "$B1" --gen 4
     pk_exp_bench $z 4096 "$E1" --gen 4
@@ -43,7 +42,7 @@ grep -E "^attention" /tmp/kh.log | grep -vc " ok$" | sed 's/^/lines not ok: /'
 grep -E "^attention" /tmp/kh.log | grep -v " ok$" | head -5; tail -n 3 /tmp/kh.log
 mkdir -p /tmp/gate
 for t in 132 8; do for s in 0 3; do PK_NVCC_DEFINES=$B1 pk_tiny_logits_check build/pk $t /tmp/gate $s; done; done
-for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+pk_exp_models 0.6b 1.7b
 z=/tmp/qwen3-0.6b
 for r in 1 2 3; do
   pk_bench_round "round $r qwen3-0.6b @4096 default" pk_exp_bench $z 4096 "" --gen 128

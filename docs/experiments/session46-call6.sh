@@ -13,10 +13,9 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 pk_gpu_paths
 B1=-DPK_ATTD_BULK_ROWS=1
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s46c6
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
+  pk_exp_precompile_cache s46c6
   [ -d .gpu/cache-s45c5 ] && cp -rn .gpu/cache-s45c5/. "$PK_CACHE_DIR/"
-  for m in 0.6b 1.7b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  pk_exp_models --zeros 0.6b 1.7b
   z=/tmp/z-qwen3-1.7b
   ( pk_exp_bench $z 160 "" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
   ( pk_exp_bench $z 160 "$B1" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
@@ -28,7 +27,7 @@ if [ "${1:-}" = "--precompile" ]; then
 fi
 pk_unpack_cache s46c6 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-for m in qwen3-0.6b qwen3-1.7b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+pk_exp_models 0.6b 1.7b
 for m in qwen3-0.6b qwen3-1.7b; do for d in "" "$B1"; do
   echo "== trace $m @4096 ${d:-default}"
   pk_exp_bench /tmp/$m 4096 "$d" --gen 128 --trace /tmp/t.json 2>&1 | grep -E "^(decode|floor|copy)"

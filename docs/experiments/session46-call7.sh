@@ -13,9 +13,8 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 pk_gpu_paths
 B1=-DPK_ATTD_BULK_ROWS=1
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s46c7
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-  for m in 1.7b 8b; do [ -d /tmp/z-qwen3-$m ] || python3 bench/shape_model.py qwen3-$m /tmp/z-qwen3-$m --zeros >/dev/null; done
+  pk_exp_precompile_cache s46c7
+  pk_exp_models --zeros 1.7b 8b
   ( pk_exp_bench /tmp/z-qwen3-8b 4096 "" --gen 4; pk_exp_bench /tmp/z-qwen3-1.7b 4096 "" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
   ( pk_exp_bench /tmp/z-qwen3-8b 4096 "$B1" --gen 4; pk_exp_bench /tmp/z-qwen3-1.7b 4096 "$B1" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
   wait
@@ -24,7 +23,7 @@ if [ "${1:-}" = "--precompile" ]; then
 fi
 pk_unpack_cache s46c7 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-for m in qwen3-1.7b qwen3-8b; do [ -d /tmp/$m ] || python3 bench/shape_model.py $m /tmp/$m >/dev/null; done
+pk_exp_models 1.7b 8b
 for r in 1 2 3; do
   pk_bench_round "round $r qwen3-1.7b @4096 default" pk_exp_bench /tmp/qwen3-1.7b 4096 "" --gen 128
   pk_bench_round "round $r qwen3-1.7b @4096 $B1" pk_exp_bench /tmp/qwen3-1.7b 4096 "$B1" --gen 128

@@ -13,9 +13,8 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root
 pk_gpu_paths
 OFF=-DPK_ATTD_BULK_ROWS=0
 if [ "${1:-}" = "--precompile" ]; then
-  export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-s46c8
-  mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-  [ -d /tmp/z-qwen3-1.7b ] || python3 bench/shape_model.py qwen3-1.7b /tmp/z-qwen3-1.7b --zeros >/dev/null
+  pk_exp_precompile_cache s46c8
+  pk_exp_models --zeros 1.7b
   ( pk_exp_bench /tmp/z-qwen3-1.7b 4096 "" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
   ( pk_exp_bench /tmp/z-qwen3-1.7b 4096 "$OFF" --gen 4 ) 2>&1 | grep -v "no CUDA GPU" &
   wait
@@ -24,7 +23,7 @@ if [ "${1:-}" = "--precompile" ]; then
 fi
 pk_unpack_cache s46c8 || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-[ -d /tmp/qwen3-1.7b ] || python3 bench/shape_model.py qwen3-1.7b /tmp/qwen3-1.7b >/dev/null
+pk_exp_models 1.7b
 for r in 1 2 3 4; do
   pk_bench_round "round $r qwen3-1.7b @4096 default (rule: bulk rows)" pk_exp_bench /tmp/qwen3-1.7b 4096 "" --gen 128
   pk_bench_round "round $r qwen3-1.7b @4096 $OFF" pk_exp_bench /tmp/qwen3-1.7b 4096 "$OFF" --gen 128
