@@ -121,11 +121,10 @@ static pk_kernel *build_lm_only(const char *cache_dir) {
     return k;
 }
 
-/* Two GEMV layers whose one tile (256 x 256 bf16, 128 KB) streams and one whose tile stages whole:
- * the shape class codegen gives the paced stages of 64 KB (the Qwen3-1.7B's, session 39). */
-/* Tiles that stage whole (the LM head's, 16 KB) and two GEMV layers whose tiles stream (128 KB):
- * the Qwen3-1.7B shape. split_attention: with an attention layer split over the KV length between
- * the second streamed layer and the LM head. */
+/* Two GEMV layers whose one tile (256 x 256 bf16, 128 KB) streams and one whose tile stages whole
+ * (the LM head's, 16 KB): the shape class codegen gives the paced stages of 64 KB (the Qwen3-1.7B's,
+ * session 39). split_attention: with an attention layer split over the KV length between the second
+ * streamed layer and the LM head (the 1.7B at long contexts: the bulk-row KV stage, session 46). */
 static pk_kernel *build_paced(const char *cache_dir, int split_attention) {
     enum { W = 256 };
     pk_kernel *k = cuda_kernel(cache_dir);

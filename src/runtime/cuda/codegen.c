@@ -919,7 +919,8 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
                         "#ifndef PK_GEN_RUN_TASK_INLINE\n#define PK_GEN_RUN_TASK_INLINE 1\n#endif\n\n");
     /* Session 36's pace: where some tiles stage whole and more than one layer streams (the
      * Qwen3-1.7B shape; the 0.6B streams only its LM head, the 8B stages nothing whole). */
-    if (small_model && streamed_layers(k) > 1)
+    const int paced_shape = small_model && streamed_layers(k) > 1;
+    if (paced_shape)
         pk_sb_printf(o, "/* GEMV tiles of this graph stage whole and stream: the streamed ones issue 64 KB before their\n"
                         " * wait, not 48 (linear.cuh). Measured on the H200 (same call, three rounds; sessions 36 and 39):\n"
                         " * Qwen3-1.7B -1.3 to -2.1 %% and -1.5 %%; the 8B at 64 +0.0 to +0.5 %% and the 0.6B within +-0.9 %%:\n"
@@ -929,7 +930,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
      * bulk copy each. The 0.6B (+2.0 to +2.8 %) and every model at 160 (+0.5 to +1.3 %) are slower
      * with it, the 8B unchanged; why the 1.7B gains is not known (its partial tasks run 0.6 us
      * shorter in the H200 trace: docs/PERF.md, session 46). */
-    if (small_model && streamed_layers(k) > 1 && has_split_attention(k))
+    if (paced_shape && has_split_attention(k))
         pk_sb_printf(o, "/* ... and its attention is split: the KV stage copies each row with one cp.async.bulk\n"
                         " * (attention_decode.cuh). Qwen3-1.7B at 4096: -1.6 to -1.8 %% on the H100 (five rounds, two\n"
                         " * calls), -1.0 %% on the H200 (one traced run each); the 0.6B and 8B keep 16-byte copies. */\n"
