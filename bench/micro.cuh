@@ -1,6 +1,6 @@
 /* micro.cuh — what the microbenchmarks of bench/ (sm_bandwidth.cu, poll_latency.cu,
  * layer_chain.cu, handoff.cu, cluster_chain.cu, comm_handoff.cu, clock_skew.cu, line_latency.cu,
- * attd_loop.cu, step_advance.cu, kv_gather.cu: docs/PERF.md "Measuring") share: the CUDA error check, %globaltimer, %smid, the event
+ * attd_loop.cu, step_advance.cu, kv_gather.cu, red_width.cu: docs/PERF.md "Measuring") share: the CUDA error check, %globaltimer, %smid, the event
  * protocol's acquire load and release add, qsort's order of doubles, a filled device buffer (the
  * stand-in weights), the launch of one CTA per SM.
  * Each benchmark is one .cu built alone: nvcc -O3 -arch=sm_90a -o build/NAME bench/NAME.cu

@@ -1,0 +1,163 @@
+/* red_width.cu — what the fused MLP's reductions cost by their width: 128 tasks each add their
+ * partial of every one of 1024 outputs into one accumulator in L2, as RMSNORM_SWIGLU_DOWN does
+ * (int64 fixed point, red.global.add.u64: 131,072 reductions a layer on the Qwen3-0.6B).
+ *
+ * issue 5, session 47 (docs/PERF.md): session 31 measured that the reductions' number is what
+ * costs (half of them skipped: the 0.6B's step −2.6 %). Hopper has vector float reductions
+ * (red.global.add.v2/v4.f32), and a float sum of integers is exact and the same in any order
+ * while every partial sum stays below 2^24: an output's fixed-point value split into two signed
+ * "digits" of 17 bits (|digit| < 2^17, 128 of them sum below 2^24) adds exactly as two floats,
+ * so one v4 reduction could carry two outputs — half the reductions, twice the bytes each, the
+ * same bits every run. Whether that is cheaper depends on what an L2 reduction costs: per
+ * operation or per byte. This measures it, with the accumulator's lines as pk's (one 8 KB array
+ * every task adds into), and how late an unrelated L2 load returns meanwhile.
+ *
+ *   nvcc -O3 -arch=sm_90a -o build/red_width bench/red_width.cu && build/red_width [reps]
+ *
+ * One CTA per SM (cooperative launch), 256 threads; CTAs 0..127 are the tasks, the next one
+ * probes. All start together at a %globaltimer instant CTA 0 publishes. A task's threads issue
+ * their reductions (thread t: outputs t, t + 256, ...), then a barrier and thread 0's release
+ * increment of `done` (pk's signal: it is performed after the CTA's reductions). The probe's
+ * thread 0 times dependent acquire loads of another line until `done` reaches 128 and stamps
+ * that instant: the drain time is that stamp minus the start. Variants (bytes per reduction,
+ * reductions per task): u64 (8, 1024: pk's), v2.f32 (8, 1024), v4.f32 two outputs (16, 512),
+ * f32 (4, 1024), v4.f32 four outputs (16, 256), none (the signal alone). Medians over reps.
+ */
+#include "micro.cuh"
+#include <string.h>
+
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 6 };
+static const char *const variant_name[NVAR] = {"u64 (pk)", "v2.f32", "v4.f32 x2 outputs", "f32", "v4.f32 x4 outputs",
+                                               "none"};
+
+struct red_result {
+    unsigned long long start, drained; /* %globaltimer */
+    unsigned long long issued[TASKS];  /* each task's last reduction issued (before its signal) */
+    float probe_ns[MAX_PROBES];        /* the probe's load latencies while the reductions drain */
+    int nprobe;
+};
+
+__device__ __forceinline__ void red_u64(unsigned long long *p, unsigned long long v) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void red_f32(float *p, float a) {
+    asm volatile("red.relaxed.gpu.global.add.f32 [%0], %1;" ::"l"(p), "f"(a) : "memory");
+}
+__device__ __forceinline__ void red_v2f32(float *p, float a, float b) {
+    asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+__device__ __forceinline__ void red_v4f32(float *p, float a, float b, float c, float d) {
+    asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
+                 : "memory");
+}
+
+/* acc: 16 KB, zeroed by the host before each launch; flags: [0] start instant, [1] done count,
+ * [64] the probe's line (another 128-byte line). */
+__global__ void red_kernel(int variant, void *acc, unsigned long long *flags, red_result *r) {
+    const int b = blockIdx.x, t = threadIdx.x;
+    if (b == 0 && t == 0) {
+        const unsigned long long s = now_ns() + 20000; /* every CTA is spinning by then */
+        r->start = s;
+        asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flags), "l"(s) : "memory");
+    }
+    extern __shared__ unsigned long long start_s[]; /* dynamic: launch_one_per_sm gives the block all of it */
+    unsigned long long &start = start_s[0];
+    if (t == 0) {
+        unsigned long long s;
+        while ((s = ld_acquire(flags)) == 0) {
+        }
+        start = s;
+    }
+    __syncthreads();
+    while (now_ns() < start) {
+    }
+    if (b < TASKS) {
+        /* partials as pk's would be: fixed-point values, or their digits as small integral floats */
+        for (int j = t; j < NOUT; j += THREADS) {
+            const long long v = (long long)(b * 7919 + j * 104729) * 4099 - (1ll << 40);
+            const float d = (float)((b + j) % 131071 - 65535);
+            switch (variant) {
+            case 0: red_u64((unsigned long long *)acc + j, (unsigned long long)v); break;
+            case 1: red_v2f32((float *)acc + 2 * j, d, -d); break;
+            case 2:
+                if (j % 2 == 0) red_v4f32((float *)acc + 2 * j, d, -d, d + 1, d - 1);
+                break;
+            case 3: red_f32((float *)acc + j, d); break;
+            case 4:
+                if (j % 4 == 0) red_v4f32((float *)acc + j, d, -d, d + 1, d - 1);
+                break;
+            default: break;
+            }
+        }
+        __syncthreads();
+        if (t == 0) {
+            r->issued[b] = now_ns();
+            red_release(flags + 1, 1);
+        }
+    } else if (b == TASKS && t == 0) {
+        /* the probe: dependent acquire loads of its own line, each timed, until every task signalled */
+        const unsigned long long *line = flags + 64;
+        int n = 0;
+        unsigned long long prev = now_ns(), v = 0;
+        while (ld_acquire(flags + 1) < TASKS) {
+            v += ld_acquire(line + (v >> 63));
+            const unsigned long long now = now_ns_after(v);
+            if (n < MAX_PROBES) r->probe_ns[n++] = (float)(now - prev);
+            prev = now_ns();
+        }
+        r->drained = now_ns();
+        r->nprobe = n;
+    }
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof(double), cmp_double);
+    return n ? v[n / 2] : 0;
+}
+
+int main(int argc, char **argv) {
+    const int reps = argc > 1 ? atoi(argv[1]) : 51;
+    if (reps < 1 || reps > 1000) {
+        fprintf(stderr, "reps: 1 .. 1000\n");
+        return 1;
+    }
+    const int n = sm_count_at_most(MAX_CTAS);
+    if (n < TASKS + 1) {
+        fprintf(stderr, "%d SMs: this benchmark needs %d (128 tasks and a probe)\n", n, TASKS + 1);
+        return 1;
+    }
+    void *acc;
+    unsigned long long *flags;
+    red_result *r, h;
+    CHECK(cudaMalloc(&acc, 16384));
+    CHECK(cudaMalloc(&flags, 1024));
+    CHECK(cudaMalloc(&r, sizeof(red_result)));
+    printf("%d SMs, %d tasks x %d outputs, %d launches each (interleaved); us from the common start, medians\n", n,
+           TASKS, NOUT, reps);
+    printf("%-20s %10s %12s %14s %14s\n", "variant", "drained", "last issued", "probe p50 ns", "probe max ns");
+    double res[NVAR][4];
+    for (int v = 0; v < NVAR; v++) memset(res[v], 0, sizeof res[v]);
+    static double all[NVAR][4][1000];
+    for (int rep = 0; rep < reps; rep++)
+        for (int v = 0; v < NVAR; v++) {
+            CHECK(cudaMemset(acc, 0, 16384));
+            CHECK(cudaMemset(flags, 0, 1024));
+            int var = v;
+            void *args[] = {&var, &acc, &flags, &r};
+            launch_one_per_sm((const void *)red_kernel, THREADS, args);
+            CHECK(cudaMemcpy(&h, r, sizeof h, cudaMemcpyDeviceToHost));
+            unsigned long long last = 0;
+            for (int i = 0; i < TASKS; i++) last = h.issued[i] > last ? h.issued[i] : last;
+            double pl[MAX_PROBES], mx = 0;
+            for (int i = 0; i < h.nprobe; i++) mx = (pl[i] = h.probe_ns[i]) > mx ? pl[i] : mx;
+            all[v][0][rep] = (h.drained - h.start) / 1e3;
+            all[v][1][rep] = (double)(last - h.start) / 1e3;
+            all[v][2][rep] = median(pl, h.nprobe);
+            all[v][3][rep] = mx;
+        }
+    for (int v = 0; v < NVAR; v++) {
+        for (int q = 0; q < 4; q++) res[v][q] = median(all[v][q], reps);
+        printf("%-20s %10.2f %12.2f %14.0f %14.0f\n", variant_name[v], res[v][0], res[v][1], res[v][2], res[v][3]);
+    }
+    return 0;
+}
