@@ -21,14 +21,18 @@
  * thread 0 times dependent acquire loads of another line until `done` reaches 128 and stamps
  * that instant: the drain time is that stamp minus the start. Variants (bytes per reduction,
  * reductions per task): u64 (8, 1024: pk's), v2.f32 (8, 1024), v4.f32 two outputs (16, 512),
- * f32 (4, 1024), v4.f32 four outputs (16, 256), none (the signal alone). Medians over reps.
+ * f32 (4, 1024), v4.f32 four outputs (16, 256), none (the signal alone); then pk's u64 with task b
+ * adding into copy b mod C of the accumulator (C = 2, 4, 8: the reader would sum the C copies, the
+ * same integers in any order), and into twice the lines (outputs 16 bytes apart). Medians over reps.
  */
 #include "micro.cuh"
 #include <string.h>
 
-enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 6 };
-static const char *const variant_name[NVAR] = {"u64 (pk)", "v2.f32", "v4.f32 x2 outputs", "f32", "v4.f32 x4 outputs",
-                                               "none"};
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 10, ACC_BYTES = 65536 };
+static const char *const variant_name[NVAR] = {"u64 (pk)",          "v2.f32",           "v4.f32 x2 outputs",
+                                               "f32",               "v4.f32 x4 outputs", "none",
+                                               "u64, 2 copies",     "u64, 4 copies",     "u64, 8 copies",
+                                               "u64, 16 B apart"};
 
 struct red_result {
     unsigned long long start, drained; /* %globaltimer */
@@ -51,7 +55,7 @@ __device__ __forceinline__ void red_v4f32(float *p, float a, float b, float c, f
                  : "memory");
 }
 
-/* acc: 16 KB, zeroed by the host before each launch; flags: [0] start instant, [1] done count,
+/* acc: 64 KB, zeroed by the host before each launch; flags: [0] start instant, [1] done count,
  * [64] the probe's line (another 128-byte line). */
 __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, red_result *r) {
     const int b = blockIdx.x, t = threadIdx.x;
@@ -83,6 +87,14 @@ __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, re
                 if (j % 2 == 0) red_v4f32((float *)acc + 2 * j, d, -d, d + 1, d - 1);
                 break;
             case 3: red_f32((float *)acc + j, d); break;
+            case 6: /* task b adds into copy b % C of the accumulator: C times the lines, 1/C of the adds each */
+            case 7:
+            case 8: {
+                const int copies = 1 << (variant - 5);
+                red_u64((unsigned long long *)acc + (b % copies) * NOUT + j, (unsigned long long)v);
+                break;
+            }
+            case 9: red_u64((unsigned long long *)acc + 2 * j, (unsigned long long)v); break; /* twice the lines */
             case 4:
                 if (j % 4 == 0) red_v4f32((float *)acc + j, d, -d, d + 1, d - 1);
                 break;
@@ -129,7 +141,7 @@ int main(int argc, char **argv) {
     void *acc;
     unsigned long long *flags;
     red_result *r, h;
-    CHECK(cudaMalloc(&acc, 16384));
+    CHECK(cudaMalloc(&acc, ACC_BYTES));
     CHECK(cudaMalloc(&flags, 1024));
     CHECK(cudaMalloc(&r, sizeof(red_result)));
     printf("%d SMs, %d tasks x %d outputs, %d launches each (interleaved); us from the common start, medians\n", n,
@@ -140,7 +152,7 @@ int main(int argc, char **argv) {
     static double all[NVAR][4][1000];
     for (int rep = 0; rep < reps; rep++)
         for (int v = 0; v < NVAR; v++) {
-            CHECK(cudaMemset(acc, 0, 16384));
+            CHECK(cudaMemset(acc, 0, ACC_BYTES));
             CHECK(cudaMemset(flags, 0, 1024));
             int var = v;
             void *args[] = {&var, &acc, &flags, &r};
