@@ -14,25 +14,30 @@
  *
  *   nvcc -O3 -arch=sm_90a -o build/red_width bench/red_width.cu && build/red_width [reps]
  *
- * One CTA per SM (cooperative launch), 256 threads; CTAs 0..127 are the tasks, the next one
- * probes. All start together at a %globaltimer instant CTA 0 publishes. A task's threads issue
+ * One CTA per SM (cooperative launch), 256 threads; CTAs 0..127 are the tasks, 128 probes, 129
+ * polls. All start together at a %globaltimer instant CTA 0 publishes. A task's threads issue
  * their reductions (thread t: outputs t, t + 256, ...), then a barrier and thread 0's release
- * increment of `done` (pk's signal: it is performed after the CTA's reductions). The probe's
- * thread 0 times dependent acquire loads of another line until `done` reaches 128 and stamps
- * that instant: the drain time is that stamp minus the start. Variants (bytes per reduction,
+ * increment of `done` (pk's signal: it is performed after the CTA's reductions). The poller's
+ * thread 0 spins on `done` until it reaches 128 and stamps that instant (the drain time is that
+ * stamp minus the start); meanwhile the probe's thread 0 times dependent acquire loads of
+ * another line. Variants (bytes per reduction,
  * reductions per task): u64 (8, 1024: pk's), v2.f32 (8, 1024), v4.f32 two outputs (16, 512),
  * f32 (4, 1024), v4.f32 four outputs (16, 256), none (the signal alone); then pk's u64 with task b
  * adding into copy b mod C of the accumulator (C = 2, 4, 8: the reader would sum the C copies, the
- * same integers in any order), and into twice the lines (outputs 16 bytes apart). Medians over reps.
+ * same integers in any order), and into twice the lines (outputs 16 bytes apart). Then the signal
+ * itself: 128 release adds to one counter are adds to one address too. "none, C counters": no
+ * reductions, task b signals counter b mod C (128 bytes apart, or 8 in one line), the probe waits
+ * for their sum; "u64, 4 counters": pk's reductions with that signal. Medians over reps.
  */
 #include "micro.cuh"
 #include <string.h>
 
-enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 10, ACC_BYTES = 65536 };
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 14, ACC_BYTES = 65536, FLAG_BYTES = 4096 };
 static const char *const variant_name[NVAR] = {"u64 (pk)",          "v2.f32",           "v4.f32 x2 outputs",
                                                "f32",               "v4.f32 x4 outputs", "none",
                                                "u64, 2 copies",     "u64, 4 copies",     "u64, 8 copies",
-                                               "u64, 16 B apart"};
+                                               "u64, 16 B apart",   "none, 2 counters",  "none, 4 counters",
+                                               "none, 4 in a line", "u64, 4 counters"};
 
 struct red_result {
     unsigned long long start, drained; /* %globaltimer */
@@ -55,8 +60,12 @@ __device__ __forceinline__ void red_v4f32(float *p, float a, float b, float c, f
                  : "memory");
 }
 
-/* acc: 64 KB, zeroed by the host before each launch; flags: [0] start instant, [1] done count,
- * [64] the probe's line (another 128-byte line). */
+/* acc: 64 KB, zeroed by the host before each launch; flags: [0] start instant, the done counters
+ * at [16 + 16 c] (128 bytes apart; [16 + c] for "in a line"), [256] the probe's line. */
+__device__ __forceinline__ int sig_counters(int variant) {
+    return variant == 10 ? 2 : variant >= 11 ? 4 : 1;
+}
+__device__ __forceinline__ int sig_stride(int variant) { return variant == 12 ? 1 : 16; }
 __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, red_result *r) {
     const int b = blockIdx.x, t = threadIdx.x;
     if (b == 0 && t == 0) {
@@ -80,7 +89,7 @@ __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, re
         for (int j = t; j < NOUT; j += THREADS) {
             const long long v = (long long)(b * 7919 + j * 104729) * 4099 - (1ll << 40);
             const float d = (float)((b + j) % 131071 - 65535);
-            switch (variant) {
+            switch (variant == 13 ? 0 : variant) {
             case 0: red_u64((unsigned long long *)acc + j, (unsigned long long)v); break;
             case 1: red_v2f32((float *)acc + 2 * j, d, -d); break;
             case 2:
@@ -104,20 +113,30 @@ __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, re
         __syncthreads();
         if (t == 0) {
             r->issued[b] = now_ns();
-            red_release(flags + 1, 1);
+            red_release(flags + 16 + (b % sig_counters(variant)) * sig_stride(variant), 1);
         }
+    } else if (b == TASKS + 1 && t == 0) {
+        /* the poller: the counters' acquire loads (independent, issued together) until their sum
+         * says every task signalled; stamps that instant and stops the probe */
+        const int nc = sig_counters(variant), st = sig_stride(variant);
+        unsigned long long seen = 0;
+        while (seen < TASKS) {
+            seen = 0;
+            for (int c = 0; c < nc; c++) seen += ld_acquire(flags + 16 + c * st);
+        }
+        r->drained = now_ns_after(seen); /* after the loads that saw it */
+        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(flags + 272), "l"(1ull) : "memory");
     } else if (b == TASKS && t == 0) {
-        /* the probe: dependent acquire loads of its own line, each timed, until every task signalled */
-        const unsigned long long *line = flags + 64;
+        /* the probe: dependent acquire loads of its own line, each timed, until the poller is done */
+        const unsigned long long *line = flags + 256;
         int n = 0;
         unsigned long long prev = now_ns(), v = 0;
-        while (ld_acquire(flags + 1) < TASKS) {
+        while (ld_acquire(flags + 272) == 0) {
             v += ld_acquire(line + (v >> 63));
             const unsigned long long now = now_ns_after(v);
             if (n < MAX_PROBES) r->probe_ns[n++] = (float)(now - prev);
             prev = now_ns();
         }
-        r->drained = now_ns();
         r->nprobe = n;
     }
 }
@@ -134,15 +153,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int n = sm_count_at_most(MAX_CTAS);
-    if (n < TASKS + 1) {
-        fprintf(stderr, "%d SMs: this benchmark needs %d (128 tasks and a probe)\n", n, TASKS + 1);
+    if (n < TASKS + 2) {
+        fprintf(stderr, "%d SMs: this benchmark needs %d (128 tasks, a probe and a poller)\n", n, TASKS + 2);
         return 1;
     }
     void *acc;
     unsigned long long *flags;
     red_result *r, h;
     CHECK(cudaMalloc(&acc, ACC_BYTES));
-    CHECK(cudaMalloc(&flags, 1024));
+    CHECK(cudaMalloc(&flags, FLAG_BYTES));
     CHECK(cudaMalloc(&r, sizeof(red_result)));
     printf("%d SMs, %d tasks x %d outputs, %d launches each (interleaved); us from the common start, medians\n", n,
            TASKS, NOUT, reps);
@@ -153,7 +172,7 @@ int main(int argc, char **argv) {
     for (int rep = 0; rep < reps; rep++)
         for (int v = 0; v < NVAR; v++) {
             CHECK(cudaMemset(acc, 0, ACC_BYTES));
-            CHECK(cudaMemset(flags, 0, 1024));
+            CHECK(cudaMemset(flags, 0, FLAG_BYTES));
             int var = v;
             void *args[] = {&var, &acc, &flags, &r};
             launch_one_per_sm((const void *)red_kernel, THREADS, args);
