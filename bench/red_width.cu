@@ -27,17 +27,23 @@
  * same integers in any order), and into twice the lines (outputs 16 bytes apart). Then the signal
  * itself: 128 release adds to one counter are adds to one address too. "none, C counters": no
  * reductions, task b signals counter b mod C (128 bytes apart, or 8 in one line), the probe waits
- * for their sum; "u64, 4 counters": pk's reductions with that signal. Medians over reps.
+ * for their sum; "u64, 4 counters": pk's reductions with that signal. Then reads, as a layer's x
+ * stage makes them right after its event: every task reads the same 2, 8 or 32 KB ("shared": the
+ * next qkv's accumulator is 8 KB, four copies 32), or 8 / 32 KB of its own ("own"), 16-byte
+ * `ld.global.cg` loads spread over the CTA's threads, summed, then the barrier: for these, "last
+ * issued" is when the last task had its bytes. Medians over reps.
  */
 #include "micro.cuh"
 #include <string.h>
 
-enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 14, ACC_BYTES = 65536, FLAG_BYTES = 4096 };
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 19, ACC_BYTES = 4 << 20, FLAG_BYTES = 4096 };
 static const char *const variant_name[NVAR] = {"u64 (pk)",          "v2.f32",           "v4.f32 x2 outputs",
                                                "f32",               "v4.f32 x4 outputs", "none",
                                                "u64, 2 copies",     "u64, 4 copies",     "u64, 8 copies",
                                                "u64, 16 B apart",   "none, 2 counters",  "none, 4 counters",
-                                               "none, 4 in a line", "u64, 4 counters"};
+                                               "none, 4 in a line", "u64, 4 counters",  "read 8 KB, shared",
+                                               "read 32 KB, shared", "read 8 KB, own",  "read 32 KB, own",
+                                               "read 2 KB, shared"};
 
 struct red_result {
     unsigned long long start, drained; /* %globaltimer */
@@ -63,7 +69,7 @@ __device__ __forceinline__ void red_v4f32(float *p, float a, float b, float c, f
 /* acc: 64 KB, zeroed by the host before each launch; flags: [0] start instant, the done counters
  * at [16 + 16 c] (128 bytes apart; [16 + c] for "in a line"), [256] the probe's line. */
 __device__ __forceinline__ int sig_counters(int variant) {
-    return variant == 10 ? 2 : variant >= 11 ? 4 : 1;
+    return variant == 10 ? 2 : variant >= 11 && variant <= 13 ? 4 : 1;
 }
 __device__ __forceinline__ int sig_stride(int variant) { return variant == 12 ? 1 : 16; }
 __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, red_result *r) {
@@ -110,9 +116,21 @@ __global__ void red_kernel(int variant, void *acc, unsigned long long *flags, re
             default: break;
             }
         }
+        if (variant >= 14) { /* the reads: bytes per task, shared or each task's own region */
+            const int kb = variant == 14 || variant == 16 ? 8 : variant == 18 ? 2 : 32;
+            const uint4 *src = (const uint4 *)acc + (variant == 16 || variant == 17 ? (size_t)b * (32 << 10) / 16 : 0);
+            uint4 a[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                a[i] = t + i * THREADS < kb * 64 ? __ldcg(src + t + i * THREADS) : make_uint4(0, 0, 0, 0);
+            unsigned x = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) x += a[i].x ^ a[i].y ^ a[i].z ^ a[i].w;
+            start_s[1 + t] = x; /* keeps the loads */
+        }
         __syncthreads();
         if (t == 0) {
-            r->issued[b] = now_ns();
+            r->issued[b] = now_ns_after(start_s[1]);
             red_release(flags + 16 + (b % sig_counters(variant)) * sig_stride(variant), 1);
         }
     } else if (b == TASKS + 1 && t == 0) {
