@@ -22,6 +22,8 @@
 #      OUT (if set, logs, results and table are copied there at exit: the device tool's folder);
 #      DEADLINE_S (seconds for the whole script, default 560: stages that would run past it are
 #      skipped and the table shows what finished); GEN (tokens, 128); GATE; BUILD (build);
+#      REQUIRE_GPU (e.g. H200: exit 3 at once, nothing run, when the GPU's name lacks it — the
+#      device tool may lend an H100 for an H200 call, and issue 5's table is the H200's);
 #      run_bench.py's PK_TIMEOUT_S, HF_TIMEOUT_S, MAKE_TIMEOUT_S, HF=0, HF_PROMPT, KEEP_MODELS.
 # Prebuilt binaries and a kernel cache are used as scripts/gpu_check.sh does (.gpu/lib, .gpu/cache).
 set -u
@@ -61,6 +63,10 @@ trap finish EXIT
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -4
+if [ -n "${REQUIRE_GPU:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q "$REQUIRE_GPU"; then
+    log "not a $REQUIRE_GPU (REQUIRE_GPU): nothing run"
+    exit 3
+fi
 nvcc --version 2>&1 | tail -1
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 | tail -1
 echo "pk ${PK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)}"
