@@ -26,17 +26,23 @@
  * adding into copy b mod C of the accumulator (C = 2, 4, 8: the reader would sum the C copies, the
  * same integers in any order), and into twice the lines (outputs 16 bytes apart). Then the signal
  * itself: 128 release adds to one counter are adds to one address too. "none, C counters": no
- * reductions, task b signals counter b mod C (128 bytes apart, or 8 in one line), the probe waits
+ * reductions, task b signals counter b mod C (128 bytes apart, or 8 in one line), the poller waits
  * for their sum; "u64, 4 counters": pk's reductions with that signal. Then reads, as a layer's x
  * stage makes them right after its event: every task reads the same 2, 8 or 32 KB ("shared": the
  * next qkv's accumulator is 8 KB, four copies 32), or 8 / 32 KB of its own ("own"), 16-byte
  * `ld.global.cg` loads spread over the CTA's threads, summed, then the barrier: for these, "last
  * issued" is when the last task had its bytes. Medians over reps.
+ *
+ * What it found (H100, session 47, bench/results/2026-12-06-s47-h100.txt): pk's reductions drain
+ * in ~3.0 us against ~1.4 for the signal alone; half the operations at the same bytes drain the
+ * same, 4 copies in 1.8 (the cost is the adds to one address); more signal counters are slower;
+ * on an idle GPU 128 SMs reading the same 32 KB take 1.25 us, no more than private bytes.
  */
 #include "micro.cuh"
 #include <string.h>
 
-enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 19, ACC_BYTES = 4 << 20, FLAG_BYTES = 4096 };
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 19 };
+enum { ACC_BYTES = 4 << 20, FLAG_BYTES = 4096 }; /* the accumulator (and the reads' regions); the flags */
 static const char *const variant_name[NVAR] = {"u64 (pk)",          "v2.f32",           "v4.f32 x2 outputs",
                                                "f32",               "v4.f32 x4 outputs", "none",
                                                "u64, 2 copies",     "u64, 4 copies",     "u64, 8 copies",
