@@ -39,9 +39,8 @@
  * on an idle GPU 128 SMs reading the same 32 KB take 1.25 us, no more than private bytes.
  */
 #include "micro.cuh"
-#include <string.h>
 
-enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 19 };
+enum { TASKS = 128, NOUT = 1024, THREADS = 256, MAX_CTAS = 160, MAX_PROBES = 256, NVAR = 19, MAX_REPS = 1000 };
 enum { ACC_BYTES = 4 << 20, FLAG_BYTES = 4096 }; /* the accumulator (and the reads' regions); the flags */
 static const char *const variant_name[NVAR] = {"u64 (pk)",          "v2.f32",           "v4.f32 x2 outputs",
                                                "f32",               "v4.f32 x4 outputs", "none",
@@ -172,8 +171,8 @@ static double median(double *v, int n) {
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 51;
-    if (reps < 1 || reps > 1000) {
-        fprintf(stderr, "reps: 1 .. 1000\n");
+    if (reps < 1 || reps > MAX_REPS) {
+        fprintf(stderr, "reps: 1 .. %d\n", MAX_REPS);
         return 1;
     }
     const int n = sm_count_at_most(MAX_CTAS);
@@ -190,9 +189,7 @@ int main(int argc, char **argv) {
     printf("%d SMs, %d tasks x %d outputs, %d launches each (interleaved); us from the common start, medians\n", n,
            TASKS, NOUT, reps);
     printf("%-20s %10s %12s %14s %14s\n", "variant", "drained", "last issued", "probe p50 ns", "probe max ns");
-    double res[NVAR][4];
-    for (int v = 0; v < NVAR; v++) memset(res[v], 0, sizeof res[v]);
-    static double all[NVAR][4][1000];
+    static double all[NVAR][4][MAX_REPS]; /* per variant: drained, last issued, probe p50, probe max */
     for (int rep = 0; rep < reps; rep++)
         for (int v = 0; v < NVAR; v++) {
             CHECK(cudaMemset(acc, 0, ACC_BYTES));
@@ -210,9 +207,8 @@ int main(int argc, char **argv) {
             all[v][2][rep] = median(pl, h.nprobe);
             all[v][3][rep] = mx;
         }
-    for (int v = 0; v < NVAR; v++) {
-        for (int q = 0; q < 4; q++) res[v][q] = median(all[v][q], reps);
-        printf("%-20s %10.2f %12.2f %14.0f %14.0f\n", variant_name[v], res[v][0], res[v][1], res[v][2], res[v][3]);
-    }
+    for (int v = 0; v < NVAR; v++)
+        printf("%-20s %10.2f %12.2f %14.0f %14.0f\n", variant_name[v], median(all[v][0], reps), median(all[v][1], reps),
+               median(all[v][2], reps), median(all[v][3], reps));
     return 0;
 }
