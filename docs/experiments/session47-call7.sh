@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# session 47, call 7 (call 4 again, the reader fixed): the fused MLP's accumulator in 4 copies (task i adds into copy i mod 4, the
+# session 47, calls 4 and 7: the fused MLP's accumulator in 4 copies (task i adds into copy i mod 4, the
 # next qkv's x stage adds the copies up; PK_MLP_ACC_COPIES, model.c) against one (today's layout).
 # bench/red_width.cu (calls 2-3, H100): 128 tasks x 1024 int64 reductions into one 8 KB array drain
 # in 3.0 us, into 4 copies 1.8 (the signal alone 1.3): the L2 serialises the adds to one address.
 # Session 31: half the reductions skipped (timing only) made the 0.6B's step -2.6 %. Prediction:
 # the 0.6B -1 to -3 % at 160 and 4096 (the qkv's x read loads 32 KB of copies instead of 8 KB).
-#   Call 4 ran the patch's first reader, which summed each copy before loading the next (four L2
-#   round trips): +9 %. Here the reader issues every copy's loads first (rmsnorm.cuh), and the
-#   copies are 1, 2 or 4. Gate: pk-tiny's decode-step logits, CUDA with 4 copies against CUDA with
+#   Call 4 ran this script without the 2-copies rows, its gate at 8 workers too, on the patch's
+#   first reader, which summed each copy before loading the next (four L2 round trips): +9 %
+#   (that script, session47-call4.sh, is in git history up to 2a79b83). Call 7: the reader issues
+#   every copy's loads first (rmsnorm.cuh), and the copies are 1, 2 or 4. Gate: pk-tiny's decode-step logits, CUDA with 4 copies against CUDA with
 #   1: the same bits, at 132 workers, unsplit and split 3; and against the CPU (tolerance).
 #   needs docs/experiments/session47-acc-copies.patch applied (git apply; not in the tree: dropped, see README.md)
 #   here:   bash docs/experiments/session47-call7.sh --precompile   (build/pk; -> .dev/gpu-s47c7.tar.xz)
