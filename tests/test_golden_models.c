@@ -254,9 +254,14 @@ int main(void) {
     }
     /* The attention's split over the KV length that pk picks (the graph is built without a GPU):
      * pk-tiny's D 64, G 2 fits 652 staged positions (540 with the weight ring), so even its longest context (512) stays
-     * unsplit on the GPU; the config's own split and the CPU's default are kept. */
-    const struct { pk_backend be; int max_seq, splits, want; } sp[] = {
-        {PK_BACKEND_CUDA, 512, 0, 1}, {PK_BACKEND_CUDA, 512, 3, 3}, {PK_BACKEND_CPU, 512, 0, 1},
+     * unsplit on the GPU; the config's own split and the CPU's default are kept. And the last layer: the LM head
+     * and the argmax as one layer on the CPU, and on the GPU where the MLP's tiles stage whole (pk-tiny's do)
+     * and the attention is unsplit (model.c's lm_argmax_auto); else the LM head then argmax_partial. */
+    const struct { pk_backend be; int max_seq, splits, want; const char *last; } sp[] = {
+        {PK_BACKEND_CUDA, 512, 0, 1, "rmsnorm_linear_argmax"},
+        {PK_BACKEND_CUDA, 512, 3, 3, "argmax_partial"},
+        {PK_BACKEND_CPU, 512, 0, 1, "rmsnorm_linear_argmax"},
+        {PK_BACKEND_CPU, 512, 3, 3, "rmsnorm_linear_argmax"},
     };
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
         pk_config c = pk_config_default();
@@ -269,6 +274,13 @@ int main(void) {
         if (!m) continue;
         CHECK(pk_model_get_info(m)->attention_kv_splits == sp[i].want, "backend %d, max_seq %d, kv_splits %d: split %d, want %d",
               (int)sp[i].be, sp[i].max_seq, sp[i].splits, pk_model_get_info(m)->attention_kv_splits, sp[i].want);
+        pk_graph_stats st;
+        pk_layer_info last = {0};
+        CHECK(pk_kernel_stats(pk_model_kernel(m), &st) == PK_OK &&
+                  pk_kernel_layer(pk_model_kernel(m), st.num_layers - 1, &last) == PK_OK && last.kind &&
+                  strcmp(last.kind, sp[i].last) == 0,
+              "backend %d, kv_splits %d: last layer %s, want %s", (int)sp[i].be, sp[i].splits,
+              last.kind ? last.kind : "(none)", sp[i].last);
         pk_model_free(m);
     }
     return check_report("golden_models");

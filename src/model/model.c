@@ -22,11 +22,10 @@
  * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
  * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax: as one layer
  * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
- * to finish reduces) by default on the CPU, or as two (argmax_partial reads the logits tile by
- * tile after the LM head's tasks signal it) by default on the GPU, where the one layer passed its
- * gates but gains nowhere across contexts (docs/PERF.md: session 39 0.6B -0.4 %, 1.7B +0.4 %;
- * session 44, an H100, 0.6B -0.9 % at context 160 but +0.5 % at 4096)
- * (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
+ * to finish reduces) by default on the CPU and on the GPU where the layers' MLP tiles stage whole
+ * (mlp_fused_auto: the Qwen3-0.6B shape) and the attention is unsplit (short contexts), or as two
+ * (argmax_partial reads the logits tile by tile after the LM head's tasks signal it) elsewhere on
+ * the GPU: lm_argmax_auto (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +108,8 @@ typedef struct builder {
     int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
     int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
     int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
-    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax) */
+    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax): PK_LM_HEAD_ARGMAX=1 on,
+                    * 0 off, unset -1: lm_argmax_auto */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -162,6 +162,17 @@ static int layer_ok(builder *b, pk_status s) {
 #define MLP_FUSED_AUTO_BYTES (192 << 10)
 static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
     return b->cuda && b->swiglu && !b->splitk && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
+}
+
+/* The default for the LM head and the argmax as one layer: always on the CPU; on the GPU where the
+ * MLP's tiles stage whole (the Qwen3-0.6B shape) and the attention is unsplit. There each LM-head
+ * task's own argmax saves the second layer's hand-off: the 0.6B at context 160 -0.4 % on the H200
+ * (docs/PERF.md session 39), -0.6 to -1.0 % and -0.9 % on H100s (sessions 41 and 44). Not where the
+ * attention is split (the 0.6B at 4096 +0.5 %, session 44) nor for larger shapes (the 1.7B +0.4 %
+ * on the H200, -0.2 to +0.7 % on an H100: sessions 39 and 41). Called after the decoder layers:
+ * it reads their attention split. */
+static int lm_argmax_auto(const builder *b, int64_t I, int64_t H) {
+    return !b->cuda || (mlp_fused_auto(b, I, H, pick_grid(I, b->target)) && b->m->info.attention_kv_splits <= 1);
 }
 
 /* Layer l from its input: *h, plus *acc when the layer before left its MLP's sum in an
@@ -274,7 +285,8 @@ static int build(builder *b) {
     if (!norm || !head || !logits) return 0;
     int g = pick_grid(V, b->target);
     const float eps = (float)c->rms_norm_eps;
-    if (b->lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
+    const int lm_argmax = b->lm_argmax >= 0 ? b->lm_argmax : lm_argmax_auto(b, c->intermediate_size, H);
+    if (lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
                      : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
                            !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
         return 0;
@@ -373,7 +385,7 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
                  swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1,
-                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : !cuda, 0};
+                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : -1, 0};
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);
