@@ -48,7 +48,6 @@
  */
 #include "micro.cuh"
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
 #include <string.h>
 
 namespace cg = cooperative_groups;
@@ -96,9 +95,6 @@ typedef struct {
     uint32_t *result;          /* [NPAIR]: the last stage's output */
 } args_t;
 
-__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-__device__ __forceinline__ uint32_t bf16_bits(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 /* cluster-scope flags in (possibly another CTA's) shared memory, by generic address */
 __device__ __forceinline__ uint32_t ld_acquire_cluster(const uint32_t *p) {

@@ -32,7 +32,6 @@
  * is about one L2 round trip either way, and any load queues behind the SM's copies.
  */
 #include "micro.cuh"
-#include <cuda_bf16.h>
 #include <string.h>
 
 enum { THREADS = 256, WARPS = THREADS / 32, NCTA = 128, V = 2048, SLICE = V / NCTA, STAGES = 512 };
@@ -58,9 +57,6 @@ __device__ __forceinline__ void st_relaxed(unsigned long long *p, unsigned long 
 __device__ __forceinline__ void ld_relaxed2(const unsigned long long *p, unsigned long long &a, unsigned long long &b) {
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
-__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-__device__ __forceinline__ uint32_t bf16_bits(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 __global__ void __launch_bounds__(THREADS, 1) chain_kernel(args_t a) {
     extern __shared__ __align__(128) char wsm[]; /* the staged weights (PRE KB) */

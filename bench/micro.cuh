@@ -9,6 +9,7 @@
 #ifndef PK_BENCH_MICRO_CUH
 #define PK_BENCH_MICRO_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +54,12 @@ __device__ __forceinline__ uint32_t sm_id(void) {
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
     return s;
 }
+
+/* bf16 pairs packed in a 32-bit word (the hand-off models' activations): the low / high element as
+ * fp32, and fp32 rounded to bf16's bits */
+__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ uint32_t bf16_bits(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 /* pk's event protocol (src/runtime/cuda/device/sync.cuh): the poll's gpu-scope acquire load and the
  * signal's release reduction. */

@@ -40,7 +40,6 @@
  * cannot pay (docs/PERF.md "Session 48").
  */
 #include "micro.cuh"
-#include <cuda_bf16.h>
 #include <string.h>
 
 enum { THREADS = 256, WARPS = THREADS / 32, V = 2048, STAGES = 256, RING = 4, RING_BYTES = 32 << 10, PF_CHUNK = 32 << 10 };
@@ -62,9 +61,6 @@ typedef struct {
     uint32_t *result;             /* [V / 2]: the last stage's output */
 } args_t;
 
-__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-__device__ __forceinline__ uint32_t bf16_bits(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 /* A wait that has spun 2 s is a bug of this file: trap (the launch then fails) instead of hanging. */
 __device__ __forceinline__ void spin_guard(uint64_t since) {
