@@ -287,8 +287,8 @@ static int build(builder *b) {
     const float eps = (float)c->rms_norm_eps;
     const int lm_argmax = b->lm_argmax >= 0 ? b->lm_argmax : lm_argmax_auto(b, c->intermediate_size, H);
     if (lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
-                     : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
-                           !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
+                  : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
+                        !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
         return 0;
     b->m->logits = logits;
     return 1;
