@@ -35,7 +35,7 @@
  * Measured on three H100s (session 48, five runs, us per stage, p50): alone 1.59-1.63; with 36
  * other SMs bulk-copying 2.0-2.3 TB/s 1.90-3.29, prefetching into L2 2.20-2.72; own 64 KB tile
  * before the wait 3.15-3.29 (bulk 3.07-3.22), the same tiles prefetched into L2 by the others
- * 3.36-3.76 in four runs and 2.99-3.02 in two. A hand-off slows under other SMs' traffic too, and a
+ * 3.36-3.76 in three runs and 2.99-3.02 in two. A hand-off slows under other SMs' traffic too, and a
  * tile in L2 lands at most ~0.2 us faster than one from DRAM when every SM copies its own at once:
  * streamer SMs cannot pay (docs/PERF.md "Session 48").
  */
