@@ -112,14 +112,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_kernel(args_t a) {
         }
         asm volatile("cp.async.wait_all;" ::: "memory");
         /* the row scale: the CTA's sum of squares (fixed order: the same bits in both protocols) */
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (tid % 32 == 0) red[tid / 32] = ss;
-        __syncthreads();
-        float tot = 0.0f;
-#pragma unroll
-        for (int w = 0; w < WARPS; w++) tot += red[w];
-        const float scale = rsqrtf(tot / V + 1e-6f);
+        const float scale = cta_rms_scale<WARPS>(ss, red, V);
         if (tid < SLICE / 2) {
             const int j = b * SLICE + 2 * tid;
             /* the weights are read (so the copies cannot be dropped), their bytes add 0 */

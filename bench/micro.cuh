@@ -61,6 +61,21 @@ __device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u <
 __device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 __device__ __forceinline__ uint32_t bf16_bits(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
+/* The CTA's row scale rsqrt(Σ x² / n + 1e-6) from every thread's partial sum ss: each warp's
+ * butterfly, then the W warps' sums in order through red [W] behind a barrier (the same bits in
+ * every caller). Every thread; red is free again after the caller's next barrier. */
+template <int W>
+__device__ __forceinline__ float cta_rms_scale(float ss, float *red, int n) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; w++) tot += red[w];
+    return rsqrtf(tot / n + 1e-6f);
+}
+
 /* pk's event protocol (src/runtime/cuda/device/sync.cuh): the poll's gpu-scope acquire load and the
  * signal's release reduction. */
 __device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {

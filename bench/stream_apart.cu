@@ -67,6 +67,27 @@ __device__ __forceinline__ void spin_guard(uint64_t since) {
     if (now_ns() - since > 2000000000ull) __trap();
 }
 
+/* mbarrier and bulk-copy primitives (shared addresses as 32-bit), one thread each */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+/* The phase's one arrival, and the bytes its copies will complete. */
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+/* Until the phase of parity `parity` has completed (spin_guard: 2 s at most). */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    const uint64_t since = now_ns();
+    for (uint32_t done = 0; !done; spin_guard(since))
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+
 __device__ __forceinline__ void prefetch_l2(const char *p, uint32_t n) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
 }
@@ -82,13 +103,10 @@ __device__ void issue_tile(const args_t &a, char *wsm, int s, int b) {
     const char *src = tile(a, s, b);
     if (a.bulk) { /* thread 0: the tile as bulk copies of 16 KB on one mbarrier (its phase s & 1) */
         if (threadIdx.x == 0) {
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&tile_bar), bytes = (uint32_t)a.w_kb * 1024;
+            const uint32_t bar = smem_addr(&tile_bar), bytes = (uint32_t)a.w_kb * 1024;
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* last stage's reads before the copies' writes */
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-            for (uint32_t o = 0; o < bytes; o += 16384)
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                                 (uint32_t)__cvta_generic_to_shared(wsm + o)),
-                             "l"(src + o), "r"(bytes - o < 16384 ? bytes - o : 16384u), "r"(bar) : "memory");
+            mbar_expect(bar, bytes);
+            for (uint32_t o = 0; o < bytes; o += 16384) bulk_copy(smem_addr(wsm + o), src + o, bytes - o < 16384 ? bytes - o : 16384u, bar);
         }
         return;
     }
@@ -103,7 +121,7 @@ __device__ void chain(const args_t &a, char *wsm) {
     __shared__ float red[WARPS];
     const int tid = threadIdx.x, b = blockIdx.x;
     if (tid == 0 && a.bulk) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((uint32_t)__cvta_generic_to_shared(&tile_bar)) : "memory");
+        mbar_init(smem_addr(&tile_bar));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -126,23 +144,9 @@ __device__ void chain(const args_t &a, char *wsm) {
         float ss = 0.0f;
 #pragma unroll
         for (int q = 0; q < 4; q++) ss += lo_f32(pr[q]) * lo_f32(pr[q]) + hi_f32(pr[q]) * hi_f32(pr[q]);
-        if (a.bulk && a.w_kb) { /* the tile's bytes landed: phase s & 1 of tile_bar completed */
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&tile_bar);
-            uint32_t done = 0;
-            const uint64_t since = now_ns();
-            for (; !done; spin_guard(since))
-                asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                             : "=r"(done) : "r"(bar), "r"((uint32_t)(s & 1)) : "memory");
-        }
+        if (a.bulk && a.w_kb) mbar_wait(smem_addr(&tile_bar), (uint32_t)(s & 1)); /* the tile's bytes landed */
         asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (tid % 32 == 0) red[tid / 32] = ss;
-        __syncthreads();
-        float tot = 0.0f;
-#pragma unroll
-        for (int w = 0; w < WARPS; w++) tot += red[w];
-        const float scale = rsqrtf(tot / V + 1e-6f);
+        const float scale = cta_rms_scale<WARPS>(ss, red, V);
         /* this CTA's output pairs: p = b, b + NCHAIN, ...; the pair's inputs are x's own */
         for (int p = b + tid * a.nchain; p < V / 2; p += THREADS * a.nchain) {
             const uint32_t u = __ldcg(a.x[in] + p);
@@ -167,48 +171,32 @@ __device__ void stream(const args_t &a, char *ring, int k, int n) {
     unsigned long long bytes = 0;
     if (a.smode == S_FOREIGN_BULK) {
         __shared__ __align__(8) unsigned long long bars[RING];
-        for (int i = 0; i < RING; i++) {
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(bars + i);
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-        }
+        for (int i = 0; i < RING; i++) mbar_init(smem_addr(bars + i));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         const uint64_t nchunk = a.fbytes / RING_BYTES;
         uint64_t next = k;
         uint32_t phase[RING] = {0};
-        for (int i = 0; i < RING; i++, next += n) { /* fill the ring */
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(bars + i), dst = (uint32_t)__cvta_generic_to_shared(ring + i * RING_BYTES);
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((uint32_t)RING_BYTES) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                         "l"(a.fbuf + (next % nchunk) * RING_BYTES), "r"((uint32_t)RING_BYTES), "r"(bar) : "memory");
-        }
+        /* slot i's next chunk of the buffer (chunk `next`, then n further) */
+        auto refill = [&](int i) {
+            const uint32_t bar = smem_addr(bars + i);
+            mbar_expect(bar, RING_BYTES);
+            bulk_copy(smem_addr(ring + i * RING_BYTES), a.fbuf + (next % nchunk) * RING_BYTES, RING_BYTES, bar);
+            next += n;
+        };
+        for (int i = 0; i < RING; i++) refill(i); /* fill the ring */
         int last = 0;
         for (int i = 0;; i = (i + 1) % RING) {
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(bars + i), dst = (uint32_t)__cvta_generic_to_shared(ring + i * RING_BYTES);
-            uint32_t done = 0;
-            const uint64_t since = now_ns();
-            for (; !done; spin_guard(since))
-                asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                             : "=r"(done) : "r"(bar), "r"(phase[i]) : "memory");
+            mbar_wait(smem_addr(bars + i), phase[i]);
             phase[i] ^= 1;
             bytes += RING_BYTES;
             if (*a.stop) { /* the other slots' copies still land before the CTA exits */
                 last = i;
                 break;
             }
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((uint32_t)RING_BYTES) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                         "l"(a.fbuf + (next % nchunk) * RING_BYTES), "r"((uint32_t)RING_BYTES), "r"(bar) : "memory");
-            next += n;
+            refill(i);
         }
-        for (int i = 0; i < RING; i++) {
-            if (i == last) continue; /* its copy landed; nothing was issued after it */
-            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(bars + i);
-            uint32_t done = 0;
-            const uint64_t since = now_ns();
-            for (; !done; spin_guard(since))
-                asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                             : "=r"(done) : "r"(bar), "r"(phase[i]) : "memory");
-        }
+        for (int i = 0; i < RING; i++)
+            if (i != last) mbar_wait(smem_addr(bars + i), phase[i]); /* slot `last` landed; nothing was issued after it */
     } else if (a.smode == S_FOREIGN_PF) {
         const uint64_t nchunk = a.fbytes / PF_CHUNK;
         for (uint64_t c = k; !*a.stop;) /* the stop flag read once per 16 chunks (512 KB) */
