@@ -281,7 +281,7 @@ static int cached_so(const char *cache, char *out, size_t len) {
 
 /* PK_TEST_NVCC_EXTRAS=0 (tests/check_all.sh's sanitizer pass): the nvcc runs that check only
  * nvcc's own output — ptxas's out-of-line report and the bench builds, four of the test's five
- * compiles, ~3.5 minutes on two cores — are left to the normal pass of the same run; pk's host
+ * compiles, ~2.5 minutes on two cores — are left to the normal pass of the same run; pk's host
  * code (codegen, the cache, every error path) runs the same either way. */
 static int nvcc_extras(void) {
     const char *e = getenv("PK_TEST_NVCC_EXTRAS");
