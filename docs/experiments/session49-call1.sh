@@ -9,9 +9,16 @@
 #     the GEMV and the down sums (session 32: the fused task 22.6 us against 17.5 for 576 KB).
 # Prediction (docs/PERF.md "Session 49"): the fused task ~22.6 -> ~19 us and the layer's two
 # hand-offs one: the 1.7B @160 -3 to -6 % against gate_up and down apart (the default).
+# Measured (H100, bench/results/2026-12-06-s49-call1.txt), two rounds: default 1.6504 / 1.6496,
+# fused 1.7041 / 1.7084, +A 1.6762 / 1.6680, +A+B 1.6987 / 1.6977 ms/token: every fused variant
+# slower than the default; dropped, kept as docs/experiments/session49-mlp-tail.patch (applies to
+# 3533e48). The gate did not run in that call: the generate runs' kernels (another kernel than the
+# bench's) were not in the pack; the --precompile below now builds them too.
 # Gate: the sums and their order do not depend on A or B, so the random Qwen3-1.7B's 160 one-row
 # steps' logits with A and A+B must be bit-equal to the fused layer's without them; the fused
 # layer against the default (other sums) is printed by compare_logits.py for the record.
+# The defines are the patch's: git apply docs/experiments/session49-mlp-tail.patch (to 3533e48's
+# source), make build/pk, then:
 #   here:   bash docs/experiments/session49-call1.sh --precompile   (build/pk; -> .dev/gpu-s49c1.tar.xz)
 #   device: bash docs/experiments/session49-call1.sh
 #           carry ["build/pk", ".dev/gpu-s49c1.tar.xz"]
@@ -32,6 +39,9 @@ if [ "${1:-}" = "--precompile" ]; then
   pk_exp_models --zeros 1.7b
   ( for v in 0 2; do bench /tmp/z-qwen3-1.7b 160 "${F[$v]}" "${D[$v]}" --gen 4; done ) 2>&1 | grep -v "no CUDA GPU" &
   ( for v in 1 3; do bench /tmp/z-qwen3-1.7b 160 "${F[$v]}" "${D[$v]}" --gen 4; done ) 2>&1 | grep -v "no CUDA GPU" &
+  wait
+  ( for v in 0 2; do q17_logits /tmp/z-qwen3-1.7b /dev/null "${F[$v]}" "${D[$v]}"; done ) 2>&1 | grep -v "no CUDA GPU" &
+  ( for v in 1 3; do q17_logits /tmp/z-qwen3-1.7b /dev/null "${F[$v]}" "${D[$v]}"; done ) 2>&1 | grep -v "no CUDA GPU" &
   wait
   pk_pack_cache s49c1
   exit

@@ -156,7 +156,10 @@ static int layer_ok(builder *b, pk_status s) {
  * its tiles stream (the 1.7B's 576 KB, the 8B's 2.4 MB) the down part copies its block after the
  * GEMV (mlp_fused.cuh's pk_dev_mlp_down_stream) and the layer stays slower than gate_up and down
  * apart (session 32: the 1.7B 1.47 against 1.46 ms/token, the 8B 4.53 against 4.23): the block
- * cannot come in during the GEMV, whose stream fills the shared memory.
+ * cannot come in during the GEMV, whose stream fills the shared memory. Session 49 streamed it in
+ * the GEMV's rings as they free, with the GEMV's first stages before the wait: the fused task then
+ * runs at its share of the bandwidth, yet the layer ends no sooner than gate_up and down apart and
+ * the next qkv pays for the accumulator (1.7B +1.1 to +2.9 %; docs/experiments/session49-*).
  * Not on the CPU backend: the fixed-point sum is the GPU's answer to unordered adds the CPU does
  * not have (PK_MLP_FUSED=1 builds it there too). */
 #define MLP_FUSED_AUTO_BYTES (192 << 10)

@@ -735,33 +735,6 @@ __device__ __forceinline__ bool pk_lin_async_fits(const pk_bf16 *base, int K, in
            (uint32_t)(pk_lin_async_off(K) + pk_lin_async_bytes<CW>(NS)) <= pk_dev_dynamic_smem();
 }
 
-/* A tail (PK_LIN_TAIL): bytes that follow the GEMV's own stream into its rings as they free, so
- * that the SM's copies do not pause at the GEMV's end — the fused MLP's down block on the
- * Qwen3-1.7B (mlp_fused.cuh's pk_dev_mlp_down_ring): 192 KB that came in only after the GEMV, in
- * chunks (session 32: the fused task 22.6 us against 17.5 for its 576 KB at the SM's share of the
- * DRAM). Once a lane's last GEMV stage is issued, every stage slot it frees takes the tail's bytes
- * of that slot: ring byte b of the CTA's rings (pk_lin_async_off(K) + b) holds tail byte b, so the
- * tail lies in shared memory as it lies in global memory, contiguous. The caller's thread 0 sets
- * pk_lin_tail_src / _bytes before the GEMV (pk_lin_tail_set; the GEMV reads them after x's
- * barriers) and finds in pk_lin_tail_off where the tail went (0: the GEMV did not take it; then
- * nothing of it was copied). The GEMV then leaves the tail's copies in flight: the caller waits
- * for them (cp.async.wait_all and a barrier). Needs the tile's stages to fill the rings at least
- * once (nsteps >= NS: every stage slot is a GEMV stage before it is a tail's) and the tail no
- * larger than the rings. 0 (default): no tail; the fused MLP copies its block after the GEMV. */
-#ifndef PK_LIN_TAIL
-#define PK_LIN_TAIL 0
-#endif
-__shared__ const char *pk_lin_tail_src;
-__shared__ uint32_t pk_lin_tail_bytes, pk_lin_tail_off;
-/* Thread 0, before a GEMV (whose barriers publish them): the tail its rings take, or none. */
-__device__ __forceinline__ void pk_lin_tail_set(const void *src, uint32_t bytes) {
-    if (threadIdx.x == 0) {
-        pk_lin_tail_src = (const char *)src;
-        pk_lin_tail_bytes = bytes;
-        pk_lin_tail_off = 0;
-    }
-}
-
 /* The tile pk_lin_async_pre issued stages for (thread 0 writes them; the wait's barrier publishes) */
 __shared__ const pk_bf16 *pk_lin_pre_base;
 __shared__ int pk_lin_pre_K, pk_lin_pre_ncols;
@@ -939,22 +912,6 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
     pk_lin_stage1<XN>(a, scale_s, red_s, xs);
     while (q.is < NS - 1) q.template next<true>(); /* paced: the stages not yet issued, after x */
     PK_LIN_STAMP(2);
-#if PK_LIN_TAIL
-    /* the tail (above): this lane's bytes of ring slot s are tail + tail_lane + (s · CW + i) · 512 */
-    const char *tail = pk_lin_tail_src;
-    const uint32_t tail_bytes = pk_lin_tail_bytes, tail_lane = (uint32_t)((warp * NS * CW) * 512 + lane * 16);
-    const bool tail_on = tail && q.nsteps >= NS && tail_bytes <= (uint32_t)pk_lin_async_bytes<CW>(NS);
-    /* the tail's bytes of ring slot is % NS, in the group that step is commits (it frees that slot) */
-    auto tail_issue = [&]() {
-        if (!tail_on || q.is < q.nsteps || q.is >= q.nsteps + NS) return;
-        const uint32_t slot = (uint32_t)(q.is % NS);
-#pragma unroll
-        for (int i = 0; i < CW; i++) {
-            const uint32_t off = tail_lane + (slot * CW + i) * 512u;
-            if (off < tail_bytes) pk_lin_cp_async(q.ring_sh + (slot * CW + i) * 512u, tail + off);
-        }
-    };
-#endif
 
     int s = 0;
     for (int round = 0; round < rounds; round++) {
@@ -975,9 +932,6 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
             uint4 wv[CW];
 #pragma unroll
             for (int i = 0; i < CW; i++) wv[i] = *(const uint4 *)(ring + ((s % NS) * CW + i) * 512);
-#if PK_LIN_TAIL
-            tail_issue();
-#endif
             q.template next<true>();
             pk_lin_fma<1, CW>(xs + 8 * (lane + 32 * j), K, wv, acc);
         }
@@ -994,17 +948,6 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
         }
     }
     PK_LIN_STAMP(3);
-#if PK_LIN_TAIL
-    if (tail_on) { /* the slots this lane has not yet given the tail (a warp's last rounds may be empty) */
-        while (q.is < q.nsteps + NS) {
-            tail_issue();
-            q.template next<true>();
-        }
-        if (threadIdx.x == 0) pk_lin_tail_off = (uint32_t)pk_lin_async_off(K);
-        pk_cta_sync(); /* out written, xs and scale_s free; the tail's copies still in flight */
-        return;
-    }
-#endif
     asm volatile("cp.async.wait_all;" ::: "memory");
     pk_cta_sync(); /* xs, scale_s and the rings are free for the next task */
 #ifdef PK_LIN_PROFILE

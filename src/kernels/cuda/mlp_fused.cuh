@@ -104,22 +104,4 @@ __device__ inline bool pk_dev_mlp_down_stream(const pk_bf16 *gu, int ib, const p
     return true;
 }
 
-/* A one-token step whose GEMV took the column block wd [N][ib] as its rings' tail (linear.cuh's
- * PK_LIN_TAIL): the block streams into the rings as the GEMV frees them and lies contiguous at
- * smem + ring_off, its last copies maybe still in flight. act_s [ib] fp32 at smem (below the
- * rings) while they land, then the same sums in the same order as pk_dev_mlp_down_stream: the
- * same bits. gu: the GEMV's gate / up sums in global memory (its last barrier published them). */
-__device__ inline void pk_dev_mlp_down_ring(const pk_bf16 *gu, int ib, uint32_t ring_off, int N, int64_t *acc,
-                                            char *smem) {
-    float *act_s = (float *)smem;
-    pk_dev_mlp_act(gu, true, ib, act_s);
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    pk_cta_sync(); /* every thread's copies of the block, and act_s */
-    const pk_bf16 *ws = (const pk_bf16 *)(smem + ring_off);
-    const bool vec = ib % 8 == 0;
-    for (int i = threadIdx.x; i < N; i += PK_CUDA_THREADS)
-        pk_dev_fixed_add(acc + i, pk_dev_fixed_from_f32(pk_dev_mlp_down_dot(act_s, ws + (int64_t)i * ib, ib, vec)));
-    pk_cta_sync(); /* the block read by every thread before the next task's copies overwrite it */
-}
-
 #endif /* PK_CUDA_MLP_FUSED_CUH */

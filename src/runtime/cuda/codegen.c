@@ -522,9 +522,6 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
             PK_ASSERT(!uneven(sc) && !uneven(w) && sc->cols == 3u * (uint32_t)ib && w->rows == 3u * (uint32_t)ib);
             pk_sb_printf(o, "        {\n        pk_bf16 *gu = pk_gen_mlp_gu(%s, wst, wst_rows, n_tok, %d, %u);\n",
                          tile_expr(sc, 0, a, sizeof a), 3 * ib, v[PK_V_NL_X].cols);
-            /* its column block (the tile's last ib rows) as the GEMV's tail, where it streams */
-            pk_sb_printf(o, "        pk_gen_mlp_tail(&w, %s + %d, %d, %u, wst_rows, n_tok);\n", row0_expr(w, c, sizeof c),
-                         2 * ib, ib, v[PK_V_MLP_ACC].cols);
         }
         pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,

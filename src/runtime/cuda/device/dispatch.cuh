@@ -179,19 +179,6 @@ __device__ __forceinline__ pk_bf16 *pk_gen_mlp_gu(pk_bf16 *scratch, const pk_bf1
                                                   int tile_rows, int K) {
     return pk_gen_mlp_staged(wst_rows, n_tok, tile_rows) ? (pk_bf16 *)wst + (int64_t)tile_rows * K : scratch;
 }
-/* Before the GEMV of a RMSNORM_SWIGLU_DOWN task (every thread): its column block (ib rows of the
- * weight from row r0: [N][ib], contiguous) as the GEMV rings' tail (linear.cuh's PK_LIN_TAIL) in a
- * one-token step whose tile was not staged; else no tail. */
-__device__ __forceinline__ void pk_gen_mlp_tail(const pk_rows *w, int r0, int ib, int N, int wst_rows, int n_tok) {
-#if PK_GEN_FALLBACK_KERNELS || !PK_LIN_TAIL
-    (void)w, (void)r0, (void)ib, (void)N, (void)wst_rows, (void)n_tok;
-#else
-    const pk_bf16 *wd = pk_dev_rows_get(w, (uint32_t)r0);
-    const uint32_t bytes = (uint32_t)N * (uint32_t)ib * 2u;
-    const bool ok = n_tok == 1 && wst_rows <= 0 && w->nseg == 1 && pk_dev_aligned16(wd) && bytes % 16u == 0;
-    pk_lin_tail_set(ok ? wd : nullptr, ok ? bytes : 0u);
-#endif
-}
 /* The second half, after pk_gen_call_rmsnorm_linear wrote gu (pk_gen_mlp_gu's): silu · mul, then the
  * partial sums over the task's ib features from its column block (the tile's last ib rows: at
  * row r0 of the weight, or staged) added to acc [T, N]. smem_bytes: the shared memory the CTA may
@@ -205,14 +192,6 @@ __device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_
     pk_dev_mlp_down_add(gu, gu_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
 #else
     const bool staged = pk_gen_mlp_staged(wst_rows, n_tok, tile_rows);
-#if PK_LIN_TAIL
-    const uint32_t ring_off = pk_lin_tail_off; /* the GEMV's last barrier published it */
-    if (threadIdx.x == 0) pk_lin_tail_src = nullptr; /* no other GEMV takes this tail */
-    if (ring_off) {
-        pk_dev_mlp_down_ring(gu, ib, ring_off, N, acc, smem);
-        return;
-    }
-#endif
     const pk_bf16 *wd = staged ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
     if (PK_MLP_DOWN_STREAM && !staged && n_tok == 1 && pk_dev_mlp_down_stream(gu, ib, wd, N, acc, smem, smem_bytes))
         return;

@@ -661,13 +661,6 @@ __device__ __forceinline__ void pk_defer_end(pk_u64 *t0) {
 #ifndef PK_LIN_CLAIM_STAGED
 #define PK_LIN_CLAIM_STAGED 0
 #endif
-/* 1: a RMSNORM_SWIGLU_DOWN task whose tile does not stage whole (the Qwen3-1.7B's 576 KB) issues
- * its GEMV's first stages — its gate and up rows, the tile's first 2/3 — before its wait, as the
- * other streamed GEMVs do; 0 (default): they go out only after the event (session 32's fused
- * layer on the 1.7B, +0.9 % against gate_up and down apart). */
-#ifndef PK_MLP_ASYNC_PRE
-#define PK_MLP_ASYNC_PRE 0
-#endif
 __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem, int n_tok) {
 #if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
     (void)S, (void)t, (void)smem, (void)n_tok;
@@ -678,13 +671,11 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
     const int kind = pk_gen_layers[task.layer].kind;
     if (kind != PK_TASK_LINEAR && kind != PK_TASK_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR &&
         kind != PK_TASK_SILU_MUL_LINEAR_RESIDUAL && kind != PK_TASK_RMSNORM_LINEAR_SWIGLU &&
-        kind != PK_TASK_RMSNORM_LINEAR_ARGMAX && (!PK_MLP_ASYNC_PRE || kind != PK_TASK_RMSNORM_SWIGLU_DOWN))
+        kind != PK_TASK_RMSNORM_LINEAR_ARGMAX)
         return 0;
     pk_gen_prefetch p;
     const char *base = pk_task_tile(S, t, &p);
     if (!base || p.row_bytes == 0 || (!PK_LIN_ASYNC_PRE_AFTER_ATT && p.after_attention)) return 0;
-    /* the fused MLP's GEMV takes its gate and up rows, 2 · ib of the tile's 3 · ib (dispatch.cuh) */
-    const int rows = (int)(p.bytes / p.row_bytes), ncols = kind == PK_TASK_RMSNORM_SWIGLU_DOWN ? rows / 3 * 2 : rows;
     if (p.claim_rows) { /* claim mode (linear.cuh) when the layer takes it, from its chunk's first row */
         const uint32_t chunk = task.index / p.claim_tpc;
         const char *first = (const char *)PK_GEN_BUFS(S)[p.buffer] + p.off0 + (pk_u64)chunk * p.claim_tpc * p.step;
@@ -692,7 +683,7 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
                                        pk_gen_claim_ctr + p.claim_ctr0 + chunk, n_tok, smem);
         if (r) return r;
     }
-    return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), ncols, n_tok, smem);
+    return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
 #endif
 }
 
@@ -798,9 +789,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
      * task waits, pace_drain before the MLP task */
     bool paced = false, pace_drain = false;
     pk_pace_init(); /* the first step's barrier below publishes it */
-#if PK_LIN_TAIL
-    pk_lin_tail_set(nullptr, 0); /* no GEMV tail until a fused MLP task sets one (linear.cuh) */
-#endif
     for (pk_u64 step = 1;; step++) {
         if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         /* BEGIN, then what prepare_next_step wrote before it: whether to stop and the step's rows
@@ -970,9 +958,6 @@ __device__ void pk_dynamic_worker(const pk_dev_state *S, uint32_t w, char *smem)
     __shared__ pk_u64 sh_step;
     const bool tracing = S->trace != nullptr;
     pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
-#if PK_LIN_TAIL
-    pk_lin_tail_set(nullptr, 0); /* no GEMV tail until a fused MLP task sets one (linear.cuh) */
-#endif
     for (;;) {
         if (threadIdx.x == 0) {
             sh_task = pk_ring_pop(S, &S->worker_q[w]);
