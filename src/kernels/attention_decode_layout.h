@@ -27,27 +27,33 @@
 #define PK_ATTD_STATIC_SMEM_BYTES (192 * 1024)
 #endif
 
-/* Byte offsets of the areas, for head size D, G query heads per KV head and P positions:
- * hdr [16] i32, cs / sn [D/2] f32, nq / nk [D] bf16, q [G][D] f32, red [warps][G][D] f32,
- * red_m / red_l [warps][G] f32, slots [Pr] i32, K and V [Pr][D + 8] bf16 (Pr: P rounded up to 4;
- * rows padded by 16 bytes: 8 consecutive rows start in distinct bank groups, which ldmatrix needs).
- * The tensor-core path keeps q as bf16 [G][D + 8] in q's area. */
+/* Byte offsets of the areas, for head size D, G query heads per KV head and P positions: first
+ * what only the task itself writes, after its wait — q [G][D] f32, red [warps][G][D] f32, red_m /
+ * red_l [warps][G] f32, up to hdr (a multiple of 128) —, then what the stage writes before it —
+ * hdr [16] i32, cs / sn [D/2] f32, nq / nk [D] bf16, slots [Pr] i32, K and V [Pr][D + 8] bf16 (Pr:
+ * P rounded up to 4; rows padded by 16 bytes: 8 consecutive rows start in distinct bank groups,
+ * which ldmatrix needs). The tensor-core path keeps q as bf16 [G][D + 8] in q's area. Every
+ * offset up to sc depends on D and G alone (the task finds hdr before it knows P). So a stage
+ * issued during another task (runtime.cuh's pk_att_early) may start its layout hdr bytes below
+ * the free area, in that task's bytes, which are dead by the time this task writes q and red:
+ * the Qwen3-0.6B's stage beside its qkv tile then holds 288 positions instead of 272. */
 typedef struct pk_attd_layout {
-    int cs, sn, nq, nk, q, red, red_m, red_l, sc, k, v, end, Pr;
+    int q, red, red_m, red_l, hdr, cs, sn, nq, nk, sc, k, v, end, Pr;
 } pk_attd_layout;
 
 PK_ATTD_HD pk_attd_layout pk_attd_layout_of(int D, int G, int P) {
     pk_attd_layout L;
     L.Pr = (P + 3) & ~3;
-    L.cs = 64;
-    L.sn = L.cs + 2 * D;
-    L.nq = L.sn + 2 * D;
-    L.nk = L.nq + 2 * D;
-    L.q = L.nk + 2 * D;
+    L.q = 0;
     L.red = L.q + 4 * G * D;
     L.red_m = L.red + 4 * PK_ATTD_WARPS * G * D;
     L.red_l = L.red_m + 4 * PK_ATTD_WARPS * G;
-    L.sc = (L.red_l + 4 * PK_ATTD_WARPS * G + 15) & ~15;
+    L.hdr = (L.red_l + 4 * PK_ATTD_WARPS * G + 127) & ~127;
+    L.cs = L.hdr + 64;
+    L.sn = L.cs + 2 * D;
+    L.nq = L.sn + 2 * D;
+    L.nk = L.nq + 2 * D;
+    L.sc = (L.nk + 2 * D + 15) & ~15;
     L.k = (L.sc + 4 * L.Pr + 15) & ~15;
     L.v = L.k + 2 * L.Pr * (D + 8);
     L.end = L.v + 2 * L.Pr * (D + 8);

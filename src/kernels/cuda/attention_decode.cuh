@@ -32,11 +32,13 @@
  * Applies when: one row (n_tok 1) whose pages are mapped, one KV head per task, D in {64, 128,
  * 256}, G <= PK_ATTD_G_MAX, 16-byte aligned caches, the code generator's inv_freq table, and
  * the layout below fits in smem_bytes.
- * Shared memory (bytes from smem): hdr [16] i32 {P, req, pos, new slot (-1: not this split's)};
- * cs_s, sn_s [D/2] f32; nq_s, nk_s [D] bf16 (q_norm, k_norm, staged with the cache); q_s [G][D]
- * f32 (bf16 [G][D + 8] on the tensor-core path); red [8 warps][G][D] f32; red_m, red_l [8][G] f32;
- * slots [Pr] i32 (P rounded up to 4; used before the wait); K_s, V_s [Pr][D + 8] bf16 (rows
- * padded: pk_attd_kidx).
+ * Shared memory (bytes from smem, attention_decode_layout.h): first what the task writes after its
+ * wait — q_s [G][D] f32 (bf16 [G][D + 8] on the tensor-core path); red [8 warps][G][D] f32; red_m,
+ * red_l [8][G] f32 —, then from L.hdr what the stage writes before it — hdr [16] i32 {P, req, pos,
+ * new slot (-1: not this split's)}; cs_s, sn_s [D/2] f32; nq_s, nk_s [D] bf16 (q_norm, k_norm,
+ * staged with the cache); slots [Pr] i32 (P rounded up to 4); K_s, V_s [Pr][D + 8] bf16 (rows
+ * padded: pk_attd_kidx). The stage never touches [0, L.hdr): a stage issued during another task
+ * may put those bytes over that task's (runtime.cuh's pk_att_early).
  */
 #ifndef PK_CUDA_ATTENTION_DECODE_CUH
 #define PK_CUDA_ATTENTION_DECODE_CUH
@@ -94,7 +96,7 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #define PK_ATTD_BULK_ROWS 0
 #endif
 #define PK_ATTD_BULK (PK_ATTD_BULK_ROWS && PK_DEV_HAVE_BULK)
-#define PK_ATTD_BAR_OFF 32 /* the bulk stage's mbarrier: bytes 32..39 of the header (hdr[8], hdr[9]) */
+#define PK_ATTD_BAR_OFF 32 /* the bulk stage's mbarrier: bytes 32..39 of the header (hdr[8], hdr[9]), from L.hdr */
 #if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
 #define PK_ATT_DELAY_KV 4 /* Qwen3-8B, 132 workers, 128 qkv tiles: tasks 0-3 ran on workers without one */
 #endif
@@ -179,7 +181,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
      * slots of the split's positions */
     const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
     const int ps = s->page_size;
-    int *hdr = (int *)smem, *slot_s = (int *)(smem + L.sc);
+    int *hdr = (int *)(smem + L.hdr), *slot_s = (int *)(smem + L.sc);
     bool bad = false;
     for (int r = i; r <= pos / ps; r += PK_CUDA_THREADS) bad = bad || pk_dev_ldcg_i32(pt + r) < 0;
     for (int r = i; r < P; r += PK_CUDA_THREADS)
@@ -199,7 +201,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nk_s[i] = nkv_;
     }
 #if PK_ATTD_BULK
-    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF);
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF);
     if (threadIdx.x == 0) { /* armed before any copy is issued: the phase's bytes are known */
         pk_dev_mbar_init(bar, 1);
         pk_dev_mbar_init_fence();
@@ -821,7 +823,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
                                                bool late = false) {
     const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
     const int half = D / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int *hdr = (const int *)smem;
+    const int *hdr = (const int *)(smem + pk_attd_layout_of(D, G, 0).hdr); /* L.hdr: D and G alone */
     const int P = hdr[0], pos = hdr[2], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
     (void)pos; /* PK_ATTD_REPORT's */
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
@@ -920,7 +922,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
         }
     }
 #if PK_ATTD_BULK
-    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + PK_ATTD_BAR_OFF);
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF);
     pk_dev_mbar_wait(bar, 0); /* the staged rows */
 #endif
     pk_cta_sync();

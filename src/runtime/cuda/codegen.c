@@ -906,8 +906,23 @@ pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_END_BY_COUNTER %d /* END's triggers: one argmax layer's tasks */\n", end_by_counter);
     int mlp_fused = 0;
     for (int l = 0; l < k->nlayers; l++) mlp_fused |= k->layers[l].kind == PK_TASK_RMSNORM_SWIGLU_DOWN;
-    pk_sb_printf(o, "#define PK_GEN_MLP_FUSED %d /* a RMSNORM_SWIGLU_DOWN layer: its tiles may stage low */\n\n",
+    pk_sb_printf(o, "#define PK_GEN_MLP_FUSED %d /* a RMSNORM_SWIGLU_DOWN layer: its tiles may stage low */\n",
                  mlp_fused);
+    /* The decode attention layout's first bytes, written only by the task after its wait
+     * (attention_decode_layout.h's hdr offset): a stage issued during the task before it may lie
+     * that much lower, over that task's dead bytes (runtime.cuh's pk_att_early). A constant, so
+     * that the worker loads nothing for it; 0 (no shift) unless every attention layer agrees. */
+    int att_head = -1;
+    for (int l = 0; l < k->nlayers; l++) {
+        const pk_layer_params *ap = &k->layers[l].params;
+        if (k->layers[l].kind != PK_TASK_ATTENTION && k->layers[l].kind != PK_TASK_ATTENTION_PARTIAL) continue;
+        const int head = ap->num_kv_heads > 0 && ap->num_q_heads % ap->num_kv_heads == 0
+                             ? pk_attd_layout_of(ap->head_dim, ap->num_q_heads / ap->num_kv_heads, 0).hdr
+                             : 0;
+        att_head = att_head < 0 || att_head == head ? head : 0;
+    }
+    pk_sb_printf(o, "#define PK_GEN_ATT_HEAD %du /* the decode attention's [0, hdr): pk_att_early */\n\n",
+                 att_head > 0 ? att_head : 0);
     /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
      * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
     const int small_model = !fallback && stages_whole(k);

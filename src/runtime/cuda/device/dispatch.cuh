@@ -65,6 +65,9 @@ typedef struct pk_gen_task {
 #ifndef PK_GEN_UNEVEN
 #define PK_GEN_UNEVEN 0 /* kernel.cu defines it: 1 when a layer's tiles are uneven */
 #endif
+#ifndef PK_GEN_ATT_HEAD
+#define PK_GEN_ATT_HEAD 0u /* kernel.cu defines it: the decode attention layout's hdr offset */
+#endif
 #ifndef PK_GEN_MLP_FUSED
 #define PK_GEN_MLP_FUSED 0 /* kernel.cu defines it: 1 when a layer is RMSNORM_SWIGLU_DOWN */
 #endif

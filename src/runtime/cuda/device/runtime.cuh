@@ -569,8 +569,13 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
 #else
     const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, base = (fp_end + 127u) & ~127u;
     if (base + 4096u > top) return 0;
-    const int r = pk_gen_stage_task(S, next, smem + base, (int)(top - base));
-    *off = base;
+    /* the layout's first bytes (q, red: attention_decode_layout.h's [0, hdr), PK_GEN_ATT_HEAD from
+     * codegen) are written only by the attention task, after this task is done: they may lie over
+     * this task's last bytes, so that the stage from hdr on keeps the room above them (the
+     * Qwen3-0.6B: 288 positions instead of 272) */
+    const uint32_t lo = base >= PK_GEN_ATT_HEAD ? base - PK_GEN_ATT_HEAD : base;
+    const int r = pk_gen_stage_task(S, next, smem + lo, (int)(top - lo));
+    *off = lo;
     return r;
 #endif
 }
