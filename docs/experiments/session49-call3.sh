@@ -8,6 +8,11 @@
 # (call 2's trace of steps 115-130: the attention's `end+` 9.08 us a layer).
 # Prediction: the median unchanged (those steps are 1/8 of the run), the mean -1.3 to -1.6 %, the
 # p90 ~ -10 %; the last-16-steps trace's attention `end+` back to ~4.5 us.
+# (This call ran a first version whose pk_att_early read the shift from the next task's layer entry,
+# two dependent loads; it became codegen's constant PK_GEN_ATT_HEAD before the commit: call 4.)
+# Measured (H100, bench/results/2026-12-06-s49-call3.txt): gate passed; medians 0.8000 / 0.8049 /
+# 0.7977 -> 0.8043 / 0.8072 / 0.8044, means 0.8115 / 0.8164 / 0.8101 -> 0.8069 / 0.8103 / 0.8075,
+# p90 0.887-0.890 -> 0.818-0.823; the last 16 steps 889 -> 807 us.
 # Gate: the layout moves areas, not sums: the random Qwen3-0.6B's 160 one-row steps' logits
 # (--max-tokens 128: positions 160-287, past 272) bit-equal to 3533e48's (build-h/pk); pk-tiny's
 # decode-step logits against the CPU, unsplit and split 3, at 132 and 8 workers.
