@@ -18,6 +18,7 @@
 #           (build-kern: bash tests/cuda/build.sh build-kern, the tests/cuda harness at this change)
 set -u
 cd "$(dirname "$0")/../.." || exit 1 # the repository root
+PACK=${PACK:-s49c4} ROUNDS=${ROUNDS:-4} # session49-call3.sh: s49c3, 3
 . scripts/gpu_env.sh
 pk_gpu_paths
 B=(build-h/pk build/pk)
@@ -27,18 +28,18 @@ logits() { timeout 300 "$1" generate --model "$2" --prompt-ids "$ids" --max-toke
     --backend cuda --threads 132; }
 bench() { timeout 300 "$1" bench --model "$2" --backend cuda --threads 132 --context 160 --max-seq 288 "${@:3}"; }
 if [ "${1:-}" = "--precompile" ]; then
-  pk_exp_precompile_cache s49c4
-  [ -d .gpu/cache-s49c3 ] && cp -rn .gpu/cache-s49c3/. .gpu/cache-s49c4/ # 3533e48's kernels (build-h/pk)
+  pk_exp_precompile_cache "$PACK"
+  [ "$PACK" != s49c3 ] && [ -d .gpu/cache-s49c3 ] && cp -rn .gpu/cache-s49c3/. ".gpu/cache-$PACK/" # 3533e48's kernels (build-h/pk)
   pk_exp_models --zeros 0.6b
   ( for b in "${B[@]}"; do bench "$b" /tmp/z-qwen3-0.6b --gen 4; done ) 2>&1 | grep -v "no CUDA GPU" &
   ( for b in "${B[@]}"; do logits "$b" /tmp/z-qwen3-0.6b /dev/null; done ) 2>&1 | grep -v "no CUDA GPU" &
   wait
   for s in 0 3; do ( for w in 132 8; do pk_exp_tiny $w $s "" 2>&1 | grep -v "no CUDA GPU"; done ) & done
   wait
-  pk_pack_cache s49c4
+  pk_pack_cache "$PACK"
   exit
 fi
-pk_unpack_cache s49c4 || exit 1
+pk_unpack_cache "$PACK" || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 mkdir -p /tmp/gate
 timeout 200 build-kern/test_cuda_kernels >/tmp/gate/kernels.log 2>&1; echo "tests/cuda harness (exit $?): $(grep -E '^cuda_kernels: [0-9]+ passed' /tmp/gate/kernels.log | tail -1)"
@@ -53,7 +54,7 @@ for v in 0 1; do
 done
 cmp -s /tmp/gate/l0.bin /tmp/gate/l1.bin && echo "qwen3-0.6b decode logits (positions 160-287): ${N[1]} = ${N[0]}'s, bit for bit" ||
   echo "qwen3-0.6b decode logits: ${N[1]} DIFFER from ${N[0]}'s"
-for r in 1 2 3 4; do
+for r in $(seq "$ROUNDS"); do
   for v in 0 1; do pk_bench_round "round $r qwen3-0.6b @160 ${N[$v]}" bench "${B[$v]}" /tmp/qwen3-0.6b --gen 128; done
 done
 for v in 0 1; do
