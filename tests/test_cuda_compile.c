@@ -332,9 +332,10 @@ int main(void) {
         CHECK(strstr(cu, "#define PK_GEN_END_BY_COUNTER 1"), "the argmax layer, the only one signalling END, ends the step");
         /* both attention layers have D 16, G 2: the early stage's shift is that layout's hdr
          * offset, which the attention task finds its header at (attention_decode.cuh) */
+        const int att_off = pk_attd_layout_of(D, HQ / HKV, 0).hdr;
         char att_head[64];
-        snprintf(att_head, sizeof att_head, "#define PK_GEN_ATT_HEAD %du ", pk_attd_layout_of(D, HQ / HKV, 0).hdr);
-        CHECK(pk_attd_layout_of(D, HQ / HKV, 0).hdr > 0 && strstr(cu, att_head), "kernel.cu has '%s'", att_head);
+        snprintf(att_head, sizeof att_head, "#define PK_GEN_ATT_HEAD %du ", att_off);
+        CHECK(att_off > 0 && strstr(cu, att_head), "kernel.cu has '%s'", att_head);
         /* uneven tiles of the LM head's argmax (grid 3 over 64 logits): each task scans its own
          * columns and numbers them from its own first one */
         CHECK(strstr(cu, "n_tok, (int)(idx * 64 / 3), (int)((idx + 1) * 64 / 3 - idx * 64 / 3), "),
