@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran in session 50 (an H100): medians equal (-0.14 %), mean -1.2 %, p90 -8.4 %, harness 345 / 0, logits bit-equal;
+# bench/results/2026-12-06-s50-call4.txt, docs/PERF.md "Session 50".
 # session 49, call 4: call 3 again with PK_GEN_ATT_HEAD (codegen: the shift a constant, no load in pk_att_early) — the decode attention's layout with q and red first (attention_decode_layout.h:
 # [0, hdr) written only by the task after its wait), so that a stage issued during the qkv tile
 # (runtime.cuh's pk_att_early) starts its layout hdr bytes (9,344 at D 128, G 2) below the free
