@@ -116,6 +116,19 @@ const char *pk_kernel_error(const pk_kernel *k);
 /* The kernel's config after defaults were filled in. */
 const pk_config *pk_kernel_config(const pk_kernel *k);
 
+/* What the kernel's backend offers a graph builder (pk_model_load picks grids and variants from
+ * it). PK_OK, or an error on k. */
+typedef struct pk_device_info {
+    int workers;          /* the kernel's worker count, resolved (CPU threads / CUDA CTAs, one per SM) */
+    int64_t stage_bytes;  /* largest weight tile one task stages whole on chip before computing
+                           * (CUDA: in shared memory); 0: the backend stages none (CPU) */
+} pk_device_info;
+pk_status pk_kernel_device_info(const pk_kernel *k, pk_device_info *out);
+/* The longest KV length (positions) one unsplit decode-attention task of this head shape holds on
+ * chip: beyond it a builder splits the attention over the KV length. 0: no such limit (the
+ * backend reads the cache in place: CPU), -1: the backend's staged path does not take the shape. */
+int pk_kernel_attention_reach(const pk_kernel *k, int head_dim, int q_heads_per_kv_head);
+
 /* ---- tensors ---------------------------------------------------------------------------- */
 
 /* Wraps caller memory as a tensor (weights, inputs). `strides` in elements, or NULL for
@@ -408,6 +421,19 @@ typedef struct pk_model_info {
  * graph through the layer API. The kernel is not compiled yet. On error returns NULL and writes
  * a one-line reason naming the file, tensor or number into err (err_len bytes, may be 0). */
 pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len);
+/* Model-builder choices that change the graph, each -1 (pk's per-shape rule, the default), 0 (off)
+ * or 1 (on). Both are exact on either backend; the rules pick the faster one for the shape. */
+typedef struct pk_model_options {
+    int fused_mlp;      /* every MLP but the last as one layer (pk_rmsnorm_swiglu_down_layer), its sum
+                         * in an int64 accumulator: auto = on the GPU where its tile stages whole */
+    int lm_head_argmax; /* the LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer):
+                         * auto = on the CPU; on the GPU with the fused MLP and an unsplit attention */
+} pk_model_options;
+pk_model_options pk_model_options_default(void); /* both -1 */
+/* pk_model_load with options (NULL: pk_model_options_default()); an option outside -1 .. 1 is an
+ * error naming it. */
+pk_model *pk_model_load_with(const char *dir, const pk_config *cfg, const pk_model_options *opts, char *err,
+                             size_t err_len);
 /* Reads only DIR/config.json into out (weight_bytes is -1: the weights are not opened), to size
  * a config before pk_model_load. PK_OK, or an error with a one-line reason in err. */
 pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, size_t err_len);

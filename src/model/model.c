@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attention_decode_layout.h" /* what the unsplit staged decode attention holds */
 #include "kernels/cpu/cpu_kernels.h"            /* PK_ATTN_SPLIT_BLOCK */
 #include "model/hf_config.h"
 #include "model/weights.h"
@@ -66,9 +65,7 @@ static int pick_grid(int64_t n, int target) {
 static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) {
     const pk_config *c = pk_kernel_config(k);
     if (c->attention_kv_splits > 0) return c->attention_kv_splits;
-    const int reach = pk_attd_shape_ok(head_dim, group)
-                          ? pk_attd_max_positions(head_dim, group, PK_ATTD_STATIC_SMEM_BYTES)
-                          : PK_SPLIT_MIN_SEQ;
+    const int r = pk_kernel_attention_reach(k, head_dim, group), reach = r < 0 ? PK_SPLIT_MIN_SEQ : r;
     if (c->backend != PK_BACKEND_CUDA || grid < 1 || c->max_seq_length <= reach) return 1;
     int s = c->num_workers / grid, blocks = (c->max_seq_length + PK_ATTN_SPLIT_BLOCK - 1) / PK_ATTN_SPLIT_BLOCK;
     if (s > blocks) s = blocks;
@@ -87,9 +84,9 @@ static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) 
  * target - att_tasks itself: 124 tiles of 33-34 rows for the Qwen3-1.7B's 4096 instead of 64 of
  * 64, 49-50 of the 8B's 6144 instead of 64 of 96. Measured no faster (docs/PERF.md session 22,
  * same call: 1.7B +0.5-1 %, 8B +0-0.8 %): the layer is not bound by what one SM pulls. */
-static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int uneven) {
+static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int uneven, int64_t stage_bytes) {
     const int g = pick_grid(rows, target);
-    if (rows / g * K * 2 <= (int64_t)PK_WSTAGE_BYTES || att_tasks >= target) return g;
+    if (rows / g * K * 2 <= stage_bytes || att_tasks >= target) return g;
     if (uneven) return rows < target - att_tasks ? (int)rows : target - att_tasks;
     const int g2 = pick_grid(rows, target - att_tasks);
     return 2 * g2 >= g ? g2 : g;
@@ -110,6 +107,7 @@ typedef struct builder {
     int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
     int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax): PK_LM_HEAD_ARGMAX=1 on,
                     * 0 off, unset -1: lm_argmax_auto */
+    int64_t stage_bytes; /* pk_device_info's */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -237,7 +235,7 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
     ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, att_grid, (int)D, (int)(Hq / Hkv));
     float eps = (float)c->rms_norm_eps;
     const int qkv_grid = b->qkv_target ? (b->uneven ? b->qkv_target : pick_grid(qkv->dims[1], b->qkv_target))
-                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits, b->uneven)
+                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits, b->uneven, b->stage_bytes)
                                       : pick_grid(qkv->dims[1], t);
     const int oproj_grid = b->oproj_grid ? b->oproj_grid : pick_grid(H, t);
     if (!layer_ok(b, *acc ? pk_rmsnorm_linear_acc_layer(k, *h, *acc, attn_norm, wqkv, qkv, h_in, eps, qkv_grid)
@@ -335,7 +333,14 @@ pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, siz
     return PK_OK;
 }
 
-pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, size_t err_len) {
+pk_model_options pk_model_options_default(void) { return (pk_model_options){.fused_mlp = -1, .lm_head_argmax = -1}; }
+
+pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len) {
+    return pk_model_load_with(dir, cfg, NULL, err, err_len);
+}
+
+pk_model *pk_model_load_with(const char *dir, const pk_config *cfg_in, const pk_model_options *opts_in, char *err,
+                             size_t err_len) {
     char dummy[8];
     if (!err || err_len == 0) {
         err = dummy;
@@ -344,6 +349,13 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
     err[0] = '\0';
     if (!dir) {
         snprintf(err, err_len, "pk_model_load: directory is NULL");
+        return NULL;
+    }
+    const pk_model_options opts = opts_in ? *opts_in : pk_model_options_default();
+    if (opts.fused_mlp < -1 || opts.fused_mlp > 1 || opts.lm_head_argmax < -1 || opts.lm_head_argmax > 1) {
+        snprintf(err, err_len, "pk_model_load: %s is %d; it must be -1 (auto), 0 (off) or 1 (on)",
+                 opts.fused_mlp < -1 || opts.fused_mlp > 1 ? "fused_mlp" : "lm_head_argmax",
+                 opts.fused_mlp < -1 || opts.fused_mlp > 1 ? opts.fused_mlp : opts.lm_head_argmax);
         return NULL;
     }
     pk_hf_config c;
@@ -380,15 +392,17 @@ pk_model *pk_model_load(const char *dir, const pk_config *cfg_in, char *err, siz
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
     int workers = pk_kernel_config(m->k)->num_workers;
     const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
-    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID"), *fused = getenv("PK_MLP_FUSED");
-    const char *lm_argmax = getenv("PK_LM_HEAD_ARGMAX");
+    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID"), *fused = NULL;
+    const char *lm_argmax = NULL;
+    (void)fused, (void)lm_argmax;
     const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
     const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
     const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
     builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
                  cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
-                 swiglu && splitk && strcmp(splitk, "1") == 0, fused ? strcmp(fused, "1") == 0 : -1,
-                 lm_argmax ? strcmp(lm_argmax, "1") == 0 : -1, 0};
+                 swiglu && splitk && strcmp(splitk, "1") == 0, opts.fused_mlp, opts.lm_head_argmax, 0, 0};
+    pk_device_info dev;
+    if (pk_kernel_device_info(m->k, &dev) == PK_OK) b.stage_bytes = dev.stage_bytes;
     if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);

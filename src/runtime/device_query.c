@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include "kernels/attention_decode_layout.h"
+#include "kernels/weight_ring_layout.h"
 #include "runtime/runtime.h"
 
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
@@ -46,4 +48,17 @@ pk_status pk_cuda_sm_count(int *out, char *err, size_t err_len) {
     dlclose(lib);
     if (st == PK_OK) *out = sms;
     return st;
+}
+
+pk_status pk_kernel_device_info(const pk_kernel *k, pk_device_info *out) {
+    if (!k || !out) return PK_ERR_INVALID_ARGUMENT;
+    out->workers = k->cfg.num_workers;
+    out->stage_bytes = k->cfg.backend == PK_BACKEND_CUDA ? (int64_t)PK_WSTAGE_BYTES : 0;
+    return PK_OK;
+}
+
+int pk_kernel_attention_reach(const pk_kernel *k, int head_dim, int q_heads_per_kv_head) {
+    if (!k || k->cfg.backend != PK_BACKEND_CUDA) return 0;
+    if (!pk_attd_shape_ok(head_dim, q_heads_per_kv_head)) return -1;
+    return pk_attd_max_positions(head_dim, q_heads_per_kv_head, PK_ATTD_STATIC_SMEM_BYTES);
 }
