@@ -72,31 +72,6 @@ void pk_sb_free(pk_strbuf *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* ---- embedded headers ---- */
-
-static const pk_embedded_file *find_embedded(const char *path) {
-    for (int i = 0; i < pk_cuda_embedded_count; i++)
-        if (strcmp(pk_cuda_embedded[i].path, path) == 0) return &pk_cuda_embedded[i];
-    return NULL;
-}
-
-int pk_cuda_have_task_kernels(void) {
-    const pk_embedded_file *f = find_embedded("kernels/cuda/cuda_kernels.cuh");
-    if (!f) return 0;
-    /* Every `#include "..."` of it must be embedded too. */
-    for (const char *p = f->text; (p = strstr(p, "#include \"")) != NULL;) {
-        p += strlen("#include \"");
-        const char *q = strchr(p, '"');
-        if (!q || q - p >= 256) return 0;
-        char path[256];
-        memcpy(path, p, (size_t)(q - p));
-        path[q - p] = '\0';
-        if (!find_embedded(path)) return 0;
-        p = q;
-    }
-    return 1;
-}
-
 /* ---- buffers ---- */
 
 int pk_cuda_view_tensor(const pk_kernel *k, const pk_layer *L, int v) {
@@ -843,7 +818,8 @@ static const char *buffer_kind_name(int kind) {
     return "host only";
 }
 
-pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *o) {
+pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
+    const int fallback = 0;
     const pk_taskgraph *g = &k->graph;
     pk_cuda_buffers bufs;
     pk_status st = pk_cuda_plan_buffers(k, &bufs);

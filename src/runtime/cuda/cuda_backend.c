@@ -45,7 +45,6 @@ enum { CU_ATTR_SM_COUNT = 16, CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76 };
 struct pk_cuda_runtime {
     char arch[16];
     int compile_only;  /* built for PK_CUDA_ARCH without looking at a GPU */
-    int fallback;      /* generated with the placeholder kernels */
     pk_strbuf cu;      /* kernel.cu */
     char so_path[1200];
     /* driver */
@@ -299,7 +298,7 @@ static pk_status load(pk_kernel *k, pk_cuda_runtime *rt) {
 /* Generates and builds for rt->arch (the cache makes a repeat cheap). */
 static pk_status build(pk_kernel *k, pk_cuda_runtime *rt, const pk_compile_options *opts) {
     pk_sb_free(&rt->cu);
-    pk_status st = pk_cuda_codegen(k, rt->fallback, &rt->cu);
+    pk_status st = pk_cuda_codegen(k, &rt->cu);
     if (st != PK_OK) return st;
     return pk_cuda_build(k, &rt->cu, rt->arch, opts ? opts->output_dir : NULL, rt->so_path, sizeof rt->so_path);
 }
@@ -311,8 +310,6 @@ pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
     pk_cuda_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory");
     base->cuda = rt;
-    const char *fb = getenv("PK_CUDA_FALLBACK_KERNELS");
-    rt->fallback = (fb && fb[0] && strcmp(fb, "0") != 0) || !pk_cuda_have_task_kernels();
     pk_status st = pk_cuda_plan_buffers(k, &rt->bufs);
     const char *arch = getenv("PK_CUDA_ARCH");
     if (st == PK_OK && arch && arch[0]) {

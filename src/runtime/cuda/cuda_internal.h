@@ -30,10 +30,6 @@ typedef struct pk_embedded_file {
 extern const pk_embedded_file pk_cuda_embedded[];
 extern const int pk_cuda_embedded_count;
 
-/* Whether src/kernels/cuda/cuda_kernels.cuh and every header it includes are embedded (the real
- * task kernels); otherwise generated code uses runtime/cuda/device/fallback_kernels.cuh. */
-int pk_cuda_have_task_kernels(void);
-
 /* What lives on the GPU: one buffer per tensor id that a layer names (fused tensors as one
  * buffer in fused row order; inputs used only through a fusion stay on the host) plus the
  * decode-state tensors. kind: 0 none, 1 weight (uploaded), 2 KV cache, 3 workspace. */
@@ -51,8 +47,8 @@ void pk_cuda_buffers_free(pk_cuda_buffers *b);
  * inputs), -1 for an absent optional one. */
 int pk_cuda_view_tensor(const pk_kernel *k, const pk_layer *L, int v);
 
-/* Writes kernel.cu for k's compiled graph into out. fallback: use the placeholder kernels. */
-pk_status pk_cuda_codegen(pk_kernel *k, int fallback, pk_strbuf *out);
+/* Writes kernel.cu for k's compiled graph into out. */
+pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *out);
 
 /* Compiles kernel.cu (with the embedded headers) for `arch` ("sm_90a") into the kernel cache,
  * or finds it there; so_path receives the shared object's path, dir its cache directory. When
