@@ -21,11 +21,7 @@
  * less hold fewer positions (the device path then takes the general kernel: slower, the same
  * result). */
 #include "kernels/weight_ring_layout.h"
-#if PK_WRING
-#define PK_ATTD_STATIC_SMEM_BYTES (PK_STATIC_BLOCK_SMEM_BYTES - PK_WRING_BYTES)
-#else
 #define PK_ATTD_STATIC_SMEM_BYTES (192 * 1024)
-#endif
 
 /* Byte offsets of the areas, for head size D, G query heads per KV head and P positions: first
  * what only the task itself writes, after its wait — q [G][D] f32, red [warps][G][D] f32, red_m /

@@ -25,9 +25,7 @@
  * 32-position blocks (288) does not fit at G 4, so those tasks take the general kernel. Turn it
  * on with -DPK_WRING=1 in both the host build (`make CFLAGS="-O2 -g -DPK_WRING=1"`, for the split
  * rule) and PK_NVCC_DEFINES. */
-#ifndef PK_WRING
 #define PK_WRING 0
-#endif
 
 /* 1 (with PK_WRING): a ninth warp per worker CTA, the producer, fills the ring's slots in stream
  * order as the task warps free them (weight_ring.cuh), at most PK_WRING_PACE pages landing at
@@ -35,35 +33,20 @@
  * refilling a slot only when its owner warp reads it (docs/PERF.md "Session 26"; the model:
  * bench/comm_handoff.cu's stream, session 25). Task code then synchronises the task threads with
  * a named barrier (rows.cuh's pk_cta_sync). 0 (default): the task warps refill. */
-#ifndef PK_WRING_PRODUCER
 #define PK_WRING_PRODUCER 0
-#endif
-#if PK_WRING_PRODUCER && !PK_WRING
-#error "PK_WRING_PRODUCER needs PK_WRING"
-#endif
 /* 1 (with PK_WRING_PRODUCER, a diagnostic): the ninth warp is launched and idles, the task warps
  * refill as without it — the producer's register cost without its stream (PK_NVCC_DEFINES). */
-#ifndef PK_WRING_IDLE
 #define PK_WRING_IDLE 0
-#endif
 #define PK_WRING_PRODUCES (PK_WRING_PRODUCER && !PK_WRING_IDLE) /* the producer fills the ring */
-#ifndef PK_WRING_PACE
 #define PK_WRING_PACE 4 /* pages landing at once per SM (the producer's pace) */
-#endif
 
 /* Without the ring, static mode stages a linear task's whole weight tile in shared memory before
  * its dependency wait when the tile is at most this many bytes (runtime.cuh, pk_stage_weights);
  * larger tiles stream through the GEMV's async rings. The model builder reads it too (model.c:
  * a streamed qkv tile leaves no room for the next attention task's KV stage). */
-#ifndef PK_WSTAGE_BYTES
 #define PK_WSTAGE_BYTES (96u * 1024u)
-#endif
-#ifndef PK_WRING_SLOTS
 #define PK_WRING_SLOTS 8
-#endif
-#ifndef PK_WRING_SLOT_BYTES
 #define PK_WRING_SLOT_BYTES (8 * 1024)
-#endif
 /* struct pk_wring with its segment table (2112 bytes at 8 slots), padded so that the staged
  * attention keeps 288 positions at D 128 / G 2; 20 bytes more per slot beyond 8 */
 #define PK_WRING_STATE_BYTES (2176 + 32 * (PK_WRING_SLOTS > 8 ? PK_WRING_SLOTS - 8 : 0))

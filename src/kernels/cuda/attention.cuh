@@ -51,34 +51,13 @@
 #define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane at the largest D */
 #define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
 
-#ifdef PK_ATT_PROFILE /* diagnostics: %globaltimer at phase ends of the task with kv0 ==
-                       * PK_ATT_PROFILE_KV (0: the first KV head), thread 0; tests/cuda's bench
-                       * reads pk_att_prof, a kernel built with PK_NVCC_DEFINES=-DPK_ATT_PROFILE
-                       * prints decode tasks at position 200 (pick the head to compare tasks that
-                       * run on different kinds of workers: docs/PERF.md session 12) */
-#ifndef PK_ATT_PROFILE_KV
-#define PK_ATT_PROFILE_KV 0
-#endif
-__device__ unsigned long long pk_att_prof[8];
-#define PK_ATT_STAMP(i)                                                                          \
-    do {                                                                                         \
-        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0) pk_att_prof[i] = pk_dev_globaltimer(); \
-    } while (0)
-#define PK_ATT_PROFILE_REPORT()                                                                  \
-    do {                                                                                         \
-        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0 && s->n_tok == 1 &&                     \
-            pk_dev_ldcg_i32(s->token_pos) == 200) {                                              \
-            const unsigned long long *p_ = pk_att_prof;                                          \
-            printf("pk attention profile (us): inv_freq %.2f phaseA %.2f setup %.2f q %.2f "     \
-                   "blocks %.2f end %.2f\n", (p_[1] - p_[0]) / 1e3, (p_[2] - p_[0]) / 1e3,       \
-                   (p_[3] - p_[0]) / 1e3, (p_[4] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3,           \
-                   (p_[6] - p_[0]) / 1e3);                                                       \
-        }                                                                                        \
-    } while (0)
-#else
+/* diagnostics: %globaltimer at phase ends of the task with kv0 ==
+ * PK_ATT_PROFILE_KV (0: the first KV head), thread 0; tests/cuda's bench
+ * reads pk_att_prof, a kernel built with PK_NVCC_DEFINES=-DPK_ATT_PROFILE
+ * prints decode tasks at position 200 (pick the head to compare tasks that
+ * run on different kinds of workers: docs/PERF.md session 12) */
 #define PK_ATT_STAMP(i) do { } while (0)
 #define PK_ATT_PROFILE_REPORT() do { } while (0)
-#endif
 
 /* Bytes of one warp's shared-memory area for HB heads of dimension D. */
 __device__ __forceinline__ int pk_att_warp_bytes(int HB, int D) {

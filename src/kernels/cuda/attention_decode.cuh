@@ -49,9 +49,7 @@
 
 static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
-#ifndef PK_ATTD_MMA
 #define PK_ATTD_MMA 1 /* 0: the scalar path for every head size (PK_NVCC_DEFINES, to compare) */
-#endif
 /* The tensor-core path from this many query heads per KV head (D 64 / 128, sm_80+); below it and
  * at D 256 the scalar path. On the H200: Qwen3-8B (G 4) 6.414 -> 6.241 ms/token (session 6);
  * Qwen3-0.6B (G 2) 1.4392 -> 1.3690 with P as two bf16 parts, 1.7B 2.2003 -> 2.1414 with one
@@ -59,12 +57,8 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
  * may leave the CPU's at a near tie (they did at the 8th); what must hold is that every decode
  * step's logits agree (gpu_env.sh pk_tiny_logits_check: relative L2 6.1e-3, the argmax equal at
  * all 90 decisive positions; with P in one bf16 part one of them differed). docs/PERF.md. */
-#ifndef PK_ATTD_MMA_MIN_G
 #define PK_ATTD_MMA_MIN_G 2
-#endif
-#ifndef PK_ATTD_PLO
 #define PK_ATTD_PLO 1 /* P as two bf16 parts in the tensor cores' P·V (pk_attd_warp_blocks_mma) */
-#endif
 /* Whether instance NP may take the tensor-core path (D 64 / 128 on sm_80 and later) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && PK_ATTD_MMA
 #define PK_ATTD_USE_MMA(NP) ((NP) <= 2)
@@ -75,9 +69,7 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
  * in the next step, after every weight has streamed through L2, and at long contexts the cache
  * would otherwise push the code out (session 13, same call: Qwen3-0.6B at context 4096 1.4577 ->
  * 1.4244 ms/token; at 160 0.6B -0.5 %, 8B unchanged). 0: plain copies (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_ATTD_KV_EVICT_FIRST
 #define PK_ATTD_KV_EVICT_FIRST 1
-#endif
 /* 1: the stage copies each K / V row with one 256-byte (D 128) cp.async.bulk on an mbarrier in the
  * layout's header (2 per thread for 256 rows) instead of D / 8 16-byte cp.async each (32 per
  * thread): the issue takes the threads no time, so what follows the stage — the worker's qkv tile
@@ -97,33 +89,14 @@ static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA
 #endif
 #define PK_ATTD_BULK (PK_ATTD_BULK_ROWS && PK_DEV_HAVE_BULK)
 #define PK_ATTD_BAR_OFF 32 /* the bulk stage's mbarrier: bytes 32..39 of the header (hdr[8], hdr[9]), from L.hdr */
-#if defined(PK_ATT_DELAY_NS) && !defined(PK_ATT_DELAY_KV)
-#define PK_ATT_DELAY_KV 4 /* Qwen3-8B, 132 workers, 128 qkv tiles: tasks 0-3 ran on workers without one */
-#endif
-#ifndef PK_ATT_DECODE_STAGE
 #define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
-#endif
 
 /* K_s and V_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank
  * group (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows (the scalar path's K reads,
  * every ldmatrix of the tensor-core path). */
 __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D + 8) + d; }
 
-#ifdef PK_ATT_PROFILE /* attention.cuh's stamps: 7 = stage entry, 0 .. 5 = the phases after the wait */
-#define PK_ATTD_REPORT()                                                                         \
-    do {                                                                                         \
-        if (kv0 == PK_ATT_PROFILE_KV && threadIdx.x == 0 && pos == 200) {                        \
-            const unsigned long long *p_ = pk_att_prof;                                          \
-            printf("pk attention decode profile (us), KV head %d: stage..run %.2f phaseA %.2f "     \
-                   "warps %.2f end %.2f (PK_ATTD_TWICE: first loop %.2f)\n", kv0,                   \
-                   (p_[0] - p_[7]) / 1e3,                                                        \
-                   (p_[1] - p_[0]) / 1e3, (p_[2] - p_[0]) / 1e3, (p_[5] - p_[0]) / 1e3,               \
-                   (p_[3] - p_[1]) / 1e3);                                                           \
-        }                                                                                        \
-    } while (0)
-#else
 #define PK_ATTD_REPORT() do { } while (0)
-#endif
 
 /* Split `split` of `nsplit` (pk_dev_attention_split's blocks of 32 positions, block b in split b
  * mod nsplit): its positions <= pos are local rows r = 0 .. count - 1, r in local block r / 32 =
@@ -233,13 +206,8 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         const int j = e >> lc, c = e & (C - 1);
         const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
         const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
-#if PK_ATTD_KV_EVICT_FIRST /* the weights' evict-first policy: the rows are read again only next step */
         pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
         pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
-#else
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(k_dst + kd), "l"(k_cache + src) : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(v_dst + vd), "l"(v_cache + src) : "memory");
-#endif
     }
 #endif
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -563,9 +531,7 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
  * (G 4) pass). On the H200 (docs/PERF.md session 33, same call): the loop 2.82 -> 2.46 us
  * (-DPK_ATT_PROFILE), the attention layer's end 5.47 -> 5.16 us, Qwen3-0.6B 0.764-0.766 ->
  * 0.753-0.760 ms/token; the 1.7B and 8B the same within the rounds' spread. */
-#ifndef PK_ATTD_MMA_T
 #define PK_ATTD_MMA_T 1 /* 0: the heads as rows (pk_attd_warp_blocks_mma), to compare */
-#endif
 /* P^T into the B fragments of V^T · P^T by movmatrix (PK_ATTD_PT_MOV 1) instead of through the
  * warp's slice of red. The score fragment of 8 positions (lane: position gid, heads 2 tig, + 1),
  * packed as bf16 pairs, is an 8x8 b16 matrix in the ldmatrix layout; movmatrix .trans hands lane
@@ -577,9 +543,7 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
  * instructions. Alone: 3,830 -> 3,000 cycles. On the H200 (docs/PERF.md session 34, same call):
  * the attention layer's end 5.12 -> 4.62 us, Qwen3-0.6B -1.3 to -2.3 %, 1.7B -0.6 to -1.3 %, 8B
  * -0.5 %. 0: through red. */
-#ifndef PK_ATTD_PT_MOV
 #define PK_ATTD_PT_MOV 1
-#endif
 /* The softmax in base 2 (PK_ATTD_EXP2 1): scores scaled by log2(e) / sqrt(D), ex2.approx for each
  * exponential (one MUFU instead of expf's range reduction); m goes out in base e for the fold.
  * With PK_ATTD_SCORE_SPLIT 1, the scores' products as 4 chains of 4 (the two halves of D summed
@@ -587,16 +551,10 @@ __device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b,
  * the bits within the tolerance (pk-tiny's gate 6.17e-03 / 6.12e-03). Same call (session 34):
  * Qwen3-0.6B 0.740-0.747 -> 0.740-0.742 ms/token, 1.7B 1.426-1.427 -> 1.415-1.425. 0: expf, one
  * chain per 16 positions. */
-#ifndef PK_ATTD_EXP2
 #define PK_ATTD_EXP2 1
-#endif
-#ifndef PK_ATTD_SCORE_SPLIT
 #define PK_ATTD_SCORE_SPLIT 1
-#endif
 /* bench/attd_loop.cu's clock stamps inside the loop (phase i done once v is known); nothing here */
-#ifndef PK_ATTD_LOOP_STAMP
 #define PK_ATTD_LOOP_STAMP(i, v) ((void)0)
-#endif
 /* movmatrix .trans: the transpose of the 8x8 b16 matrix whose row gid, columns 2 tig, + 1 this lane
  * holds, in the same layout. */
 __device__ __forceinline__ uint32_t pk_attd_movt(uint32_t a) {
@@ -838,17 +796,8 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     const bool mma = can_mma && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
     if (!mma && !can_scalar) __trap(); /* GC != G or D != 64 · NP: the generated code's arguments */
     const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
-#ifdef PK_ATT_DELAY_NS /* diagnostics: the tasks of KV heads < PK_ATT_DELAY_KV start this much later
-                        * (is a task slow for its worker, or for when it runs? docs/PERF.md) */
-    if (kv0 < PK_ATT_DELAY_KV) {
-        if (threadIdx.x == 0) {
-            const unsigned long long t0_ = pk_dev_globaltimer();
-            while (pk_dev_globaltimer() - t0_ < (unsigned long long)(PK_ATT_DELAY_NS)) {
-            }
-        }
-        pk_cta_sync();
-    }
-#endif
+/* diagnostics: the tasks of KV heads < PK_ATT_DELAY_KV start this much later
+ * (is a task slow for its worker, or for when it runs? docs/PERF.md) */
     if (late) pk_dev_dep_wait_staged();
     PK_ATT_STAMP(0);
 
@@ -931,11 +880,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
 #endif
     PK_ATT_STAMP(1);
 
-#ifdef PK_ATTD_TWICE /* diagnostics: the block loop once more before the real one (stamp 3 between) */
-    constexpr int passes = 2;
-#else
     constexpr int passes = 1;
-#endif
     for (int pass = 0; pass < passes; pass++) {
         if (pass == 1) PK_ATT_STAMP(3);
         if constexpr (can_mma)

@@ -51,9 +51,7 @@ enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
  * (docs/PERF.md, session 4): harness gate_up 3529 -> 3687 GB/s, down 3150 -> 3284, lm_head 4084
  * -> 4268, qkv 2606 -> 2522; Qwen3-8B 6.381 -> 6.276 ms/token, 0.6B unchanged (its K is 1024
  * but o_proj / down). 0: K > 1024 takes 2 columns, 8 loads ahead (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_LIN_WIDE
 #define PK_LIN_WIDE 1
-#endif
 
 typedef struct pk_lin_args {
     const pk_bf16 *x; /* [n_tok, K] ([n_tok, 2K] gate then up for silu_mul), row stride x_stride */
@@ -103,9 +101,7 @@ __device__ __forceinline__ uint4 pk_lin_x8(const pk_lin_args &a, int t, int k) {
  * shared-memory store of an earlier one (a down_proj task's 12 KB of gate / up, K 3072, are 1.5
  * chunks per thread). 1 (one chunk at a time, as before) is the default: 2 measured slower on the
  * H200 (session 10, same call: Qwen3-0.6B 1.1488 -> 1.1814 ms/token, 8B 5.0279 -> 5.1001). */
-#ifndef PK_LIN_STAGE_BATCH
 #define PK_LIN_STAGE_BATCH 1 /* 2: two chunks' loads at once (PK_NVCC_DEFINES, to compare) */
-#endif
 template <int XN>
 __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nrows, int k0, int kc,
                                     int ldx, const float *scale_s, pk_bf16 *xs) {
@@ -168,12 +164,7 @@ __device__ inline void pk_lin_stage(const pk_lin_args &a, int t0, int nt, int nr
 }
 
 /* -DPK_LIN_PROFILE: when x was staged (%globaltimer, thread 0), for pk_lin_rows_staged1's profile. */
-#ifdef PK_LIN_PROFILE
-__shared__ unsigned long long pk_lin_prof_x;
-#define PK_LIN_STAMP_X() do { if (threadIdx.x == 0) pk_lin_prof_x = pk_dev_globaltimer(); } while (0)
-#else
 #define PK_LIN_STAMP_X() do { } while (0)
-#endif
 /* One row (a decode step): the row scale (RMSNORM) and xs[0 .. K) as pk_dev_rms_scales then
  * pk_lin_stage build them, the same bits, from one read of x: each thread keeps its chunks (and
  * the norm weights', loaded alongside) in registers across the scale's barriers instead of
@@ -191,9 +182,7 @@ __shared__ unsigned long long pk_lin_prof_x;
 #define PK_LIN_RMS_CHUNKS 4
 #endif
 #endif
-#ifndef PK_LIN_ONE_READ
 #define PK_LIN_ONE_READ 1 /* 0: always the two passes (PK_NVCC_DEFINES, to compare) */
-#endif
 template <int XN>
 __device__ inline void pk_lin_stage1(const pk_lin_args &a, float *scale_s, float *red_s, pk_bf16 *xs) {
     const int K = a.K;
@@ -336,64 +325,7 @@ __device__ __forceinline__ void pk_lin_accum(const pk_bf16 *xs, int ldx, const p
  * global memory, 1 pk_lin_rows from a staged tile, 2 pk_lin_rows_async (scale and x staged
  * together under "stage": pk_lin_stage1). With -DPK_LIN_TWICE as well, pk_lin_rows runs its rounds
  * twice (the same stores again) and [7] times the first pass: cold code and data against warm. */
-#ifdef PK_LIN_PROFILE
-#define PK_LIN_PROFILE_N 20000ull
-__device__ unsigned long long pk_lin_prof[3][3][8];
-__shared__ unsigned long long pk_lin_prof_tw, pk_lin_prof_t0, pk_lin_prof_mid;
-#define PK_LIN_STAMP(i) const unsigned long long pk_ts##i = threadIdx.x == 0 ? pk_dev_globaltimer() : 0ull
-template <int XN>
-__device__ void pk_lin_prof_add(int path, unsigned long long t0, unsigned long long t1, unsigned long long t2,
-                                unsigned long long t3, unsigned long long t4) {
-    if (threadIdx.x != 0) return;
-    unsigned long long *p = pk_lin_prof[path][XN];
-    const unsigned long long d[6] = {pk_lin_prof_t0 - pk_lin_prof_tw, t0 - pk_lin_prof_t0, t1 - t0, t2 - t1, t3 - t2,
-                                     t4 - t3};
-    for (int i = 0; i < 6; i++) atomicAdd(p + 1 + i, d[i]);
-#ifdef PK_LIN_TWICE
-    if (path < 2) atomicAdd(p + 7, pk_lin_prof_mid - t2); /* pk_lin_rows: its first pass of the rounds */
-#endif
-    if (atomicAdd(p, 1ull) + 1 == PK_LIN_PROFILE_N) {
-        const double n = (double)PK_LIN_PROFILE_N;
-#ifdef PK_LIN_TWICE
-        if (path < 2) printf("pk linear profile XN %d (%s): the rounds' first pass %.2f us of both\n", XN,
-                             path == 1 ? "staged" : "global", p[7] / n / 1e3);
-#endif
-        printf("pk linear profile XN %d (%s, us, mean of %llu): copy wait %.2f dispatch %.2f scale %.2f stage %.2f "
-               "rounds %.2f barrier %.2f\n",
-               XN, path == 2 ? "async" : path == 1 ? "staged" : "global", PK_LIN_PROFILE_N, p[1] / n / 1e3,
-               p[2] / n / 1e3, p[3] / n / 1e3, p[4] / n / 1e3, p[5] / n / 1e3, p[6] / n / 1e3);
-    }
-}
-/* pk_lin_rows_staged1 (the staged fast path: the small models' qkv, o_proj, gate_up) from the
- * event seen (pk_lin_prof_seen: pk_dep_seen for a task that waited itself, else the runtime's
- * pk_lin_prof_t0): [0] -> entry (the wait's barrier, the call), [1] x (+ acc) and the norm weights
- * read, the sum of squares and its two barriers, [2] xs built and its barrier, [3] the sums and
- * the stores, [4] the last barrier. Means over PK_LIN_PROFILE_N tasks of each (XN, rows per warp)
- * after the first PK_LIN_PROFILE_N (cold steps), [3] by XN, [4] R 1, 2, 4, 6 by its index. Where x
- * is not read once (a plain x: pk_lin_stage alone; an rmsnorm's two passes) the stamp between [1]
- * and [2] is taken after the whole stage: [1] then holds it and [2] is ~0. */
-__device__ unsigned long long pk_lin_prof_sf[3][4][8];
-__shared__ unsigned long long pk_lin_prof_seen;
-template <int XN, int R>
-__device__ void pk_lin_prof_add_sf(unsigned long long t0, unsigned long long t2, unsigned long long t3,
-                                   unsigned long long t4) {
-    if (threadIdx.x != 0) return;
-    const int ri = R == 1 ? 0 : R == 2 ? 1 : R == 4 ? 2 : 3;
-    unsigned long long *p = pk_lin_prof_sf[XN][ri];
-    if (atomicAdd(p, 1ull) < PK_LIN_PROFILE_N) return; /* the cold steps */
-    const unsigned long long d[5] = {t0 - pk_lin_prof_seen, pk_lin_prof_x - t0, t2 - pk_lin_prof_x, t3 - t2, t4 - t3};
-    for (int i = 0; i < 5; i++) atomicAdd(p + 1 + i, d[i]);
-    if (atomicAdd(p + 7, 1ull) + 1 == PK_LIN_PROFILE_N) {
-        const double n = (double)PK_LIN_PROFILE_N * 1e3;
-        printf("pk linear profile staged-fast XN %d R %d (us, mean of %llu after as many): seen->entry %.2f "
-               "x+norm read & sum %.2f xs built %.2f sums+stores %.2f barrier %.2f total %.2f\n",
-               XN, R, PK_LIN_PROFILE_N, p[1] / n, p[2] / n, p[3] / n, p[4] / n, p[5] / n,
-               (p[1] + p[2] + p[3] + p[4] + p[5]) / n);
-    }
-}
-#else
 #define PK_LIN_STAMP(i) do { } while (0)
-#endif
 
 /* One block of nt <= NT rows starting at row t0: steps 1-4 of the header. Whole CTA. */
 template <int XN, int NT, int CW, int U>
@@ -430,10 +362,6 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
         pk_cta_sync();
     }
     PK_LIN_STAMP(2);
-#ifdef PK_LIN_TWICE /* diagnostics: the rounds twice (the same stores again), the first pass timed apart */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && threadIdx.x == 0) pk_lin_prof_mid = pk_dev_globaltimer();
-#endif
     for (int round = 0; round < rounds; round++) {
         const int cg = round * G + grp, j0 = cg * CW;
         const bool active = cg < ngroups;
@@ -502,16 +430,8 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
             a.out[(t0 + rw) * a.out_stride + jw] = pk_dev_f32_to_bf16(y);
         }
     }
-#ifdef PK_LIN_TWICE
-    }
-#endif
     PK_LIN_STAMP(3);
     pk_cta_sync(); /* xs and scale_s are free for the next block */
-#ifdef PK_LIN_PROFILE
-    PK_LIN_STAMP(4);
-    if (NT == 1 && nt == 1)
-        pk_lin_prof_add<XN>(a.wst && a.wst_rows >= a.ncols ? 1 : 0, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
-#endif
 }
 
 
@@ -531,31 +451,20 @@ __device__ inline void pk_lin_rows(const pk_lin_args &a, int t0, int nt, char *s
  * shared-memory latencies) made the 0.6B's 8-row tiles 0.8-1.5 us slower than pk_lin_rows, 8
  * ahead makes them 0.3-0.6 us faster (4 ahead a little more: PK_LIN_SF_U1). Ends with a barrier
  * (xs is free). */
-#ifndef PK_LIN_STAGED_FAST /* 0: pk_lin_rows for every staged tile (PK_NVCC_DEFINES, to compare) */
+/* 0: pk_lin_rows for every staged tile (PK_NVCC_DEFINES, to compare) */
 #define PK_LIN_STAGED_FAST (PK_LIN_WST_LDS ? 2 : 0) /* where codegen.c's stages_whole holds */
-#endif
 #define PK_LIN_SF_R 6
-#ifndef PK_LIN_SF_U
 #define PK_LIN_SF_U 2 /* chunks ahead for tiles of > 16 rows */
-#endif
-#ifndef PK_LIN_SF_U1
 /* chunks ahead for tiles of <= 8 rows (1 row per warp). Session 28, same call, Qwen3-0.6B (o_proj and
  * down): 8 0.8432 / 0.8461 / 0.8415 ms/token, 16 0.8411 / 0.8416 / 0.8441, 4 0.8369 / 0.8374 / 0.8349;
  * the unroll does not change the sums' order (docs/PERF.md, session 29). */
 #define PK_LIN_SF_U1 4
-#endif
-#ifndef PK_LIN_SF_U2
 #define PK_LIN_SF_U2 8 /* chunks ahead for tiles of 9-16 rows (2 rows per warp: the 1.7B's o_proj) */
-#endif
-#ifndef PK_LIN_SF_R4
 #define PK_LIN_SF_R4 0 /* 1: tiles of 17-32 rows take 4 rows per warp (an instance of their own) */
-#endif
-#ifndef PK_LIN_SF_ONE_READ
 /* 1: x read once (pk_lin_stage1, PK_LIN_RMS_CHUNKS 1 here). Session 28, same call, on the build that
  * does not spill: Qwen3-0.6B 0.8527 / 0.8584 / 0.8532 -> 0.8481 / 0.8397 / 0.8392 ms/token, 1.7B
  * 1.4729 / 1.4828 / 1.4736 -> 1.4604 / 1.4531 / 1.4590. 0: the two passes (PK_NVCC_DEFINES). */
 #define PK_LIN_SF_ONE_READ 1
-#endif
 /* Which staged fast path a tile takes, by the rows per warp: PK_LIN_SF_R (2 chunks ahead: > 16 rows,
  * the 0.6B's qkv and gate_up), 2 (9-16 rows, 8 chunks ahead: the 1.7B's o_proj, K 2048, lost 0.5 us
  * per layer with 6 rows and 2 chunks ahead, call 2), 1 (<= 8 rows, PK_LIN_SF_U1 ahead, with
@@ -630,10 +539,6 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
     }
     PK_LIN_STAMP(3);
     pk_cta_sync(); /* xs and scale_s are free for the next task */
-#ifdef PK_LIN_PROFILE
-    PK_LIN_STAMP(4);
-    pk_lin_prof_add_sf<XN, R>(pk_ts0, pk_ts2, pk_ts3, pk_ts4);
-#endif
 }
 
 /* ---- decode rows from global memory with their loads kept in flight (PK_LIN_ASYNC) ------------
@@ -653,25 +558,19 @@ __device__ inline void pk_lin_rows_staged1(const pk_lin_args &a, char *smem) {
  * Shared memory: linear's header, xs [K] bf16, then the rings at pk_lin_async_off(K):
  * [WARPS][NS][CW][32 lanes] 16-byte entries. The first NS - 1 stages are issued before the row
  * scales and xs are built (the weights do not depend on x). */
-#ifndef PK_LIN_ASYNC
 #define PK_LIN_ASYNC 1 /* 0: decode rows always take pk_lin_rows (PK_NVCC_DEFINES, to compare) */
-#endif
 /* Stages per lane; 4-row groups: 2 KB per warp and stage, 192 KB per CTA at 12 (with xs [K]
  * bf16 it fits the static launch's 226 KB up to K 14336, Llama-3-8B's down_proj; a tile whose
  * rings do not fit takes pk_lin_rows). 12 against 8: Qwen3-8B 5.0389 -> 4.9959 ms/token with the
  * launch's shared memory raised to fit them (session 11; 10 at 192 KB: 5.0464). */
-#ifndef PK_LIN_ASYNC_STAGES
 #define PK_LIN_ASYNC_STAGES 12
-#endif
 /* Tiles of 16-31 columns (the Qwen3-1.7B's down_proj: 16 rows [6144], 196 KB per task) have
  * fewer 4-row groups than warps: they take 2-row groups, with twice the stages so the rings keep
  * the same bytes in flight (192 KB at 24). Without it such tiles took pk_lin_rows from global
  * memory, nothing issued before the wait (1.7B down: 10.4 us per task, 19 GB/s per SM; session
  * 20). The sums are pk_lin_rows<1, 2, 8>'s, which takes those tiles otherwise: the same bits.
  * 0: off (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_LIN_ASYNC_CW2
 #define PK_LIN_ASYNC_CW2 1
-#endif
 #define PK_LIN_ASYNC_STAGES2 (2 * PK_LIN_ASYNC_STAGES)
 /* The group width the async path takes for a tile of ncols (4, or 2 below 32 columns). */
 __device__ __forceinline__ int pk_lin_async_cw(int ncols) {
@@ -686,15 +585,9 @@ __device__ __forceinline__ int pk_lin_async_cw(int ncols) {
  * 0: a plain cp.async.cg (PK_NVCC_DEFINES, to compare). In session 8 the policy raised "illegal
  * instruction" in these rings on the H200; since then the by-reference pk_lin_args fixed other
  * wrong results of that time (docs/PERF.md, "B"), and it runs. */
-#ifndef PK_LIN_ASYNC_HINT
 #define PK_LIN_ASYNC_HINT 1
-#endif
 __device__ __forceinline__ void pk_lin_cp_async(uint32_t dst, const void *src) {
-#if PK_LIN_ASYNC_HINT
     pk_dev_cp_async_w16(dst, src);
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#endif
 }
 
 __device__ __forceinline__ int pk_lin_async_off(int K) { return (PK_LIN_HDR + 2 * K + 127) / 128 * 128; }
@@ -950,10 +843,6 @@ __device__ inline void pk_lin_rows_async(const pk_lin_args &a, char *smem) {
     PK_LIN_STAMP(3);
     asm volatile("cp.async.wait_all;" ::: "memory");
     pk_cta_sync(); /* xs, scale_s and the rings are free for the next task */
-#ifdef PK_LIN_PROFILE
-    PK_LIN_STAMP(4);
-    pk_lin_prof_add<XN>(2, pk_ts0, pk_ts1, pk_ts2, pk_ts3, pk_ts4);
-#endif
 }
 
 /* ---- decode rows (n_tok == 1) in pages: the weight ring's order --------------------------------
@@ -1085,9 +974,7 @@ __device__ inline void pk_lin_paged(const pk_lin_args &a, char *smem, const char
  * layer slowed, and even inlined, the extra path in the same call-through slowed the untouched
  * LM head by ~20 %. Right where checked (cuda_e2e, pk-tiny's decode logits, Qwen3-8B teacher
  * forcing with one-row steps); docs/PERF.md "Session 9" and "Session 14" say what to try. */
-#ifndef PK_LIN_CLAIM
 #define PK_LIN_CLAIM 0 /* 1: claim mode where the code generator allows it (PK_NVCC_DEFINES) */
-#endif
 #define PK_WST_CLAIM (-3) /* wst_rows: claim mode's first stages were issued before the wait */
 #define PK_LIN_CL_RING (PK_LIN_ASYNC_STAGES > 8 ? PK_LIN_ASYNC_STAGES : 8) /* claimed groups a warp holds */
 static_assert(PK_LIN_ASYNC_STAGES <= PK_LIN_CL_RING, "a warp holds up to NS claimed groups");
@@ -1274,15 +1161,9 @@ __device__ __forceinline__ void pk_lin_rows_async_any(const pk_lin_args &a, char
 template <int XN>
 __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem, const pk_lin_claim &claim) {
     pk_lin_args a = a_in;
-#ifdef PK_LIN_PROFILE
-    if (threadIdx.x == 0) pk_lin_prof_seen = pk_lin_prof_t0;
-#endif
     if (a.wst_rows > 0 && (a.wst_rows & PK_STAGED_LATE)) { /* a staged tile: its waits were left to us */
         a.wst_rows &= ~PK_STAGED_LATE;
         pk_dev_dep_wait_staged();
-#ifdef PK_LIN_PROFILE
-        if (threadIdx.x == 0) pk_lin_prof_seen = pk_dep_seen;
-#endif
     }
     if (pk_lin_claim_take(a, claim)) {
         if (a.wst_rows == PK_WST_CLAIM)

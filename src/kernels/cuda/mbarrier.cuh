@@ -102,16 +102,9 @@ __device__ __forceinline__ void pk_dev_mbar_wait(uint32_t bar, uint32_t parity) 
 __device__ __forceinline__ void pk_dev_bulk_copy_w(uint32_t dst, const void *src, uint32_t bytes,
                                                    uint32_t bar, uint64_t policy) {
 #if PK_DEV_HAVE_BULK
-#if PK_WEIGHT_EVICT_FIRST
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%0], [%1], %2, [%3], %4;" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
                  : "memory");
-#else
-    (void)policy;
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-#endif
 #endif
 }
 

@@ -40,21 +40,8 @@ static_assert(PK_CUDA_THREADS % 32 == 0 && (PK_DEV_WARPS & (PK_DEV_WARPS - 1)) =
  * runs task code, so every barrier of task code counts the PK_CUDA_THREADS task threads alone
  * (named barrier 1, bar.sync's memory ordering among them as __syncthreads'); without it, and in
  * every CTA of PK_CUDA_THREADS, it is __syncthreads. pk_cta_sync_or: __syncthreads_or's. */
-#if PK_WRING_PRODUCER
-__device__ __forceinline__ void pk_cta_sync(void) { asm volatile("bar.sync 1, %0;" ::"n"(PK_CUDA_THREADS) : "memory"); }
-__device__ __forceinline__ int pk_cta_sync_or(int pred) {
-    uint32_t r;
-    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.s32 p, %1, 0;\n\t"
-                 "bar.red.or.pred q, 1, %2, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
-                 : "=r"(r)
-                 : "r"(pred), "n"(PK_CUDA_THREADS)
-                 : "memory");
-    return (int)r;
-}
-#else
 __device__ __forceinline__ void pk_cta_sync(void) { __syncthreads(); }
 __device__ __forceinline__ int pk_cta_sync_or(int pred) { return __syncthreads_or(pred); }
-#endif
 
 /* Row r of a (possibly fused) weight: the same arithmetic as pk_rows_get. */
 __device__ inline const pk_bf16 *pk_dev_rows_get(const pk_rows *w, uint32_t r) {
@@ -130,12 +117,8 @@ __device__ __forceinline__ unsigned long long pk_dev_globaltimer(void) {
  * many SMs keeps that L2 slice busy for everyone else's loads. The sleep starts at
  * PK_SPIN_SLEEP_NS and doubles up to PK_SPIN_SLEEP_MAX_NS (equal: a fixed period). The runtime's
  * pk_wait_event (sync.cuh) and the deferred wait below (pk_dev_dep_wait) use it. */
-#ifndef PK_SPIN_SLEEP_NS
 #define PK_SPIN_SLEEP_NS 32
-#endif
-#ifndef PK_SPIN_SLEEP_MAX_NS
 #define PK_SPIN_SLEEP_MAX_NS PK_SPIN_SLEEP_NS
-#endif
 __device__ __forceinline__ unsigned long long pk_dev_ld_acquire_u64(const unsigned long long *p) {
     unsigned long long v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -203,12 +186,8 @@ __device__ __forceinline__ int32_t pk_dev_ldcg_i32(const int32_t *p) {
  * weight bytes than the L2 holds, so keeping them only pushes out what is read again soon — the
  * KV cache, the activations and the persistent kernel's own instructions, which each task kind
  * fetches again after the others ran. */
-#ifndef PK_WEIGHT_LOAD_HINT
 #define PK_WEIGHT_LOAD_HINT 1 /* 0: plain __ldg (PK_NVCC_DEFINES, to compare) */
-#endif
-#ifndef PK_WEIGHT_EVICT_FIRST
 #define PK_WEIGHT_EVICT_FIRST 1 /* 0: the L2's default eviction for weights (PK_NVCC_DEFINES) */
-#endif
 /* The L2 cache policy of weight loads (createpolicy: evict first, every line). */
 __device__ __forceinline__ uint64_t pk_dev_weight_policy(void) {
     uint64_t pol;
@@ -218,15 +197,9 @@ __device__ __forceinline__ uint64_t pk_dev_weight_policy(void) {
 __device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
 #if __CUDA_ARCH__ >= 800 && PK_WEIGHT_LOAD_HINT
     uint4 v;
-#if PK_WEIGHT_EVICT_FIRST
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p), "l"(pk_dev_weight_policy()));
-#else
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-#endif
     return v;
 #else
     return __ldg((const uint4 *)p);
@@ -261,13 +234,9 @@ __device__ __forceinline__ uint4 pk_dev_ldn16(const void *p) {
 }
 /* cp.async of 16 weight bytes to shared memory, with the weight loads' L2 policy. */
 __device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *src) {
-#if PK_WEIGHT_EVICT_FIRST
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
                  "l"(pk_dev_weight_policy())
                  : "memory");
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#endif
 }
 /* Copies `bytes` (a multiple of 16) from src into shared memory at smem + off with 16-byte
  * cp.async copies (the weight loads' L2 policy), one commit group: the runtime's tile staging

@@ -67,14 +67,9 @@ typedef struct pk_wring_ent {
 /* The ring's state, at the start of the ring area (shared memory). */
 typedef struct pk_wring {
     uint64_t full[PK_WRING_SLOTS];     /* mbarriers */
-#if PK_WRING_PRODUCES
-    uint64_t empty[PK_WRING_SLOTS];    /* mbarriers, count 1: the slot's page was read (its reader's lane 0) */
-    volatile uint32_t stop;            /* set by thread 0 when the run ends: the producer quiesces */
-#else
     uint32_t cur_seg[PK_WRING_SLOTS];  /* the page the slot holds or receives: segment, */
     uint32_t cur_page[PK_WRING_SLOTS]; /* page within it, */
     uint32_t cur_np[PK_WRING_SLOTS];   /* the segment's pages */
-#endif
     uint64_t policy;                   /* the weight loads' L2 policy */
     char *slot0;                       /* slot 0 (generic pointer to shared memory); slot s at + s · slot bytes */
     uint32_t nseg;
@@ -139,11 +134,6 @@ __device__ __forceinline__ void pk_wring_page(uint32_t bytes, uint32_t row_bytes
 __device__ __forceinline__ uint32_t pk_wring_bar(const pk_wring *r, uint32_t s) {
     return (uint32_t)__cvta_generic_to_shared(&r->full[s]);
 }
-#if PK_WRING_PRODUCES
-__device__ __forceinline__ uint32_t pk_wring_empty_bar(const pk_wring *r, uint32_t s) {
-    return (uint32_t)__cvta_generic_to_shared(&r->empty[s]);
-}
-#endif
 
 /* Fills slot s with page `page` of segment `seg` (one thread). */
 __device__ __forceinline__ void pk_wring_fill_page(pk_wring *r, uint32_t s, uint32_t seg, uint32_t page) {
@@ -162,7 +152,6 @@ __device__ __forceinline__ uint32_t pk_wring_seg_pages(const pk_wring *r, uint32
     return pk_wring_npages(pk_wring_ent_bytes(e), pk_wring_ent_row_bytes(e));
 }
 
-#if !PK_WRING_PRODUCES
 /* Lane 0 of the slot's owner: fills slot s with the page its cursor names. */
 __device__ __forceinline__ void pk_wring_fill(pk_wring *r, uint32_t s) {
     pk_wring_fill_page(r, s, r->cur_seg[s], r->cur_page[s]);
@@ -180,7 +169,6 @@ __device__ __forceinline__ void pk_wring_advance(pk_wring *r, uint32_t s, uint32
     r->cur_page[s] = page;
     r->cur_np[s] = np;
 }
-#endif
 
 /* Thread 0, once per launch, after it wrote the segment table (segs[0 .. nseg)): barriers,
  * cursors (slot s at stream page s) and the first fills. */
@@ -191,15 +179,6 @@ __device__ inline void pk_wring_start(pk_wring *r, uint32_t nseg, char *slot0) {
     r->slot0 = slot0;
     r->policy = pk_dev_weight_policy();
     if (nseg == 0) return;
-#if PK_WRING_PRODUCES /* the producer issues every fill (pk_wring_produce) */
-    r->stop = 0;
-    for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
-        pk_dev_mbar_init(pk_wring_bar(r, s), 1);
-        pk_dev_mbar_init(pk_wring_empty_bar(r, s), 1);
-    }
-    pk_dev_mbar_init_fence();
-    pk_dev_fence_proxy_async_smem();
-#else
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
         pk_dev_mbar_init(pk_wring_bar(r, s), 1);
         r->cur_seg[s] = 0;
@@ -210,7 +189,6 @@ __device__ inline void pk_wring_start(pk_wring *r, uint32_t nseg, char *slot0) {
     pk_dev_mbar_init_fence();
     pk_dev_fence_proxy_async_smem();
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) pk_wring_fill(r, s);
-#endif
 }
 
 /* The warp that reads stream page p (and refills its slot). */
@@ -228,12 +206,8 @@ __device__ __forceinline__ const char *pk_wring_wait(const pk_wring *r, uint32_t
 __device__ __forceinline__ void pk_wring_release(pk_wring *r, uint32_t p) {
     if (threadIdx.x % 32 != 0) return;
     const uint32_t s = p % PK_WRING_SLOTS;
-#if PK_WRING_PRODUCES /* the slot is free: the producer refills it */
-    pk_dev_mbar_arrive(pk_wring_empty_bar(r, s));
-#else
     pk_wring_advance(r, s, PK_WRING_SLOTS);
     pk_wring_fill(r, s);
-#endif
 }
 
 /* Every thread: consumes n pages from stream page p on without reading them (each warp its own). */
@@ -246,49 +220,6 @@ __device__ inline void pk_wring_drain(pk_wring *r, uint32_t p, uint32_t n) {
     }
 }
 
-#if PK_WRING_PRODUCES
-/* Thread 0, at the end of a run, after a barrier: tells the producer to stop (it waits for its own
- * fills in flight before it returns). */
-__device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
-    (void)p;
-    r->stop = 1;
-}
-
-/* The producer (lane 0 of the worker's ninth warp), from the launch to the end of the run: stream
- * page p goes to slot p mod N once the page before it in that slot, p - N, was read (empty[s]'s
- * phase (p / N) - 1), with at most PK_WRING_PACE pages landing at once (it waits for page
- * p - PACE's full phase before issuing p: a deeper queue of copies makes every L2 round trip of
- * the hand-offs wait behind it, bench/comm_handoff.cu). The cursor (segment, page) lives in
- * registers, the segment table in shared memory. When thread 0 sets stop, the producer waits for
- * the fills it issued (each slot's newest page) and returns. */
-__device__ inline void pk_wring_produce(pk_wring *r) {
-    uint32_t seg = 0, page = 0, np = pk_wring_seg_pages(r, 0), landed = 0;
-    uint32_t p = 0;
-    for (;; p++) {
-        const uint32_t s = p % PK_WRING_SLOTS;
-        if (p >= PK_WRING_SLOTS) {
-            const uint32_t bar = pk_wring_empty_bar(r, s), parity = (p / PK_WRING_SLOTS - 1u) & 1u;
-            bool stop = false;
-            while (!pk_dev_mbar_test(bar, parity))
-                if ((stop = r->stop != 0)) break;
-            if (stop) break;
-        }
-        for (; p - landed >= PK_WRING_PACE; landed++)
-            pk_dev_mbar_wait(pk_wring_bar(r, landed % PK_WRING_SLOTS), (landed / PK_WRING_SLOTS) & 1u);
-        pk_wring_fill_page(r, s, seg, page);
-        if (++page == np) {
-            seg = seg + 1 == r->nseg ? 0 : seg + 1;
-            page = 0;
-            np = pk_wring_seg_pages(r, seg);
-        }
-    }
-    for (uint32_t q = p > PK_WRING_SLOTS ? p - PK_WRING_SLOTS : 0; q < p; q++) pk_wring_wait(r, q);
-    for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) {
-        pk_dev_mbar_inval(pk_wring_bar(r, s));
-        pk_dev_mbar_inval(pk_wring_empty_bar(r, s));
-    }
-}
-#else
 /* Thread 0, at the end of a run, after a barrier: waits for the N fills in flight from stream
  * page p (the next one to consume) on. */
 __device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
@@ -296,6 +227,5 @@ __device__ inline void pk_wring_quiesce(pk_wring *r, uint32_t p) {
     for (uint32_t q = 0; q < PK_WRING_SLOTS; q++) pk_wring_wait(r, p + q);
     for (uint32_t s = 0; s < PK_WRING_SLOTS; s++) pk_dev_mbar_inval(pk_wring_bar(r, s));
 }
-#endif
 
 #endif /* PK_CUDA_WEIGHT_RING_CUH */

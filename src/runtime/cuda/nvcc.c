@@ -318,12 +318,6 @@ pk_status pk_cuda_build(pk_kernel *k, const pk_strbuf *cu, const char *arch, con
 
     /* a host built with the weight ring (its attention split rule planned for it) gets device code
      * with it (weight_ring_layout.h) */
-#if PK_WRING
-    flags[nf++] = "-DPK_WRING=1";
-#endif
-#if PK_WRING_PRODUCER
-    flags[nf++] = "-DPK_WRING_PRODUCER=1";
-#endif
 
     /* PK_NVCC_DEFINES="-DNAME=VALUE ...": tuning macros of the device code (docs/PERF.md), at most 8,
      * each -D followed by [A-Za-z0-9_=]; part of the cache key like every flag. */

@@ -19,9 +19,7 @@
  * every task's path after the dependency wait (~1.6 us of "dispatch" per staged Qwen3-0.6B task,
  * docs/PERF.md "Session 10"). Larger tables (> 32 KB) stay in global memory, as with
  * PK_CBUF=0 (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_CBUF
 #define PK_CBUF 1
-#endif
 #if PK_CBUF && PK_GEN_NUM_BUFFERS <= 4096
 #define PK_GEN_CBUF 1
 __constant__ void *pk_gen_cbuf[PK_GEN_NUM_BUFFERS];
@@ -74,9 +72,7 @@ typedef struct pk_gen_task {
 /* RMSNORM_SWIGLU_DOWN where its tile streams (not staged whole): PK_MLP_DOWN_STREAM 1 copies the
  * column block into shared memory in double-buffered chunks after the GEMV (mlp_fused.cuh's
  * pk_dev_mlp_down_stream), 0 reads it with each thread's global loads (session 30's code). */
-#ifndef PK_MLP_DOWN_STREAM
 #define PK_MLP_DOWN_STREAM 1
-#endif
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
@@ -122,15 +118,7 @@ __device__ __noinline__ void pk_gen_call_rmsnorm(const pk_bf16 *x, int64_t x_str
 }
 /* The linear kinds take the rows of their tile staged in shared memory (wst, wst_rows; 0: none). */
 /* claim: the layer's claim mode (kernels/cuda/linear.cuh; n_total 0: tile mode). */
-#if PK_GEN_FALLBACK_KERNELS
-#define PK_GEN_WST
-struct pk_lin_claim { /* linear.cuh's, unused by the placeholder kernels */
-    unsigned long long *ctr;
-    int n_first, n_total;
-};
-#else
 #define PK_GEN_WST , wst, wst_rows, claim
-#endif
 /* The GEMV call-throughs are templates on KT = PK_GEN_K(K) (codegen.c): one instance per input
  * size K up to PK_LIN_SPECIALISE_K_MAX, each called only by the layers of that K, so nvcc
  * specialises it to their shapes (constant loop bounds and strides); larger K share the KT = 0
@@ -138,9 +126,7 @@ struct pk_lin_claim { /* linear.cuh's, unused by the placeholder kernels */
  * single instance called with two K (Qwen3-0.6B's o_proj 2048 and down_proj 3072) made the o_proj
  * task 0.75 us slower; specialised at K 4096 and 12288 the Qwen3-8B was 1.5 % slower
  * (docs/PERF.md, session 12). */
-#ifndef PK_LIN_SPECIALISE_K_MAX
 #define PK_LIN_SPECIALISE_K_MAX 2048
-#endif
 #define PK_GEN_K(k) ((k) <= PK_LIN_SPECIALISE_K_MAX ? (k) : 0)
 template <int KT>
 __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg, const pk_rows *w,
@@ -171,12 +157,7 @@ __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_
  * shared memory right above the tile; otherwise gu is the scratch tile in global memory and
  * act_s lies at smem (the GEMV is done with the kernels' area by then). */
 __device__ __forceinline__ int pk_gen_mlp_staged(int wst_rows, int n_tok, int tile_rows) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)wst_rows, (void)n_tok, (void)tile_rows;
-    return 0;
-#else
     return n_tok == 1 && wst_rows > 0 && (wst_rows & ~PK_STAGED_LATE) >= tile_rows;
-#endif
 }
 __device__ __forceinline__ pk_bf16 *pk_gen_mlp_gu(pk_bf16 *scratch, const pk_bf16 *wst, int wst_rows, int n_tok,
                                                   int tile_rows, int K) {
@@ -190,10 +171,6 @@ __device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_
                                                  const pk_rows *w, int r0, int tile_rows, int N, int64_t *acc,
                                                  int64_t acc_stride, char *smem, uint32_t smem_bytes,
                                                  const pk_bf16 *wst, int wst_rows) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)tile_rows, (void)wst, (void)wst_rows, (void)smem_bytes;
-    pk_dev_mlp_down_add(gu, gu_stride, n_tok, ib, pk_fb_row(w, (uint32_t)r0), N, acc, acc_stride, smem);
-#else
     const bool staged = pk_gen_mlp_staged(wst_rows, n_tok, tile_rows);
     const pk_bf16 *wd = staged ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
     if (PK_MLP_DOWN_STREAM && !staged && n_tok == 1 && pk_dev_mlp_down_stream(gu, ib, wd, N, acc, smem, smem_bytes))
@@ -201,7 +178,6 @@ __device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_
     float *act_s = staged ? (float *)(smem + (((uintptr_t)(gu + 2 * ib) - (uintptr_t)smem + 15) & ~(uintptr_t)15))
                           : (float *)smem;
     pk_dev_mlp_down_add(gu, gu_stride, !staged, n_tok, ib, wd, N, acc, acc_stride, act_s);
-#endif
 }
 /* LINEAR_RESIDUAL's PK_V_LR_CLEAR: zeroes columns [c0, c1) of rows [0, n_tok) of acc, after the
  * task's GEMV (which waited for the task's event: every reader of acc is done). */
@@ -234,12 +210,7 @@ __device__ __noinline__ void pk_gen_call_linear_splitk(const pk_bf16 *x, int64_t
                                                       const pk_bf16 *residual, int64_t res_stride, pk_bf16 *out,
                                                       int64_t out_stride, int grid, pk_u64 *counter, char *smem,
                                                       const pk_bf16 *wst, int wst_rows) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)wst, (void)wst_rows; /* never staged: pk_stage_weights stages nothing for the placeholders */
-    pk_dev_linear_splitk_add(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, smem);
-#else
     pk_dev_linear_splitk_add(x, x_stride, n_tok, kc, wt, N, acc, acc_stride, smem, wst, wst_rows);
-#endif
     if (pk_last_of(counter, (pk_u64)grid)) /* the layer's last task of the step */
         pk_dev_linear_splitk_finish(n_tok, N, acc, acc_stride, residual, res_stride, out, out_stride);
 }
@@ -261,17 +232,12 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
                                                   pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm,
                                                   const pk_bf16 *k_norm, pk_bf16 *out, int64_t out_stride, char *smem,
                                                   int staged) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)staged;
-    pk_dev_attention(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out, out_stride, smem);
-#else
     if (staged > 0)
         pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, out, nullptr, smem,
                                         (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
     else
         pk_dev_attention_np<NP>(p, inv_freq, s, kv0, nkv, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, out,
                                 out_stride, smem);
-#endif
 }
 /* Split `split` of `nsplit` over the KV length: (acc, m, l) per head into part, the task's tile
  * (staged as above); then the group's completion counter: the group's last task to finish folds
@@ -288,25 +254,15 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           uint32_t att_off, int staged,
                                                           const float *group_part, pk_bf16 *group_out,
                                                           int64_t out_stride, int nheads, pk_u64 *counter) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)staged, (void)att_off;
-    pk_dev_attention_partial(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
-                             part, part_stride, smem);
-#else
     if (staged > 0)
         pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off,
                                         (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
     else
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm,
                                    k_norm, nullptr, 0, part, part_stride, smem);
-#endif
     if (!pk_last_of(counter, (pk_u64)nsplit)) return;
-#if PK_GEN_FALLBACK_KERNELS
-    pk_dev_attention_combine(s->n_tok, nheads, p->head_dim, nsplit, group_part, part_stride, group_out, out_stride);
-#else
     pk_dev_attention_combine(s->n_tok, nheads, p->head_dim, nsplit, group_part, part_stride, group_out, out_stride,
                              smem, PK_CUDA_SMEM_BYTES);
-#endif
 }
 /* Before the dependency wait (static mode): stages a decode row's KV cache (of split `split` of
  * `nsplit`; 1: all of it); returns 0 when nothing is staged (run the general kernel), else 1 + the
@@ -317,14 +273,8 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
                                                        const pk_bf16 *k_cache, const pk_bf16 *v_cache,
                                                        const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
                                                        int smem_bytes) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)p, (void)inv_freq, (void)s, (void)kv0, (void)nkv, (void)split, (void)nsplit, (void)k_cache, (void)v_cache,
-        (void)q_norm, (void)k_norm, (void)smem, (void)smem_bytes;
-    return 0;
-#else
     return pk_dev_attention_decode_stage<NP>(p, inv_freq, s, kv0, nkv, split, nsplit, k_cache, v_cache, q_norm, k_norm,
                                              smem, smem_bytes);
-#endif
 }
 /* ARGMAX_PARTIAL: task `part` of `nparts` writes its (value, index) into column `part` of val /
  * idx [T, nparts]; the layer's last task to finish (counter) reduces every column into out [T].

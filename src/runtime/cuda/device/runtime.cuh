@@ -36,9 +36,7 @@
 #include "kernels/cuda/weight_ring.cuh"
 #include "kernels/weight_ring_layout.h"
 
-#ifndef PK_LIN_CLAIM
 #define PK_LIN_CLAIM 0 /* the placeholder kernels (no linear.cuh) */
-#endif
 #ifndef PK_DEBUG_STALL_TASK
 #define PK_DEBUG_STALL_TASK 0xffffffffu /* tests of the debug build: this task waits forever */
 #endif
@@ -79,39 +77,12 @@ __device__ __forceinline__ void pk_step_publish(const pk_dev_state *S) {
     *S->host_nemitted = S->step->nemitted;
 }
 
-#ifdef PK_STEP_PROFILE /* diagnostics (PK_NVCC_DEFINES=-DPK_STEP_PROFILE=N): the step boundary's parts */
-/* %globaltimer: [0] the step's last task signals (before END's add; with PK_END_BY_COUNTER the
- * argmax's last task after its task), [1] the step is over (END's add returned), [2]
- * pk_step_advance done, [3] BEGIN's add returned, [4] / [5] the first / last worker that saw
- * BEGIN. The boundary after step N + i is printed at the end of step N + i + 1, before that
- * boundary's own stamps (the printf would be inside them), for i = 0, 1, 2. */
-__device__ unsigned long long pk_stepprof[6], pk_stepprof_last; /* last: [0] of the coming boundary */
-#endif
 
 /* The step is over (every task of it done and visible to the calling thread): plans the next one
  * and releases its BEGIN. One thread. */
 __device__ __forceinline__ void pk_step_end(const pk_dev_state *S, pk_u64 step) {
-#ifdef PK_STEP_PROFILE
-    unsigned long long *p = pk_stepprof;
-    if (step >= (PK_STEP_PROFILE) + 1 && step <= (PK_STEP_PROFILE) + 3)
-        printf("pk step boundary profile (us after the last task of step %llu): END add %.2f, advance %.2f, "
-               "BEGIN add %.2f, BEGIN seen %.2f .. %.2f\n",
-               (unsigned long long)step - 1, (p[1] - p[0]) / 1e3, (p[2] - p[0]) / 1e3, (p[3] - p[0]) / 1e3,
-               (p[4] - p[0]) / 1e3, (p[5] - p[0]) / 1e3);
-    p[0] = pk_stepprof_last;
-    p[1] = pk_dev_globaltimer();
-#endif
     if (!pk_step_advance(S)) *(volatile int *)S->terminate = 1;
-#ifdef PK_STEP_PROFILE
-    p[2] = pk_dev_globaltimer();
-    p[4] = ~0ull;
-    p[5] = 0;
-    __threadfence();
-#endif
     pk_atom_add_acq_rel(pk_event_ctr(S, PK_GEN_BEGIN_EVENT), 1);
-#ifdef PK_STEP_PROFILE
-    p[3] = pk_dev_globaltimer();
-#endif
     pk_step_publish(S);
 }
 
@@ -147,9 +118,7 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u
 
 /* Off by default: on the H200 (Qwen3-0.6B shape, docs/PERF.md) 128 KB per task made decode
  * slower (2.96 ms/token against 2.76 without). Kept as a tuning knob (PK_NVCC_DEFINES). */
-#ifndef PK_PREFETCH_MAX_BYTES
 #define PK_PREFETCH_MAX_BYTES 0u
-#endif
 #define PK_PREFETCH_CHUNK (32u << 10)
 
 #if PK_GEN_UNEVEN
@@ -208,9 +177,7 @@ __device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t
  * waiting task itself when its tile was not staged in shared memory), at most
  * PK_DEEP_PREFETCH_BYTES per worker (132 x 256 KB = 33 MB of the H200's 50 MB L2), so the layers
  * after attention start from L2. 0: off (PK_NVCC_DEFINES). */
-#ifndef PK_DEEP_PREFETCH_BYTES
 #define PK_DEEP_PREFETCH_BYTES 0u
-#endif
 __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const uint32_t *tasks, uint32_t n) {
     uint32_t budget = PK_DEEP_PREFETCH_BYTES;
     for (uint32_t j = 0; j < n && j < 4 && budget > 0; j++) {
@@ -236,10 +203,6 @@ __device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const u
  * [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free and the tile ends below the area's top. */
 #define PK_STAGE_LO (16u << 10)
 __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t t, char *smem, uint32_t off) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)S, (void)t, (void)smem, (void)off;
-    return 0;
-#else
     pk_gen_prefetch p;
     const char *src = PK_WSTAGE_BYTES ? pk_task_tile(S, t, &p) : nullptr;
     if (!src) return 0;
@@ -252,7 +215,6 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
         return 0;
     pk_stage_copy(src, p.bytes, smem, off);
     return (int)(p.bytes / p.row_bytes);
-#endif
 }
 
 /* The next task's tile staged early (static mode, one-token steps). pk_stage_weights issues a
@@ -272,29 +234,11 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
  * "Session 10"). 1: on (PK_NVCC_DEFINES). It also stages a split-K task during the gate / up task
  * before it (that task's only dependency): measured as no gain on the Qwen3-0.6B (session 17,
  * same call: 1.0256-1.0276 ms/token with, 1.0229-1.0277 without). */
-#ifndef PK_STAGE_NEXT
 #define PK_STAGE_NEXT 0
-#endif
 __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
                                              char *smem, uint32_t *off) {
-#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_STAGE_NEXT
     (void)S, (void)t, (void)t_off, (void)next, (void)smem, (void)off;
     return 0;
-#else
-    pk_gen_prefetch p, q;
-    if (!pk_task_tile(S, t, &p) || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
-    const char *src = pk_task_tile(S, next, &q);
-    if (!src || q.row_bytes == 0 || q.bytes > PK_WSTAGE_BYTES || (PK_LIN_CLAIM && q.claim_rows)) return 0;
-    const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, t_end = t_off + p.bytes;
-    if (PK_STAGE_LO + q.bytes <= t_off)
-        *off = PK_STAGE_LO;
-    else if (top >= q.bytes && ((top - q.bytes) & ~127u) >= t_end)
-        *off = (top - q.bytes) & ~127u;
-    else
-        return 0;
-    pk_stage_copy(src, q.bytes, smem, *off);
-    return (int)(q.bytes / q.row_bytes);
-#endif
 }
 
 /* The next task's attention staged during this one (static mode, one-token steps). A decode
@@ -313,9 +257,7 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
  * attention stages early enough in its own iteration, its wait being the qkv layer's (measured
  * with both: Qwen3-0.6B down_proj span 6.3 -> 10.2 us per layer).
  * 0: off (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_ATT_EARLY
 #define PK_ATT_EARLY 1
-#endif
 /* 1: a split attention task (PK_TASK_ATTENTION_PARTIAL: long contexts) stages early as well.
  * 0 (default): only the unsplit one. At context 4096 the 0.6B's split tasks (up to 288 rows,
  * 158 KB; those past 272 rows do not fit above the qkv tile and stage after it) put 16.8 MB of
@@ -323,9 +265,7 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
  * the qkv layer's end+ 14.5 us per layer against the attention's 11.9 (trace). Session 42, H100,
  * two rounds each in one call: Qwen3-0.6B at 4096 1.2768 / 1.2729 -> 1.2119 / 1.2069 ms/token
  * with the early stage off (docs/PERF.md). */
-#ifndef PK_ATT_EARLY_SPLIT
 #define PK_ATT_EARLY_SPLIT 0
-#endif
 /* Where task t's tile is staged when an attention is to stage above it (0: not moved low). Its
  * staged one-token GEMV uses linear's header and xs [K] bf16 of the kernels' area
  * (pk_lin_rows<XN, 1, ...>), so the tile may start right above them, on a 128-byte line: for
@@ -334,18 +274,11 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
  * 548 bytes per position at D 128, G 2; a 160 + 128 run's steps past 252 ran 10-14 % longer,
  * docs/PERF.md session 18). Tiles whose GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free move;
  * PK_STAGE_LO_FIT 0: they go to PK_STAGE_LO itself (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_STAGE_LO_FIT
 #define PK_STAGE_LO_FIT 1
-#endif
 __device__ __forceinline__ uint32_t pk_stage_lo(const pk_dev_state *S, uint32_t t) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)S, (void)t;
-    return 0;
-#else
     pk_gen_prefetch p;
     if (!pk_task_tile(S, t, &p) || !p.row_bytes || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
     return PK_STAGE_LO_FIT ? (PK_LIN_HDR + p.row_bytes + 127u) & ~127u : PK_STAGE_LO;
-#endif
 }
 /* Whether task t is RMSNORM_SWIGLU_DOWN's (compiled only into graphs that have one). */
 __device__ __forceinline__ bool pk_task_is_mlp(uint32_t t) {
@@ -393,9 +326,7 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
  * faster — the MLP layer's end 10.7 -> 7.4 us, the attention's 5.4 -> 7.6 (its L2 reads wait
  * behind the copies). Issued after o_proj's wait instead, or a fixed time after the attention's
  * start, the copies delay o_proj by more than they save. 0: off (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_MLP_STAGE_EARLY
 #define PK_MLP_STAGE_EARLY 1
-#endif
 /* The fused MLP's early tile paced (PK_MLP_PACE_KB > 0, sm_90+). pk_stage_mlp_next's 144 KB per
  * worker (Qwen3-0.6B: 18.9 MB over 120 workers) go out all at once, and every L2 round trip of
  * the attention that runs meanwhile waits behind them (session 32: its `end+` 5.4 -> 7.6 us).
@@ -408,15 +339,9 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
  * fires goes out as one copy after the o_proj task (PK_MLP_PACE_REST 1) or right after the event
  * (0), on slot PK_PACE_SLOTS; the MLP task's iteration waits for every slot before it runs.
  * 0: off, the whole tile as one cp.async group (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_MLP_PACE_KB
 #define PK_MLP_PACE_KB 32
-#endif
-#ifndef PK_MLP_PACE_REST
 #define PK_MLP_PACE_REST 1
-#endif
-#ifndef PK_MLP_PACE_CHUNK_KB
 #define PK_MLP_PACE_CHUNK_KB 16 /* one bulk copy's KB */
-#endif
 #define PK_PACE_CHUNK ((uint32_t)(PK_MLP_PACE_CHUNK_KB) << 10)
 #define PK_PACE_ON (PK_MLP_PACE_KB > 0 && PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && PK_DEV_HAVE_BULK)
 #define PK_PACE_SLOTS (PK_MLP_PACE_KB > 0 ? (PK_MLP_PACE_KB * 1024 + PK_PACE_CHUNK - 1) / PK_PACE_CHUNK : 1)
@@ -547,10 +472,6 @@ __device__ __forceinline__ int pk_stage_mlp_next(const pk_dev_state *S, uint32_t
  * GEMV's header, xs and rings (PK_WST_ASYNC); 0 for anything else. */
 __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint32_t t, bool tile_staged,
                                                      uint32_t wst_off, int staged) {
-#if PK_GEN_FALLBACK_KERNELS
-    (void)S, (void)t, (void)tile_staged, (void)wst_off, (void)staged;
-    return 0;
-#else
     pk_gen_prefetch p;
     if (!pk_task_tile(S, t, &p)) return 0;
     if (tile_staged) return wst_off + p.bytes;
@@ -559,14 +480,9 @@ __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint
     if (staged == PK_WST_ASYNC)
         return (uint32_t)(pk_lin_async_off((int)(p.row_bytes / 2)) + pk_lin_async_bytes<4>(PK_LIN_ASYNC_STAGES));
     return 0;
-#endif
 }
 __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_end, uint32_t next, char *smem,
                                             uint32_t *off) {
-#if PK_GEN_FALLBACK_KERNELS || PK_WRING || !PK_ATT_EARLY
-    (void)S, (void)fp_end, (void)next, (void)smem, (void)off;
-    return 0;
-#else
     const uint32_t top = PK_CUDA_SMEM_BYTES + S->wstage_bytes, base = (fp_end + 127u) & ~127u;
     if (base + 4096u > top) return 0;
     /* the layout's first bytes (q, red: attention_decode_layout.h's [0, hdr), PK_GEN_ATT_HEAD from
@@ -577,7 +493,6 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
     const int r = pk_gen_stage_task(S, next, smem + lo, (int)(top - lo));
     *off = lo;
     return r;
-#endif
 }
 
 /* The async decode GEMV's first stages (kernels/cuda/linear.cuh, pk_lin_async_pre), issued
@@ -585,9 +500,7 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
  * PK_LIN_ASYNC_STAGES - 1 stages (176 KB per CTA at 12) landed or in flight instead of issuing them
  * after the event fires. Returns what pk_gen_run_task takes as wst_rows (PK_WST_ASYNC, or 0).
  * Every thread calls it. 0: off (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_LIN_ASYNC_PRE
 #define PK_LIN_ASYNC_PRE 1
-#endif
 /* 1 (default): a task whose first stages were issued before its wait (PK_WST_ASYNC), or whose
  * tile was staged whole, is called before the event fires and waits itself, after its dispatch
  * (linear.cuh's PK_WST_ASYNC_LATE, rows.cuh's PK_STAGED_LATE): the switch, the call-through and
@@ -596,9 +509,7 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
  * with the dynamic area aligned; session 15's loss was its misalignment): Qwen3-8B 4.34-4.35 ->
  * 4.25-4.26 ms/token, 0.6B 0.986-0.988 -> 0.990. Never with the debug build's spin limit, whose
  * timeout report needs the runtime's wait. */
-#ifndef PK_LIN_WAIT_LATE
 #define PK_LIN_WAIT_LATE 1
-#endif
 #ifdef PK_DEBUG_SPIN_LIMIT
 #undef PK_LIN_WAIT_LATE
 #define PK_LIN_WAIT_LATE 0
@@ -608,9 +519,7 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
  * runtime waits first (PK_NVCC_DEFINES, to compare). Measured with PK_LIN_WAIT_LATE (session 16,
  * same call): Qwen3-8B 4.25-4.26 -> 4.22-4.23 ms/token, 0.6B 0.990 -> 0.985-0.987. Never with the
  * debug build's spin limit. */
-#ifndef PK_ATT_WAIT_LATE
 #define PK_ATT_WAIT_LATE 1
-#endif
 #ifdef PK_DEBUG_SPIN_LIMIT
 #undef PK_ATT_WAIT_LATE
 #define PK_ATT_WAIT_LATE 0
@@ -625,10 +534,6 @@ enum { PK_STAGED_NONE = 0, PK_STAGED_TILE = 1, PK_STAGED_ATT = 2 };
  * to pk_dep_ctr / pk_dep_need. Else the caller waits. Every thread calls it. */
 __device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged, int what, bool others, uint32_t event,
                                               pk_u64 need) {
-#if PK_GEN_FALLBACK_KERNELS || !(PK_LIN_WAIT_LATE || PK_ATT_WAIT_LATE)
-    (void)S, (void)staged, (void)what, (void)others, (void)event, (void)need;
-    return false;
-#else
     if (PK_LIN_WAIT_LATE && *staged == PK_WST_ASYNC)
         *staged = PK_WST_ASYNC_LATE;
     else if (!others && *staged > 0 &&
@@ -642,35 +547,22 @@ __device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged
     }
     pk_cta_sync();
     return true;
-#endif
 }
 /* After a deferred task (thread 0): it must have waited — a path that did not would have read
  * its inputs early, so trap rather than go on — and its trace record starts when it saw the
  * event, as the others' do. */
 __device__ __forceinline__ void pk_defer_end(pk_u64 *t0) {
-#if !PK_GEN_FALLBACK_KERNELS && (PK_LIN_WAIT_LATE || PK_ATT_WAIT_LATE)
     if (threadIdx.x != 0) return;
     if (pk_dep_ctr) __trap();
     *t0 = pk_dep_seen;
-#else
-    (void)t0;
-#endif
 }
 /* 0: not for the tasks that read an attention layer's output (o_proj), whose pre-wait copies
  * share DRAM with the attention tasks' K / V reads (docs/PERF.md next step C; not yet measured). */
-#ifndef PK_LIN_ASYNC_PRE_AFTER_ATT
 #define PK_LIN_ASYNC_PRE_AFTER_ATT 1
-#endif
 /* 1: a layer that may take claim mode (linear.cuh) still has its tiles staged whole when they fit
  * (the Qwen3-0.6B shape's); 0 (default): it streams them in claim mode. */
-#ifndef PK_LIN_CLAIM_STAGED
 #define PK_LIN_CLAIM_STAGED 0
-#endif
 __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem, int n_tok) {
-#if PK_GEN_FALLBACK_KERNELS || !PK_LIN_ASYNC_PRE
-    (void)S, (void)t, (void)smem, (void)n_tok;
-    return 0;
-#else
     const pk_gen_task task = pk_gen_tasks[t];
     if (task.layer >= PK_GEN_NUM_LAYERS) return 0;
     const int kind = pk_gen_layers[task.layer].kind;
@@ -689,17 +581,12 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
         if (r) return r;
     }
     return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
-#endif
 }
 
 /* The weight ring (kernels/cuda/weight_ring.cuh; static mode on sm_90+ when the launch gave it
  * shared memory: S->ring_off != 0). A worker's segments are the weight tiles of its linear tasks
  * in schedule order, written into the ring's table at every launch. */
-#if PK_WRING && !PK_GEN_FALLBACK_KERNELS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define PK_WRING_ON 1
-#else
 #define PK_WRING_ON 0
-#endif
 
 /* Whether task t's weights stream through the ring, and its segment. */
 __device__ __forceinline__ bool pk_wring_seg_of(const pk_dev_state *S, uint32_t t, pk_wring_seg *g) {
@@ -745,9 +632,7 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
  * (session 17, same call against session 16's build: Qwen3-8B +0.5-1.0 %); the split-K
  * measurements of docs/PERF.md session 17 had it on (PK_NVCC_DEFINES=-DPK_LOCAL_DEP=1). Never
  * with the debug build's spin limit (its stall test). */
-#ifndef PK_LOCAL_DEP
 #define PK_LOCAL_DEP 0
-#endif
 #ifdef PK_DEBUG_SPIN_LIMIT
 #undef PK_LOCAL_DEP
 #define PK_LOCAL_DEP 0
@@ -755,14 +640,10 @@ __device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t
 
 /* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
  * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
-#ifndef PK_SIGNAL_RED
 #define PK_SIGNAL_RED 1
-#endif
 /* 1 (default): where the generated graph allows it (PK_GEN_END_BY_COUNTER: every END trigger a
  * task of one argmax layer), the argmax's last task ends the step; 0: END's adds, as any graph */
-#ifndef PK_ARGMAX_ENDS_STEP
 #define PK_ARGMAX_ENDS_STEP 1
-#endif
 #define PK_END_BY_COUNTER (PK_GEN_END_BY_COUNTER && PK_ARGMAX_ENDS_STEP)
 
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
@@ -772,14 +653,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
     pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
     pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
-#if PK_WRING_PRODUCER
-    if (threadIdx.x >= PK_CUDA_THREADS) { /* the producer warp: lane 0 streams, the others are done */
-#if PK_WRING_PRODUCES
-        if (ring && threadIdx.x == PK_CUDA_THREADS) pk_wring_produce(ring);
-#endif
-        return;
-    }
-#endif
     uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
     /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
      * worker without a ring: the model builder planned the split for that budget) */
@@ -800,11 +673,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
          * (read once per step, not after every task's wait), two loads in one round trip */
         if (threadIdx.x == 0) {
             pk_wait_event_thread(S, PK_GEN_BEGIN_EVENT, step, 0);
-#ifdef PK_STEP_PROFILE
-            const unsigned long long seen_ = pk_dev_globaltimer();
-            atomicMin(&pk_stepprof[4], seen_);
-            atomicMax(&pk_stepprof[5], seen_);
-#endif
             sh_stop = pk_ld_volatile_int(S->terminate);
             sh_rows = pk_step_rows(S);
         }
@@ -896,9 +764,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     pk_wait_event(S, task.dep_event, need, t);
             }
             if (paced && !PK_MLP_PACE_REST) pk_pace_rest();
-#ifdef PK_LIN_PROFILE
-            if (threadIdx.x == 0) pk_lin_prof_tw = pk_dev_globaltimer();
-#endif
             if (pace_drain) { /* this task's tile was paced in bulk copies during the task before */
                 pk_pace_drain();
                 pace_drain = false;
@@ -911,9 +776,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 pk_cta_sync(); /* every thread's copies are in shared memory */
             }
             pk_u64 t0 = tracing && threadIdx.x == 0 ? pk_dev_globaltimer() : 0;
-#ifdef PK_LIN_PROFILE
-            if (threadIdx.x == 0) pk_lin_prof_t0 = pk_dev_globaltimer();
-#endif
             pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
             pk_cta_sync(); /* the task's writes are issued by every thread */
             if (late) pk_defer_end(&t0);
@@ -930,21 +792,12 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                     /* the argmax layer's last task (pk_last_of, in the task) has every task of the
                      * step behind it: it ends the step without END's adds and their round trip */
                     if (pk_sh_last_of) {
-#ifdef PK_STEP_PROFILE
-                        pk_stepprof_last = pk_dev_globaltimer();
-#endif
                         pk_step_end(S, step);
                     }
                 } else if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
                     pk_red_add_release(pk_event_ctr(S, task.trig_event), 1);
                 } else {
-#ifdef PK_STEP_PROFILE
-                    const unsigned long long sig_ = pk_dev_globaltimer();
-#endif
                     pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
-#ifdef PK_STEP_PROFILE
-                    pk_stepprof_last = sig_;
-#endif
                     if (task.trig_event == PK_GEN_END_EVENT && old + 1 == end_triggers * step) pk_step_end(S, step);
                 }
                 if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
@@ -1049,9 +902,7 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
  * PK_SMEM_ALIGN and PK_DEBUG_SMEM_PAD=N (N more bytes of static shared memory, touched only on a
  * path that never runs) stay as diagnostics (PK_NVCC_DEFINES). The 1 KB that pk_gen_run_inner
  * leaves beside the dynamic area holds the static variables and this padding. */
-#ifndef PK_SMEM_ALIGN
 #define PK_SMEM_ALIGN 128
-#endif
 
 /* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
  * up to 255 registers per thread (__launch_bounds__(256, 1)): at the 128-register cap the GEMV
@@ -1061,21 +912,6 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
  * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
 __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) {
     extern __shared__ __align__(PK_SMEM_ALIGN) char pk_smem[];
-#ifdef PK_DEBUG_SMEM_PAD
-    __shared__ unsigned char pk_smem_pad[PK_DEBUG_SMEM_PAD];
-    if (S->W == 0xdeadbeefu) { /* never: the pad must be used to be kept */
-        pk_smem_pad[threadIdx.x % (PK_DEBUG_SMEM_PAD)] = (unsigned char)threadIdx.x;
-        __syncthreads();
-        S->trace_n[0] = pk_smem_pad[(threadIdx.x + 1) % (PK_DEBUG_SMEM_PAD)];
-    }
-#endif
-#ifdef PK_DEBUG_SMID /* which SM each CTA landed on (PK_NVCC_DEFINES=-DPK_DEBUG_SMID) */
-    if (threadIdx.x == 0) {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        printf("pk cta %u on sm %u\n", blockIdx.x, smid);
-    }
-#endif
     if (blockIdx.x >= S->W) {
         pk_scheduler(S);
         return;
@@ -1090,15 +926,9 @@ __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) 
     }
     pk_static_worker(S, blockIdx.x, pk_smem);
 }
-#ifndef PK_STATIC_MIN_BLOCKS
 #define PK_STATIC_MIN_BLOCKS 1 /* 2: the 128-register cap in static mode too (PK_NVCC_DEFINES, to compare) */
-#endif
 /* Static mode's CTA: the task threads, and the weight ring's producer warp when compiled in. */
-#if PK_WRING_PRODUCER && !PK_GEN_FALLBACK_KERNELS /* (on GPUs without the ring the warp just returns) */
-#define PK_STATIC_THREADS (PK_CUDA_THREADS + 32)
-#else
 #define PK_STATIC_THREADS PK_CUDA_THREADS
-#endif
 extern "C" __global__ void __launch_bounds__(PK_STATIC_THREADS, PK_STATIC_MIN_BLOCKS) pk_gen_kernel(const pk_dev_state *S) {
     pk_gen_main(S, 0);
 }
@@ -1336,9 +1166,7 @@ static void pk_gen_sleep_us(long us) {
  * 1.1550 -> 1.0820 ms/token, Qwen3-8B 5.0389 -> 4.9959 against 192 KB and 8 stages; the larger
  * launch alone (8 stages) measured the same as 192 KB at context 4096 (8B 5.6149 / 5.6144,
  * 0.6B 1.5200 / 1.5179: the smaller L1 that comes with it costs nothing visible; PERF.md). */
-#ifndef PK_STATIC_SMEM_BYTES
 #define PK_STATIC_SMEM_BYTES (227 * 1024)
-#endif
 static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared memory");
 
 static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m, char *err, size_t err_len) {

@@ -58,9 +58,7 @@ typedef struct pk_dev_state {
  * line, so the reds of one layer's event and the polls of the next layer's land on the same L2
  * line; 16 gives every event a line of its own (PK_NVCC_DEFINES, to compare). The group counters
  * (pk_group_ctrs) follow the last event's slot, packed. */
-#ifndef PK_EVENT_STRIDE
 #define PK_EVENT_STRIDE 1
-#endif
 #define PK_COUNTER_WORDS ((size_t)PK_GEN_NUM_EVENTS * PK_EVENT_STRIDE + PK_GEN_NUM_GROUP_COUNTERS)
 
 __device__ __forceinline__ pk_u64 *pk_event_ctr(const pk_dev_state *S, uint32_t event) {
