@@ -14,13 +14,10 @@
 
 #define PK_ATTD_G_MAX 8 /* query heads per KV head the staged path takes (Llama-3-70B: 8) */
 #define PK_ATTD_WARPS 8 /* warps of a CTA (PK_CUDA_THREADS / 32) */
-/* The static-mode block's shared memory on the H100 / H200 that the staged path may use: all
- * but the weight ring at its top (weight_ring_layout.h), or, without the ring, 192 KB: less than
- * the 226 KB static launch takes on them since session 11 (runtime.cuh PK_STATIC_SMEM_BYTES), so
- * the model builder's split plan stays what it was and the device has room to spare; GPUs that give a block
- * less hold fewer positions (the device path then takes the general kernel: slower, the same
- * result). */
-#include "kernels/weight_ring_layout.h"
+/* The static-mode block's shared memory the staged path plans with: 192 KB, less than the 226 KB
+ * the static launch takes on the H100 / H200 (runtime.cuh PK_STATIC_SMEM_BYTES), so the device has
+ * room to spare; GPUs that give a block less hold fewer positions (the device path then takes the
+ * general kernel: slower, the same result). */
 #define PK_ATTD_STATIC_SMEM_BYTES (192 * 1024)
 
 /* Byte offsets of the areas, for head size D, G query heads per KV head and P positions: first

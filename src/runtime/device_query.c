@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "kernels/attention_decode_layout.h"
-#include "kernels/weight_ring_layout.h"
+#include "kernels/stage_layout.h" /* PK_WSTAGE_BYTES */
 #include "runtime/runtime.h"
 
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "kernels/attention_decode_layout.h" /* PK_ATTD_G_MAX */
-#include "kernels/weight_ring_layout.h"      /* PK_WSTAGE_BYTES */
+#include "kernels/stage_layout.h" /* PK_WSTAGE_BYTES */
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/runtime.h"

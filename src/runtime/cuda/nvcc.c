@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/weight_ring_layout.h" /* PK_WRING, PK_WRING_PRODUCER: the host build's */
 #include "runtime/cuda/cuda_internal.h"
 
 extern char **environ;
