@@ -18,7 +18,7 @@ done
 extra=()
 [ -n "${PTXAS_V:-}" ] && extra+=(-Xptxas -v)
 # shellcheck disable=SC2206
-[ -n "${NVCC_EXTRA:-}" ] && extra+=($NVCC_EXTRA) # e.g. -DPK_ATT_PROFILE (attention phase times in the bench)
+[ -n "${NVCC_EXTRA:-}" ] && extra+=($NVCC_EXTRA) # e.g. -lineinfo for a profiler
 "$NVCC" -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -I src -I include \
     -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings "${extra[@]}" \
     tests/cuda/test_cuda_kernels.cu "${objs[@]}" -lm -o "$out/test_cuda_kernels"

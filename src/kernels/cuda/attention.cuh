@@ -51,13 +51,6 @@
 #define PK_ATT_PAIRS (PK_ATT_MAX_D / 2 / 32) /* RoPE pairs per lane at the largest D */
 #define PK_ATT_HDR 1024  /* inv_freq [D/2] f32 */
 
-/* diagnostics: %globaltimer at phase ends of the task with kv0 ==
- * PK_ATT_PROFILE_KV (0: the first KV head), thread 0; tests/cuda's bench
- * reads pk_att_prof, a kernel built with PK_NVCC_DEFINES=-DPK_ATT_PROFILE
- * prints decode tasks at position 200 (pick the head to compare tasks that
- * run on different kinds of workers: docs/PERF.md session 12) */
-#define PK_ATT_STAMP(i) do { } while (0)
-#define PK_ATT_PROFILE_REPORT() do { } while (0)
 
 /* Bytes of one warp's shared-memory area for HB heads of dimension D. */
 __device__ __forceinline__ int pk_att_warp_bytes(int HB, int D) {
@@ -348,7 +341,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
     float *q_all = (float *)(smem + PK_ATT_HDR + PK_DEV_WARPS * WB); /* [n_tok][nkv][G][D] */
     const bool shared_q = PK_ATT_HDR + PK_DEV_WARPS * WB + q_all_bytes <= PK_CUDA_SMEM_BYTES;
 
-    PK_ATT_STAMP(0);
     /* phase 0: inv_freq (a table from the code generator, or computed here) */
     if (!inv_freq) {
         for (int i = threadIdx.x; i < half; i += PK_CUDA_THREADS)
@@ -357,7 +349,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
     }
     const float *inv = inv_freq ? inv_freq : inv_freq_s;
 
-    PK_ATT_STAMP(1);
     /* phase A: per (row, KV head) item 0 writes rotated K and raw V into the cache; items 1 .. G
      * (shared q only) rotate q head item - 1 into q_all. Warps take items round-robin. */
     const int per = 1 + (shared_q ? G : 0);
@@ -397,7 +388,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
     }
     pk_cta_sync(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
 
-    PK_ATT_STAMP(2);
     /* phase 3 */
     const int nhc = (G + HB - 1) / HB, items = n_tok * nkv * nhc;
     int NG = PK_DEV_WARPS; /* groups */
@@ -447,11 +437,9 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
                     pk_att_store_q<NP>(qkv + t * qkv_stride + g * group_cols + (int64_t)(h0 + h) * D, q_norm,
                                    eps, cs, sn, D, lane, q_s + h * D);
             }
-            PK_ATT_STAMP(3);
             for (int h = 0; h < nh; h++)
                 for (int i = lane; i < D; i += 32) acc_s[h * D + i] = 0.0f;
             __syncwarp();
-            PK_ATT_STAMP(4);
 
             float m[PK_ATT_HB_MAX], l[PK_ATT_HB_MAX];
 #pragma unroll
@@ -556,7 +544,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
                     }
             }
         }
-        PK_ATT_STAMP(5);
         if (SP > 1) {
             pk_cta_sync(); /* every warp of the group (same item, same `valid`) is done */
             /* group combine: thread q of the group's SP·32 takes outputs q, q + SP·32, ... */
@@ -583,10 +570,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
             pk_cta_sync(); /* the group's areas are reused next round */
         }
     }
-    PK_ATT_STAMP(6);
-#ifndef PK_ATT_PROFILE_NO_PRINT
-    PK_ATT_PROFILE_REPORT();
-#endif
 }
 
 /* The unsplit kernel: every position, the normalised output. */

@@ -19,9 +19,8 @@
  *     the cache and into the staged rows at pos, q heads rotated into q_s), then from shared
  *     memory only, per warp: blocks of 32 positions w, w + 8, ..., online softmax over the blocks
  *     as attention.cuh's phase 3 — on the tensor cores at D 64 / 128 (pk_attd_warp_blocks_mmat,
- *     positions as the rows and the G heads as the columns; pk_attd_warp_blocks_mma with the heads
- *     as rows under PK_ATTD_MMA_T 0; P rounded to bf16 for P·V), else scalar (pk_attd_warp_blocks: lane =
- *     position, two heads per pass); each warp leaves (m, l, acc [G][D]) and one barrier later
+ *     positions as the rows and the G heads as the columns; P in two bf16 parts for P·V), else
+ *     scalar (pk_attd_warp_blocks: lane = position, two heads per pass); each warp leaves (m, l, acc [G][D]) and one barrier later
  *     the CTA folds the 8 warps in order. Every order is fixed by the shapes: the same bits on
  *     every run.
  * Split over the KV length (PK_TASK_ATTENTION_PARTIAL, nsplit > 1): the task stages only its
@@ -45,58 +44,43 @@
 
 #include "kernels/attention_decode_layout.h" /* pk_attd_layout_of, PK_ATTD_G_MAX: shared with the host */
 #include "kernels/cuda/attention.cuh"
-#include "kernels/cuda/mbarrier.cuh" /* the bulk-row stage (PK_ATTD_BULK_ROWS) */
+#include "kernels/cuda/mbarrier.cuh" /* the bulk-row stage (pk_gen_tuning::attd_bulk_rows) */
 
 static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
-#define PK_ATTD_MMA 1 /* 0: the scalar path for every head size (PK_NVCC_DEFINES, to compare) */
 /* The tensor-core path from this many query heads per KV head (D 64 / 128, sm_80+); below it and
- * at D 256 the scalar path. On the H200: Qwen3-8B (G 4) 6.414 -> 6.241 ms/token (session 6);
- * Qwen3-0.6B (G 2) 1.4392 -> 1.3690 with P as two bf16 parts, 1.7B 2.2003 -> 2.1414 with one
- * (session 7, one call each). Its sums are not the CPU kernel's order, so pk-tiny's greedy tokens
- * may leave the CPU's at a near tie (they did at the 8th); what must hold is that every decode
- * step's logits agree (gpu_env.sh pk_tiny_logits_check: relative L2 6.1e-3, the argmax equal at
- * all 90 decisive positions; with P in one bf16 part one of them differed). docs/PERF.md. */
+ * at D 256 the scalar path. Its sums are not the CPU kernel's order, so pk-tiny's greedy tokens
+ * may leave the CPU's at a near tie; what must hold is that every decode step's logits agree
+ * (gpu_env.sh pk_tiny_logits_check: relative L2 <= 1e-2, the argmax equal at every decisive
+ * position; with P in one bf16 part instead of two, one of them differed). */
 #define PK_ATTD_MMA_MIN_G 2
-#define PK_ATTD_PLO 1 /* P as two bf16 parts in the tensor cores' P·V (pk_attd_warp_blocks_mma) */
 /* Whether instance NP may take the tensor-core path (D 64 / 128 on sm_80 and later) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && PK_ATTD_MMA
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define PK_ATTD_USE_MMA(NP) ((NP) <= 2)
 #else
 #define PK_ATTD_USE_MMA(NP) false
 #endif
 /* The KV cache rows are staged with the weights' evict-first L2 policy: a row is read again only
  * in the next step, after every weight has streamed through L2, and at long contexts the cache
- * would otherwise push the code out (session 13, same call: Qwen3-0.6B at context 4096 1.4577 ->
- * 1.4244 ms/token; at 160 0.6B -0.5 %, 8B unchanged). 0: plain copies (PK_NVCC_DEFINES, to compare). */
-#define PK_ATTD_KV_EVICT_FIRST 1
-/* 1: the stage copies each K / V row with one 256-byte (D 128) cp.async.bulk on an mbarrier in the
+ * would otherwise push the code out. */
+/* pk_gen_tuning::attd_bulk_rows: the stage copies each K / V row with one 256-byte (D 128) cp.async.bulk on an mbarrier in the
  * layout's header (2 per thread for 256 rows) instead of D / 8 16-byte cp.async each (32 per
  * thread): the issue takes the threads no time, so what follows the stage — the worker's qkv tile
  * when the stage is early, phase A after the dependency wait when it is not — runs while the rows
  * land. With 16-byte copies the threads stay in the issue loop until most rows have landed: the
- * 4096 trace's split task sees its event ~7.2 us after the qkv layer's end even when it waits for
- * the event first (docs/PERF.md, session 45; bench/kv_gather.cu: both kinds of copy land the
- * stage's 16.8 MB in the same time alone, 6.2 us on an H100). The stage still commits a (now
- * empty) cp.async group, so the runtime's group counting holds; the task waits on the mbarrier
- * after phase A. sm_90 and later. Session 46 measured it: the Qwen3-1.7B at 4096 -1.4 to -1.9 %
- * (H100, three calls), -1.0 % (H200, one traced run each); the 0.6B +2.0 to +2.8 % at 4096, every
- * model slower at 160, the 8B unchanged — so codegen defines it 1 only for the 1.7B shape with a
- * split attention (codegen.c); 0 (the default elsewhere): 16-byte cp.async. Either way by
- * PK_NVCC_DEFINES, to compare. */
-#ifndef PK_ATTD_BULK_ROWS
-#define PK_ATTD_BULK_ROWS 0
-#endif
-#define PK_ATTD_BULK (PK_ATTD_BULK_ROWS && PK_DEV_HAVE_BULK)
+ * split task of a long context would see its event late even when it waits for the event first
+ * (both kinds of copy land the stage's rows in the same time alone). The stage still commits a
+ * (now empty) cp.async group, so the runtime's group counting holds; the task waits on the
+ * mbarrier after phase A. sm_90 and later. Faster only for the Qwen3-1.7B shape with a split
+ * attention, slower for the other shapes: codegen.c's pk_cuda_tuning_of turns it on there alone;
+ * elsewhere 16-byte cp.async. */
+constexpr bool pk_attd_bulk = pk_gen_tuning::attd_bulk_rows && PK_DEV_HAVE_BULK;
 #define PK_ATTD_BAR_OFF 32 /* the bulk stage's mbarrier: bytes 32..39 of the header (hdr[8], hdr[9]), from L.hdr */
-#define PK_ATT_DECODE_STAGE 1 /* 0: never stage, always the general kernel (PK_NVCC_DEFINES, to compare) */
 
 /* K_s and V_s rows are padded by one 16-byte chunk: lane j reading chunk c of row j hits bank
  * group (j · (D / 8 + 1) + c) mod 8, distinct for 8 consecutive rows (the scalar path's K reads,
  * every ldmatrix of the tensor-core path). */
 __device__ __forceinline__ int pk_attd_kidx(int j, int d, int D) { return j * (D + 8) + d; }
-
-#define PK_ATTD_REPORT() do { } while (0)
 
 /* Split `split` of `nsplit` (pk_dev_attention_split's blocks of 32 positions, block b in split b
  * mod nsplit): its positions <= pos are local rows r = 0 .. count - 1, r in local block r / 32 =
@@ -121,19 +105,16 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
                                                     const pk_bf16 *q_norm, const pk_bf16 *k_norm, char *smem,
                                                     int smem_bytes) {
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
-    if (!PK_ATT_DECODE_STAGE || s->n_tok != 1 || nkv != 1 || !inv_freq || Hkv <= 0 || Hq % Hkv != 0 ||
+    if (s->n_tok != 1 || nkv != 1 || !inv_freq || Hkv <= 0 || Hq % Hkv != 0 ||
         !pk_attd_shape_ok(D, Hq / Hkv) || D > 64 * NP || kv0 < 0 || kv0 >= Hkv ||
         nsplit < 1 || split < 0 || split >= nsplit || !pk_dev_aligned16(k_cache) || !pk_dev_aligned16(v_cache))
         return 0;
-    PK_ATT_STAMP(7);
     const int G = Hq / Hkv, g = kv0;
     /* Every load of the stage is one round trip on the critical path when this worker ran a
      * task of the layer before (the qkv projection) up to the dependency: so the loads that do
      * not depend on the row (inv_freq, the q / k norm weights) go out first, and the page-table
      * reads for the check that the row's pages are mapped and for the slots go out together:
-     * token -> page table -> K / V rows, three round trips (were six; on the H200 the latest
-     * attention task of a layer then started 3.3-4.3 us after the qkv layer's end instead of 5-6 us
-     * for Qwen3-0.6B: docs/PERF.md, session 6). */
+     * token -> page table -> K / V rows, three round trips. */
     static_assert(PK_CUDA_THREADS >= 256, "one inv_freq / norm element per thread at D <= 256");
     const int i = threadIdx.x;
     const float fr = i < D / 2 ? inv_freq[i] : 0.0f;
@@ -173,43 +154,42 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
         nq_s[i] = nqv;
         nk_s[i] = nkv_;
     }
-#if PK_ATTD_BULK
-    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF);
-    if (threadIdx.x == 0) { /* armed before any copy is issued: the phase's bytes are known */
-        pk_dev_mbar_init(bar, 1);
-        pk_dev_mbar_init_fence();
-        pk_dev_mbar_arrive_expect_tx(bar, (uint32_t)(2 * (owns ? P - 1 : P) * D * 2));
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF); /* bulk rows */
+    if constexpr (pk_attd_bulk) {
+        if (threadIdx.x == 0) { /* armed before any copy is issued: the phase's bytes are known */
+            pk_dev_mbar_init(bar, 1);
+            pk_dev_mbar_init_fence();
+            pk_dev_mbar_arrive_expect_tx(bar, (uint32_t)(2 * (owns ? P - 1 : P) * D * 2));
+        }
+        pk_dev_fence_proxy_async_smem(); /* this thread's earlier accesses of the area before the copy engine's writes */
     }
-    pk_dev_fence_proxy_async_smem(); /* this thread's earlier accesses of the area before the copy engine's writes */
-#endif
     if (pk_cta_sync_or(bad)) { /* every thread: a page is unmapped (the general kernel writes
                                 * zeros); also the barrier for slot_s */
-#if PK_ATTD_BULK
-        if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* no copy was issued on it */
-#endif
+        if constexpr (pk_attd_bulk)
+            if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* no copy was issued on it */
         return 0;
     }
     const uint32_t k_dst = (uint32_t)__cvta_generic_to_shared(smem + L.k);
     const uint32_t v_dst = (uint32_t)__cvta_generic_to_shared(smem + L.v);
     const int nold = owns ? P - 1 : P; /* rows written in earlier steps */
-#if PK_ATTD_BULK
-    const uint64_t policy = pk_dev_weight_policy(); /* evict-first, as PK_ATTD_KV_EVICT_FIRST's copies */
-    for (int j = threadIdx.x; j < nold; j += PK_CUDA_THREADS) {
-        const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D;
-        const uint32_t d = 2u * (uint32_t)pk_attd_kidx(j, 0, D); /* V rows padded as K's */
-        pk_dev_bulk_copy_w(k_dst + d, k_cache + src, (uint32_t)(2 * D), bar, policy);
-        pk_dev_bulk_copy_w(v_dst + d, v_cache + src, (uint32_t)(2 * D), bar, policy);
+    if constexpr (pk_attd_bulk) {
+        const uint64_t policy = pk_dev_weight_policy(); /* evict-first, as the 16-byte copies' */
+        for (int j = threadIdx.x; j < nold; j += PK_CUDA_THREADS) {
+            const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D;
+            const uint32_t d = 2u * (uint32_t)pk_attd_kidx(j, 0, D); /* V rows padded as K's */
+            pk_dev_bulk_copy_w(k_dst + d, k_cache + src, (uint32_t)(2 * D), bar, policy);
+            pk_dev_bulk_copy_w(v_dst + d, v_cache + src, (uint32_t)(2 * D), bar, policy);
+        }
+    } else {
+        const int C = D / 8, lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* 16-byte chunks per row, log2(C) */
+        for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
+            const int j = e >> lc, c = e & (C - 1);
+            const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
+            const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
+            pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
+            pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
+        }
     }
-#else
-    const int C = D / 8, lc = D == 64 ? 3 : D == 128 ? 4 : 5; /* 16-byte chunks per row, log2(C) */
-    for (int e = threadIdx.x; e < nold * C; e += PK_CUDA_THREADS) {
-        const int j = e >> lc, c = e & (C - 1);
-        const int64_t src = ((int64_t)slot_s[j] * Hkv + g) * D + 8 * c;
-        const uint32_t kd = 2u * (uint32_t)pk_attd_kidx(j, 8 * c, D), vd = kd; /* V rows padded as K's */
-        pk_dev_cp_async_w16(k_dst + kd, k_cache + src);
-        pk_dev_cp_async_w16(v_dst + vd, v_cache + src);
-    }
-#endif
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (threadIdx.x == 0) {
         hdr[0] = P;
@@ -223,8 +203,7 @@ __device__ inline int pk_dev_attention_decode_stage(const pk_layer_params *p, co
 /* The scalar path (G below PK_ATTD_MMA_MIN_G, D 256, GPUs before sm_80): per warp and pass of PK_ATTD_HP heads, blocks of
  * 32 positions w, w + 8, ... (lane = position), online softmax as attention.cuh's phase 3; then
  * (m, l, acc [D]) into red_m, red_l, red. Loops are rolled (#pragma unroll 1): a version with
- * every head's loops unrolled was larger and its task took 16.3 us in the 0.6B trace against
- * 11.7 (measured together with the evict-first weight loads; docs/PERF.md, session 3). */
+ * every head's loops unrolled was larger and its task slower. */
 template <int NP>
 __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s, const pk_bf16 *K_s,
                                            const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
@@ -342,16 +321,13 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
     }
 }
 
-/* The tensor-core path (D 64 / 128, sm_80 and later). mma.sync m16n8k16 (bf16 in, fp32 sums):
- * rows = the G <= 8 query heads (rows G .. 15 zero), scores S [16][8 positions] = Q · K^T and
- * out [16][8 dims] += P · V, per warp over blocks of 32 positions w, w + 8, ... with the online
- * softmax of the scalar path; P enters the second product rounded to bf16. Against the scalar
- * path: ~300 instead of ~1,100 instructions per warp, block and pair of heads (counted from the
- * code), and all G heads in one pass (docs/PERF.md, session 6). Rows past P read row P - 1
- * (finite: the staged rows end there) and get e = 0. Fragments (PTX ISA,
- * m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1;
- * n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1), c2, c3 (row gid + 8). K_s [pos][D + 8]
- * is B = K^T as ldmatrix reads it; V_s [pos][D + 8] is B = V through ldmatrix .trans. */
+/* The tensor-core path's primitives (D 64 / 128, sm_80 and later): mma.sync m16n8k16 (bf16 in,
+ * fp32 sums) and ldmatrix. Against the scalar path: a fraction of the instructions per warp and
+ * block, and all G heads in one pass. Rows past P read row P - 1 (finite: the staged rows end
+ * there) and get e = 0. Fragments (PTX ISA, m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k
+ * 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1; n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1),
+ * c2, c3 (row gid + 8). K_s [pos][D + 8] and V_s [pos][D + 8] are read through ldmatrix (V's
+ * .trans). */
 /* c += A · B, A's four registers given (a[0..3]: rows gid / gid + 8, k 2 tig / + 8). Not volatile:
  * the product touches no memory, so the compiler may place it among the fragment loads. */
 __device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
@@ -364,12 +340,6 @@ __device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32
     (void)c, (void)a, (void)b0, (void)b1;
     __trap(); /* PK_ATTD_USE_MMA is 0 there */
 #endif
-}
-
-/* The same with A's rows 8 .. 15 zero (a1 = a3 = 0: at most 8 query heads on the rows). */
-__device__ __forceinline__ void pk_attd_mma(float *c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
-    const uint32_t a[4] = {a0, 0u, a2, 0u};
-    pk_attd_mma4(c, a, b0, b1);
 }
 
 /* Four 8x8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8. */
@@ -386,8 +356,7 @@ __device__ __forceinline__ void pk_attd_ldsm4(uint32_t *r, const pk_bf16 *row) {
 
 /* Every K fragment of the block of 32 positions from jb (rows past P read row P - 1): f[k / 16][h]
  * is ldmatrix x4 over rows jb + 16 h .. + 15 and dims k .. k + 15, matrix i = (rows + 8 · (i & 1),
- * dims + 8 · (i / 2)): B = K^T of two 8-position tiles for pk_attd_warp_blocks_mma, A = K of one
- * 16-position tile for pk_attd_warp_blocks_mmat. */
+ * dims + 8 · (i / 2)): A = K of one 16-position tile for pk_attd_warp_blocks_mmat. */
 template <int D>
 __device__ __forceinline__ void pk_attd_k_frags(uint32_t (&f)[D / 16][2][4], const pk_bf16 *K_s, int jb, int P) {
     const int lane = threadIdx.x % 32, row = (lane & 7) + 8 * ((lane >> 3) & 1), col = 8 * (lane >> 4);
@@ -399,162 +368,20 @@ __device__ __forceinline__ void pk_attd_k_frags(uint32_t (&f)[D / 16][2][4], con
     }
 }
 
-__device__ __forceinline__ uint32_t pk_attd_pack_bf16(float lo, float hi) {
-    return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
-}
-
-template <int NP>
-__device__ inline void pk_attd_warp_blocks_mma(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
-                                               const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
-    constexpr int D = 64 * NP, DT = D / 8; /* head size, dim tiles of 8 */
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
-    const float scale = 1.0f / sqrtf((float)D);
-    /* this lane's query row (head gid; zero past G) and ldmatrix row for V: matrix lane / 8 is
-     * (rows + 8 · (lane / 8 & 1), dims + 8 · (lane / 16)) */
-    const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
-    const bool qv = gid < G;
-    const int mrow = (lane & 7) + 8 * ((lane >> 3) & 1), mcol = 8 * (lane >> 4);
-    float m = -INFINITY, l = 0.0f, acc[DT][4];
-#pragma unroll
-    for (int t = 0; t < DT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-#pragma unroll 1
-    for (int jb = 32 * warp; jb < P; jb += 32 * PK_DEV_WARPS) {
-        /* S: n-tiles nt = positions jb + 8 nt .. + 7; ldmatrix matrices (nt even: rows 0..7,
-         * k lo / rows 8..15 = tile nt + 1, k lo / k hi ...): x4 over rows jb + 16 h .. + 15 and
-         * dims k0 .. k0 + 15 gives b0, b1 of tiles 2h and 2h + 1 in the order (2h k lo,
-         * 2h + 1 k lo, 2h k hi, 2h + 1 k hi) */
-        float sc[4][4];
-#pragma unroll
-        for (int t = 0; t < 4; t++) sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
-        /* every K fragment of the block first (D / 16 x 2 x 4 registers), then the products */
-        {
-            uint32_t bk[D / 16][2][4];
-            pk_attd_k_frags<D>(bk, K_s, jb, P);
-#pragma unroll
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                const uint32_t a0 = qv ? *(const uint32_t *)(qr + k0) : 0u;
-                const uint32_t a2 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    pk_attd_mma(sc[2 * h], a0, a2, bk[k0 / 16][h][0], bk[k0 / 16][h][2]);
-                    pk_attd_mma(sc[2 * h + 1], a0, a2, bk[k0 / 16][h][1], bk[k0 / 16][h][3]);
-                }
-            }
-        }
-        /* online softmax of row gid over this block's 32 positions (8 in this lane, the rest in
-         * its quad) */
-        float bm = -INFINITY;
-#pragma unroll
-        for (int t = 0; t < 4; t++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int j = jb + 8 * t + 2 * tig + u;
-                sc[t][u] = j < P ? sc[t][u] * scale : -INFINITY;
-                bm = fmaxf(bm, sc[t][u]);
-            }
-        bm = fmaxf(bm, __shfl_xor_sync(PK_DEV_FULL_MASK, bm, 1));
-        bm = fmaxf(bm, __shfl_xor_sync(PK_DEV_FULL_MASK, bm, 2));
-        const float mn = fmaxf(m, bm); /* finite: position jb is < P */
-        const float alpha = expf(m - mn); /* 0 on the first block: m = -inf */
-        m = mn;
-        /* P as the A operand (a0 / a2 of positions jb + 16 h .. + 15). PK_ATTD_PLO 1: in two bf16
-         * parts, e = hi + lo (16 bits of e instead of 8), l the fp32 sum of e; 0: rounded to bf16
-         * once (FlashAttention's choice), l the sum of the rounded values. With one part, pk-tiny's
-         * decode-step logits under teacher forcing (gpu_env.sh pk_tiny_logits_check, at G 2) had
-         * one argmax of 90 decisive positions differ from the CPU's; docs/PERF.md, session 7 */
-        uint32_t pa[4], pl[4];
-        float ls = 0.0f;
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const float e0 = expf(sc[t][0] - mn), e1 = expf(sc[t][1] - mn);
-            const float h0 = pk_dev_round_bf16(e0), h1 = pk_dev_round_bf16(e1);
-            ls += PK_ATTD_PLO ? e0 + e1 : h0 + h1;
-            pa[t] = pk_attd_pack_bf16(h0, h1);
-            pl[t] = PK_ATTD_PLO ? pk_attd_pack_bf16(e0 - h0, e1 - h1) : 0u;
-        }
-        l = fmaf(l, alpha, ls);
-#pragma unroll
-        for (int t = 0; t < DT; t++) {
-            acc[t][0] *= alpha;
-            acc[t][1] *= alpha;
-        }
-        /* out += P · V: per 16 positions h, x4 .trans over rows jb + 16 h .. + 15 and dims
-         * d0 .. d0 + 15 gives b0, b1 of dim tiles d0 / 8 and d0 / 8 + 1 */
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int vr = min(jb + 16 * h + mrow, P - 1);
-            /* every V fragment of the 16 positions first, then the hi products, then the lo ones:
-             * no mma waits on the one just before it (each acc still takes hi, then lo, then the
-             * next h: the same order, the same bits) */
-            uint32_t bv[DT / 2][4];
-#pragma unroll
-            for (int d0 = 0; d0 < D; d0 += 16) pk_attd_ldsm4<true>(bv[d0 / 16], V_s + pk_attd_kidx(vr, d0 + mcol, D));
-#pragma unroll
-            for (int d0 = 0; d0 < D; d0 += 16) {
-                pk_attd_mma(acc[d0 / 8], pa[2 * h], pa[2 * h + 1], bv[d0 / 16][0], bv[d0 / 16][1]);
-                pk_attd_mma(acc[d0 / 8 + 1], pa[2 * h], pa[2 * h + 1], bv[d0 / 16][2], bv[d0 / 16][3]);
-            }
-            if (PK_ATTD_PLO)
-#pragma unroll
-                for (int d0 = 0; d0 < D; d0 += 16) {
-                    pk_attd_mma(acc[d0 / 8], pl[2 * h], pl[2 * h + 1], bv[d0 / 16][0], bv[d0 / 16][1]);
-                    pk_attd_mma(acc[d0 / 8 + 1], pl[2 * h], pl[2 * h + 1], bv[d0 / 16][2], bv[d0 / 16][3]);
-                }
-        }
-    }
-    l += __shfl_xor_sync(PK_DEV_FULL_MASK, l, 1);
-    l += __shfl_xor_sync(PK_DEV_FULL_MASK, l, 2);
-    if (gid < G) {
-        if (tig == 0) {
-            red_m[warp * G + gid] = m;
-            red_l[warp * G + gid] = l;
-        }
-        float *o = red + (warp * G + gid) * D + 2 * tig;
-#pragma unroll
-        for (int t = 0; t < DT; t++) *(float2 *)(o + 8 * t) = make_float2(acc[t][0], acc[t][1]);
-    }
-}
-
-/* The tensor-core path with the positions as rows (PK_ATTD_MMA_T 1): S^T [16 positions][8] = K · Q^T
- * and out^T [16 dims][8] += V^T · P^T, the G <= 8 query heads as the 8 columns (columns G .. 7
- * zero). pk_attd_warp_blocks_mma puts the heads on the 16 rows, so at G 2 fourteen of them are
- * zeros: here a block of 32 positions takes 16 products for the scores instead of 32, and 16 per
- * part of P for P · V instead of 32 (D 128). K's fragments are the same ldmatrix loads, now the A
+/* The tensor-core path with the positions as rows: S^T [16 positions][8] = K · Q^T and out^T
+ * [16 dims][8] += V^T · P^T, the G <= 8 query heads as the 8 columns (columns G .. 7 zero): a block
+ * of 32 positions takes 16 products for the scores and 16 per part of P for P · V (D 128), where
+ * the heads on the 16 rows would leave most rows zero. K's fragments are ldmatrix loads, the A
  * operand; V's come through ldmatrix .trans as A = V^T. The score fragment (row = position, column
- * = head) is not the B layout P · V needs: movmatrix transposes it in registers (PK_ATTD_PT_MOV,
- * below), or each warp writes P^T [G][32] as bf16 (hi, then lo with PK_ATTD_PLO) into its own
- * slice of red — free until the warp's partial sums go there at the end — and reads it back as B
- * (session 33's route). The online softmax runs per column: the max over a block is the
- * max over the lane's rows and over the 8 lanes of its column (shuffles across gid). Its sums are
- * in another order than pk_attd_warp_blocks_mma's: other bits, the same tolerance (pk-tiny's gate
- * 6.17e-03 / 6.03e-03 against 6.12e-03 / 5.99e-03; the harness, --big qwen3-0.6b and qwen3-8b
- * (G 4) pass). On the H200 (docs/PERF.md session 33, same call): the loop 2.82 -> 2.46 us
- * (-DPK_ATT_PROFILE), the attention layer's end 5.47 -> 5.16 us, Qwen3-0.6B 0.764-0.766 ->
- * 0.753-0.760 ms/token; the 1.7B and 8B the same within the rounds' spread. */
-#define PK_ATTD_MMA_T 1 /* 0: the heads as rows (pk_attd_warp_blocks_mma), to compare */
-/* P^T into the B fragments of V^T · P^T by movmatrix (PK_ATTD_PT_MOV 1) instead of through the
- * warp's slice of red. The score fragment of 8 positions (lane: position gid, heads 2 tig, + 1),
- * packed as bf16 pairs, is an 8x8 b16 matrix in the ldmatrix layout; movmatrix .trans hands lane
- * (gid, tig) positions 2 tig, + 1 of head gid: b0 (positions 0 .. 7 of 16) and b1 (8 .. 15). The same
- * bf16 values reach the same products: the same bits. The loop is a latency chain of one warp's
- * instructions (bench/attd_loop.cu: ~3,800 cycles for one block of 32 positions per warp at D 128,
- * G 2, position 200, alone on an SM — the 2.46 us the persistent kernel's profile shows); the
- * stores, two __syncwarp, branches and loads of the shared-memory route were ~170 of its ~1,000
- * instructions. Alone: 3,830 -> 3,000 cycles. On the H200 (docs/PERF.md session 34, same call):
- * the attention layer's end 5.12 -> 4.62 us, Qwen3-0.6B -1.3 to -2.3 %, 1.7B -0.6 to -1.3 %, 8B
- * -0.5 %. 0: through red. */
-#define PK_ATTD_PT_MOV 1
-/* The softmax in base 2 (PK_ATTD_EXP2 1): scores scaled by log2(e) / sqrt(D), ex2.approx for each
- * exponential (one MUFU instead of expf's range reduction); m goes out in base e for the fold.
- * With PK_ATTD_SCORE_SPLIT 1, the scores' products as 4 chains of 4 (the two halves of D summed
- * after) instead of 2 chains of 8. Both shorten the chain (alone: 3,000 -> 2,850 cycles) and change
- * the bits within the tolerance (pk-tiny's gate 6.17e-03 / 6.12e-03). Same call (session 34):
- * Qwen3-0.6B 0.740-0.747 -> 0.740-0.742 ms/token, 1.7B 1.426-1.427 -> 1.415-1.425. 0: expf, one
- * chain per 16 positions. */
-#define PK_ATTD_EXP2 1
-#define PK_ATTD_SCORE_SPLIT 1
-/* bench/attd_loop.cu's clock stamps inside the loop (phase i done once v is known); nothing here */
-#define PK_ATTD_LOOP_STAMP(i, v) ((void)0)
+ * = head) is not the B layout P · V needs: movmatrix transposes it in registers. The score
+ * fragment of 8 positions (lane: position gid, heads 2 tig, + 1), packed as bf16 pairs, is an 8x8
+ * b16 matrix in the ldmatrix layout; movmatrix .trans hands lane (gid, tig) positions 2 tig, + 1 of
+ * head gid: b0 (positions 0 .. 7 of 16) and b1 (8 .. 15). P enters P · V as two bf16 parts (hi,
+ * then lo). The online softmax runs per column: the max over a block is the max over the lane's
+ * rows and over the 8 lanes of its column (shuffles across gid); it runs in base 2 (scores scaled
+ * by log2(e) / sqrt(D), ex2.approx for each exponential: one MUFU instead of expf's range
+ * reduction; m goes out in base e for the fold), and the scores' products run as 4 chains of 4
+ * (the two halves of D summed after): the loop is a latency chain of one warp's instructions. */
 /* movmatrix .trans: the transpose of the 8x8 b16 matrix whose row gid, columns 2 tig, + 1 this lane
  * holds, in the same layout. */
 __device__ __forceinline__ uint32_t pk_attd_movt(uint32_t a) {
@@ -568,21 +395,19 @@ __device__ __forceinline__ float pk_attd_exp2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-__device__ __forceinline__ float pk_attd_exp(float x) { return PK_ATTD_EXP2 ? pk_attd_exp2(x) : expf(x); }
+__device__ __forceinline__ float pk_attd_exp(float x) { return pk_attd_exp2(x); }
 template <int NP>
 __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b, const pk_bf16 *K_s,
                                                 const pk_bf16 *V_s, float *red, float *red_m, float *red_l) {
     constexpr int D = 64 * NP, DT = D / 16; /* head size, dim tiles of 16 (the rows of out^T) */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
-    const float scale = (PK_ATTD_EXP2 ? 1.4426950408889634f : 1.0f) / sqrtf((float)D); /* log2(e) for base 2 */
+    const float scale = 1.4426950408889634f / sqrtf((float)D); /* log2(e) for base 2 */
     /* B = Q^T: column gid is head gid (zero past G), rows k 2 tig, +1 and + 8 */
     const pk_bf16 *qr = q_b + gid * (D + 8) + 2 * tig;
     const bool qv = gid < G;
     /* ldmatrix rows for V (A = V^T, .trans): matrix lane / 8 = (positions + 8 · (lane / 16), dims +
      * 8 · (lane / 8 & 1)); K's: pk_attd_k_frags */
     const int vrow = (lane & 7) + 8 * (lane >> 4), vcol = 8 * ((lane >> 3) & 1);
-    /* P^T [G][32] bf16 (hi), then [G][32] (lo), in this warp's slice of red (G · D floats) */
-    pk_bf16 *pt = (pk_bf16 *)(red + warp * G * D);
     const bool h0v = 2 * tig < G, h1v = 2 * tig + 1 < G; /* this lane's columns 2 tig, 2 tig + 1 */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[DT][4];
 #pragma unroll
@@ -596,10 +421,8 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
         for (int h = 0; h < 2; h++) sc[h][0] = sc[h][1] = sc[h][2] = sc[h][3] = 0.0f;
         {
             uint32_t ak[D / 16][2][4];
-            PK_ATTD_LOOP_STAMP(0, 0u);
             pk_attd_k_frags<D>(ak, K_s, jb, P);
-            PK_ATTD_LOOP_STAMP(1, ak[D / 16 - 1][1][3] ^ ak[0][0][0]);
-            float sc2[2][4]; /* PK_ATTD_SCORE_SPLIT: the upper half of D */
+            float sc2[2][4]; /* the upper half of D */
 #pragma unroll
             for (int h = 0; h < 2; h++) sc2[h][0] = sc2[h][1] = sc2[h][2] = sc2[h][3] = 0.0f;
 #pragma unroll
@@ -608,15 +431,13 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
                 const uint32_t b1 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    pk_attd_mma4(PK_ATTD_SCORE_SPLIT && k0 >= D / 2 ? sc2[h] : sc[h], ak[k0 / 16][h], b0, b1);
+                    pk_attd_mma4(k0 >= D / 2 ? sc2[h] : sc[h], ak[k0 / 16][h], b0, b1);
             }
-            if (PK_ATTD_SCORE_SPLIT)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
 #pragma unroll
                     for (int u = 0; u < 4; u++) sc[h][u] += sc2[h][u];
         }
-        PK_ATTD_LOOP_STAMP(2, __float_as_uint(sc[0][3]) ^ __float_as_uint(sc[1][3]));
         /* online softmax per column over this block's 32 positions (4 in this lane, the rest in
          * the 8 lanes of its tig) */
         float bm[2] = {-INFINITY, -INFINITY};
@@ -638,54 +459,24 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             alpha[c] = pk_attd_exp(m[c] - mn);   /* 0 on the first block: m = -inf */
             m[c] = mn;
         }
-        PK_ATTD_LOOP_STAMP(3, __float_as_uint(alpha[0]) ^ __float_as_uint(alpha[1]));
         float ls[2] = {0.0f, 0.0f};
         /* P^T as the B fragments of the 16 positions kk: hi (and lo) parts, b0 and b1 */
         uint32_t pbh[2][2], pbl[2][2];
-        if (PK_ATTD_PT_MOV) {
 #pragma unroll
-            for (int h = 0; h < 2; h++)
+        for (int h = 0; h < 2; h++)
 #pragma unroll
-                for (int r = 0; r < 2; r++) { /* r: positions gid (c0 c1), gid + 8 (c2 c3) */
-                    const float e0 = pk_attd_exp(sc[h][2 * r] - m[0]), e1 = pk_attd_exp(sc[h][2 * r + 1] - m[1]);
-                    const __nv_bfloat162 hb = __floats2bfloat162_rn(e0, e1); /* .x = e0: the low half */
-                    const float h0 = __low2float(hb), h1 = __high2float(hb);
-                    ls[0] += PK_ATTD_PLO ? e0 : h0;
-                    ls[1] += PK_ATTD_PLO ? e1 : h1;
-                    const uint32_t th = pk_attd_movt(*(const uint32_t *)&hb);
-                    pbh[h][r] = qv ? th : 0u; /* head gid: columns past G zero, as the q fragments */
-                    if (PK_ATTD_PLO) {
-                        const __nv_bfloat162 lb = __floats2bfloat162_rn(e0 - h0, e1 - h1);
-                        const uint32_t tl = pk_attd_movt(*(const uint32_t *)&lb);
-                        pbl[h][r] = qv ? tl : 0u;
-                    }
-                }
-        } else {
-            __syncwarp(); /* the previous block's reads of pt are done */
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const int c = u & 1, pos = 16 * h + gid + 8 * (u >> 1), head = 2 * tig + c;
-                    const float e = pk_attd_exp(sc[h][u] - m[c]);
-                    const float hi = pk_dev_round_bf16(e);
-                    ls[c] += PK_ATTD_PLO ? e : hi;
-                    if (c == 0 ? h0v : h1v) {
-                        pt[head * 32 + pos] = pk_dev_f32_to_bf16(hi);
-                        if (PK_ATTD_PLO) pt[(G + head) * 32 + pos] = pk_dev_f32_to_bf16(e - hi);
-                    }
-                }
-            __syncwarp();
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                const pk_bf16 *pb = pt + gid * 32 + 16 * kk + 2 * tig;
-                pbh[kk][0] = qv ? *(const uint32_t *)pb : 0u;
-                pbh[kk][1] = qv ? *(const uint32_t *)(pb + 8) : 0u;
-                pbl[kk][0] = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32) : 0u;
-                pbl[kk][1] = qv && PK_ATTD_PLO ? *(const uint32_t *)(pb + G * 32 + 8) : 0u;
+            for (int r = 0; r < 2; r++) { /* r: positions gid (c0 c1), gid + 8 (c2 c3) */
+                const float e0 = pk_attd_exp(sc[h][2 * r] - m[0]), e1 = pk_attd_exp(sc[h][2 * r + 1] - m[1]);
+                const __nv_bfloat162 hb = __floats2bfloat162_rn(e0, e1); /* .x = e0: the low half */
+                const float h0 = __low2float(hb), h1 = __high2float(hb);
+                ls[0] += e0;
+                ls[1] += e1;
+                const uint32_t th = pk_attd_movt(*(const uint32_t *)&hb);
+                pbh[h][r] = qv ? th : 0u; /* head gid: columns past G zero, as the q fragments */
+                const __nv_bfloat162 lb = __floats2bfloat162_rn(e0 - h0, e1 - h1);
+                const uint32_t tl = pk_attd_movt(*(const uint32_t *)&lb);
+                pbl[h][r] = qv ? tl : 0u;
             }
-        }
-        PK_ATTD_LOOP_STAMP(4, pbh[0][0] ^ pbh[1][1] ^ pbl[0][0] ^ pbl[1][1]);
 #pragma unroll
         for (int c = 0; c < 2; c++) l[c] = fmaf(l[c], alpha[c], ls[c]);
 #pragma unroll
@@ -703,25 +494,21 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             uint32_t av[DT][4];
 #pragma unroll
             for (int t = 0; t < DT; t++) pk_attd_ldsm4<true>(av[t], V_s + pk_attd_kidx(vr, 16 * t + vcol, D));
-            if (kk == 0) PK_ATTD_LOOP_STAMP(5, av[DT - 1][3] ^ av[0][0]);
 #pragma unroll
             for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbh[kk][0], pbh[kk][1]);
-            if (PK_ATTD_PLO)
 #pragma unroll
-                for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbl[kk][0], pbl[kk][1]);
+            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbl[kk][0], pbl[kk][1]);
         }
     }
-    PK_ATTD_LOOP_STAMP(6, __float_as_uint(acc[0][0]) ^ __float_as_uint(acc[DT - 1][3]) ^ __float_as_uint(l[0]));
 #pragma unroll
     for (int c = 0; c < 2; c++) {
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 4);
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 8);
         l[c] += __shfl_xor_sync(PK_DEV_FULL_MASK, l[c], 16);
     }
-    if (PK_ATTD_EXP2) /* the fold's base e */
 #pragma unroll
-        for (int c = 0; c < 2; c++) m[c] *= 0.6931471805599453f;
-    __syncwarp(); /* pt's last reads before the slice takes the sums */
+    for (int c = 0; c < 2; c++) m[c] *= 0.6931471805599453f; /* the fold's base e */
+    __syncwarp(); /* the warp's last block before its slice of red takes the sums */
     if (gid == 0) {
         if (h0v) {
             red_m[warp * G + 2 * tig] = m[0];
@@ -745,7 +532,6 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             o[(2 * tig + 1) * D + d + 8] = acc[t][3];
         }
     }
-    PK_ATTD_LOOP_STAMP(7, __float_as_uint(o[0]));
 }
 
 /* The fold of the 8 warps' sums (after the block loop and a CTA barrier): orow[h][d] =
@@ -782,8 +568,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, g = kv0;
     const int half = D / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int *hdr = (const int *)(smem + pk_attd_layout_of(D, G, 0).hdr); /* L.hdr: D and G alone */
-    const int P = hdr[0], pos = hdr[2], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
-    (void)pos; /* PK_ATTD_REPORT's */
+    const int P = hdr[0], new_slot = hdr[3]; /* new_slot -1: pos is not this split's */
     const pk_attd_layout L = pk_attd_layout_of(D, G, P);
     const float *cs_s = (const float *)(smem + L.cs), *sn_s = (const float *)(smem + L.sn);
     float *q_s = (float *)(smem + L.q), *red = (float *)(smem + L.red);
@@ -796,10 +581,7 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
     const bool mma = can_mma && D == 64 * NP && G >= PK_ATTD_MMA_MIN_G;
     if (!mma && !can_scalar) __trap(); /* GC != G or D != 64 · NP: the generated code's arguments */
     const pk_bf16 *grp = qkv + (int64_t)g * (G + 2) * D; /* q heads [G][D], K [D], V [D] of head g */
-/* diagnostics: the tasks of KV heads < PK_ATT_DELAY_KV start this much later
- * (is a task slow for its worker, or for when it runs? docs/PERF.md) */
     if (late) pk_dev_dep_wait_staged();
-    PK_ATT_STAMP(0);
 
     /* phase A: item 0 (warp 0) writes K of position pos to the cache and to K_s, item G + 1 its V
      * (another warp: V's loads are not queued behind K's round trip); items 1 .. G rotate q head
@@ -870,35 +652,24 @@ __device__ inline void pk_dev_attention_decode(const pk_layer_params *p, int kv0
             }
         }
     }
-#if PK_ATTD_BULK
-    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF);
-    pk_dev_mbar_wait(bar, 0); /* the staged rows */
-#endif
+    const uint32_t bar = (uint32_t)__cvta_generic_to_shared(smem + L.hdr + PK_ATTD_BAR_OFF); /* bulk rows */
+    if constexpr (pk_attd_bulk) pk_dev_mbar_wait(bar, 0); /* the staged rows */
     pk_cta_sync();
-#if PK_ATTD_BULK
-    if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* every thread has passed its wait */
-#endif
-    PK_ATT_STAMP(1);
+    if constexpr (pk_attd_bulk)
+        if (threadIdx.x == 0) pk_dev_mbar_inval(bar); /* every thread has passed its wait */
 
     constexpr int passes = 1;
     for (int pass = 0; pass < passes; pass++) {
-        if (pass == 1) PK_ATT_STAMP(3);
         if constexpr (can_mma)
             if (mma) {
-                if (PK_ATTD_MMA_T)
-                    pk_attd_warp_blocks_mmat<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
-                else
-                    pk_attd_warp_blocks_mma<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
+                pk_attd_warp_blocks_mmat<NP>(G, P, (const pk_bf16 *)q_s, K_s, V_s, red, red_m, red_l);
             }
         if constexpr (can_scalar)
             if (!mma) pk_attd_warp_blocks<NP>(D, G, P, q_s, K_s, V_s, red, red_m, red_l);
         pk_cta_sync();
     }
-    PK_ATT_STAMP(2);
 
     pk_attd_fold(G, D, red, red_m, red_l, out ? out + (int64_t)g * G * D : nullptr, part_out);
-    PK_ATT_STAMP(5);
-    PK_ATTD_REPORT();
 }
 
 #endif /* PK_CUDA_ATTENTION_DECODE_CUH */

@@ -20,14 +20,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "kernels/cuda/rows.cuh" /* pk_rows / pk_rows_get for device code, as in cpu_kernels.h */
-
-#ifndef PK_CUDA_THREADS
-#define PK_CUDA_THREADS 256
-#endif
-#ifndef PK_CUDA_SMEM_BYTES
-#define PK_CUDA_SMEM_BYTES (96 * 1024)
-#endif
+#include "kernels/cuda/rows.cuh" /* pk_rows / pk_rows_get for device code, as in cpu_kernels.h; PK_CUDA_THREADS */
 
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/rmsnorm.cuh"

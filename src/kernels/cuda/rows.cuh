@@ -20,14 +20,9 @@
 extern "C" {
 #include "kernels/cpu/cpu_kernels.h"
 }
-#include "kernels/weight_ring_layout.h" /* PK_WRING_PRODUCER */
 
-#ifndef PK_CUDA_THREADS
-#define PK_CUDA_THREADS 256 /* as cuda_kernels.cuh: each header also compiles on its own */
-#endif
-#ifndef PK_CUDA_SMEM_BYTES
-#define PK_CUDA_SMEM_BYTES (96 * 1024)
-#endif
+#define PK_CUDA_THREADS 256          /* threads of every CTA: 8 warps */
+#define PK_CUDA_SMEM_BYTES (96 * 1024) /* the task kernels' own shared memory (the start of the block) */
 #define PK_DEV_WARPS (PK_CUDA_THREADS / 32)
 static_assert(PK_CUDA_THREADS % 32 == 0 && (PK_DEV_WARPS & (PK_DEV_WARPS - 1)) == 0 &&
                   PK_DEV_WARPS <= 32,
@@ -35,11 +30,8 @@ static_assert(PK_CUDA_THREADS % 32 == 0 && (PK_DEV_WARPS & (PK_DEV_WARPS - 1)) =
 
 #define PK_DEV_FULL_MASK 0xffffffffu
 
-/* The task threads' barrier. With the weight ring's producer warp (weight_ring_layout.h's
- * PK_WRING_PRODUCER) a static worker CTA has PK_CUDA_THREADS + 32 threads and the producer never
- * runs task code, so every barrier of task code counts the PK_CUDA_THREADS task threads alone
- * (named barrier 1, bar.sync's memory ordering among them as __syncthreads'); without it, and in
- * every CTA of PK_CUDA_THREADS, it is __syncthreads. pk_cta_sync_or: __syncthreads_or's. */
+/* The task threads' barrier (every CTA is PK_CUDA_THREADS task threads); pk_cta_sync_or:
+ * __syncthreads_or's. */
 __device__ __forceinline__ void pk_cta_sync(void) { __syncthreads(); }
 __device__ __forceinline__ int pk_cta_sync_or(int pred) { return __syncthreads_or(pred); }
 
@@ -182,12 +174,10 @@ __device__ __forceinline__ int32_t pk_dev_ldcg_i32(const int32_t *p) {
 /* Weights (read-only for the whole launch): the non-coherent read-only path. */
 /* 16 weight bytes: read-only path, not kept in L1 (each weight byte is read once per step), the
  * L2 asked to fetch 256-byte blocks (a decode GEMV streams whole rows: fewer, larger DRAM
- * requests) and, with PK_WEIGHT_EVICT_FIRST, to evict these lines first: a step streams far more
+ * requests) and to evict these lines first: a step streams far more
  * weight bytes than the L2 holds, so keeping them only pushes out what is read again soon — the
  * KV cache, the activations and the persistent kernel's own instructions, which each task kind
  * fetches again after the others ran. */
-#define PK_WEIGHT_LOAD_HINT 1 /* 0: plain __ldg (PK_NVCC_DEFINES, to compare) */
-#define PK_WEIGHT_EVICT_FIRST 1 /* 0: the L2's default eviction for weights (PK_NVCC_DEFINES) */
 /* The L2 cache policy of weight loads (createpolicy: evict first, every line). */
 __device__ __forceinline__ uint64_t pk_dev_weight_policy(void) {
     uint64_t pol;
@@ -195,7 +185,7 @@ __device__ __forceinline__ uint64_t pk_dev_weight_policy(void) {
     return pol;
 }
 __device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
-#if __CUDA_ARCH__ >= 800 && PK_WEIGHT_LOAD_HINT
+#if __CUDA_ARCH__ >= 800
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -206,31 +196,23 @@ __device__ __forceinline__ uint4 pk_dev_ldw16(const void *p) {
 #endif
 }
 /* 16 bytes of an rmsnorm_linear's norm weights (K bf16 per norm, read by every task of the layer
- * right after its wait). With PK_NORM_EVICT_LAST the L2 keeps them (evict-last; 2 KB per norm, 112
- * KB for Qwen3-0.6B): loaded as weights (evict-first) the first task of a layer to read them finds
- * them in DRAM, behind the layer's copies, and every task of the layer waits for that read.
- * Session 28 (same call): Qwen3-0.6B 0.8645 / 0.8632 / 0.8660 -> 0.8556 / 0.8609 / 0.8572 ms/token.
- * On by default where the GEMV tiles stage whole (codegen's PK_LIN_WST_LDS: the 0.6B and 1.7B),
- * off elsewhere (the 8B: not measured). The same bits either way. */
-#ifndef PK_NORM_EVICT_LAST
-#if defined(PK_LIN_WST_LDS) && PK_LIN_WST_LDS
-#define PK_NORM_EVICT_LAST 1
-#else
-#define PK_NORM_EVICT_LAST 0 /* PK_NVCC_DEFINES="-DPK_NORM_EVICT_LAST=0|1" to compare */
-#endif
-#endif
+ * right after its wait). Where the GEMV tiles stage whole (pk_gen_tuning::lin_wst_lds: the small
+ * models) the L2 keeps them (evict-last; 2 KB per norm, 112 KB for Qwen3-0.6B): loaded as weights
+ * (evict-first) the first task of a layer to read them finds them in DRAM, behind the layer's
+ * copies, and every task of the layer waits for that read. The same bits either way. */
 __device__ __forceinline__ uint4 pk_dev_ldn16(const void *p) {
-#if __CUDA_ARCH__ >= 800 && PK_NORM_EVICT_LAST
-    uint4 v;
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(pol));
-    return v;
-#else
-    return pk_dev_ldw16(p);
+#if __CUDA_ARCH__ >= 800
+    if constexpr (pk_gen_tuning::lin_wst_lds) {
+        uint4 v;
+        uint64_t pol;
+        asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+        asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p), "l"(pol));
+        return v;
+    }
 #endif
+    return pk_dev_ldw16(p);
 }
 /* cp.async of 16 weight bytes to shared memory, with the weight loads' L2 policy. */
 __device__ __forceinline__ void pk_dev_cp_async_w16(uint32_t dst, const void *src) {

@@ -409,7 +409,8 @@ static void emit_sched_next(pk_strbuf *o, const pk_kernel *k) {
                     t->trig_event < (uint32_t)g->nevents) {
                     const pk_event *e = &g->events[t->trig_event];
                     flag = e->first_task < e->last_task && g->tasks[e->first_task].layer == next->layer;
-                    if (flag && attn_splits(&k->layers[next->layer]) > 1) flag = 3; /* PK_NEXT_ATT_SPLIT */
+                    /* only an unsplit attention stages early (runtime.cuh's pk_att_early) */
+                    if (flag && attn_splits(&k->layers[next->layer]) > 1) flag = 0;
                 } else if (kind == PK_TASK_RMSNORM_SWIGLU_DOWN && t->layer < (uint32_t)k->nlayers &&
                            k->layers[t->layer].kind != PK_TASK_RMSNORM_SWIGLU_DOWN) {
                     flag = 2;
@@ -419,31 +420,6 @@ static void emit_sched_next(pk_strbuf *o, const pk_kernel *k) {
         }
     pk_sb_printf(o, "\n};\n\n");
 }
-
-/* Whether schedule entry i waits on an event whose one trigger is entry i - 1 of its worker (a
- * split-K task after its gate / up task, build.c's schedule): the worker has finished that task
- * itself, so runtime.cuh skips the poll (PK_LOCAL_DEP). A table beside pk_gen_sched_tasks. */
-static void emit_local_dep(pk_strbuf *o, const pk_kernel *k) {
-    const pk_taskgraph *g = &k->graph;
-    pk_sb_printf(o, "__device__ const uint8_t pk_gen_sched_local_dep[%d] = {", g->ntasks > 1 ? g->ntasks - 1 : 1);
-    if (g->ntasks <= 1) pk_sb_printf(o, "0");
-    for (int w = 0; w < g->nworkers && g->ntasks > 1; w++)
-        for (uint32_t i = g->sched_offset[w]; i < g->sched_offset[w + 1]; i++) {
-            const pk_task *t = &g->tasks[g->sched_tasks[i]];
-            const int flag = i > g->sched_offset[w] && t->dep_event < (uint32_t)g->nevents &&
-                             t->dep_event != g->begin_event && g->events[t->dep_event].num_triggers == 1 &&
-                             g->tasks[g->sched_tasks[i - 1]].trig_event == t->dep_event;
-            pk_sb_printf(o, "%s%s%d", i ? "," : "", i % 32 == 0 ? "\n    " : " ", flag);
-        }
-    pk_sb_printf(o, "\n};\n\n");
-}
-
-/* A layer's claim mode (claim_of_layer, below). */
-typedef struct claim_info {
-    uint32_t rows, tpc, ctr0, nctr;
-    int64_t row0; /* the layer's first weight row */
-} claim_info;
-static const char *claim_arg(const claim_info c, char *buf, size_t len);
 
 /* The argmax over the task's logits tile into column idx of val / idx, then the layer's completion
  * counter: its last task reduces the partials into out (ARGMAX_PARTIAL; RMSNORM_LINEAR_ARGMAX after
@@ -461,12 +437,12 @@ static void emit_argmax_call(pk_strbuf *o, const pk_kernel *k, int l, const gvie
     pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
 }
 
-static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
+static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160], c[160], d[160], e[96], f[96], g[96];
+    char a[160], b[160], c[160], d[160], e[96], g[96];
     emit_layer_comment(o, k, L);
     switch (L->kind) {
     case PK_TASK_EMBEDDING:
@@ -502,9 +478,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
                      base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
                      base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
         if (mlp) snprintf(g, sizeof g, "%d", 2 * ib);
-        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows, %s,\n            ", row0_expr(&v[PK_V_NL_W], c, sizeof c),
+        pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows,\n            ", row0_expr(&v[PK_V_NL_W], c, sizeof c),
                      mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), mlp ? "gu" : tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d),
-                     v[PK_V_NL_OUT].rs, claim_arg(claims[l], f, sizeof f));
+                     v[PK_V_NL_OUT].rs);
         if (L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0) { /* x + acc; the task's share of it into sum */
             pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", %s);\n", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a),
                          v[PK_V_NL_ACC].rs, base_expr(&v[PK_V_NL_SUM], 0, b, sizeof b), v[PK_V_NL_SUM].rs,
@@ -532,18 +508,18 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
     }
     case PK_TASK_LINEAR:
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows);\n",
                      v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
                      row0_expr(&v[PK_V_LIN_W], b, sizeof b), rows_expr(&v[PK_V_LIN_W], g, sizeof g),
-                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, claim_arg(claims[l], f, sizeof f));
+                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs);
         break;
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
         pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_LR_X].cols,
                      base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, row0_expr(&v[PK_V_LR_W], b, sizeof b),
                      rows_expr(&v[PK_V_LR_W], g, sizeof g));
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
-                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs, claim_arg(claims[l], f, sizeof f));
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
+                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs);
         if (v[PK_V_LR_CLEAR].id >= 0) { /* after the GEMV, which waited for the event */
             pk_sb_printf(o, "        pk_gen_call_acc_clear(%s, %" PRIu64 ", n_tok, %s);\n",
                          base_expr(&v[PK_V_LR_CLEAR], 0, a, sizeof a), v[PK_V_LR_CLEAR].rs,
@@ -574,8 +550,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l, const claim_info 
         pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_SML_X].cols / 2,
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      row0_expr(&v[PK_V_SML_W], b, sizeof b), rows_expr(&v[PK_V_SML_W], g, sizeof g));
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
-                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs, claim_arg(claims[l], f, sizeof f));
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
+                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
         break;
     case PK_TASK_ATTENTION: {
         int nkv = emit_attn_step(o, k, L, v);
@@ -632,91 +608,6 @@ static int weight_view(pk_task_kind kind) {
     case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: return PK_V_SML_W;
     default: return -1;
     }
-}
-
-/* Layer l's weight prefetch entry {buffer, bytes, row bytes, offset of tile 0, offset step per index}: a
- * task's weight tile is rows [row0, row0 + rows) of its weight, whole rows, so one contiguous
- * range (bytes 0: none — no weight, or rows not a multiple of 16 bytes, which neither the staging
- * copy nor the bulk prefetch can take). */
-/* Whether layer L reads the output of an attention layer (the only reader of its KV caches is
- * itself, so any input an attention layer produced is its out). */
-static int reads_attention(const pk_kernel *k, const pk_layer *L) {
-    for (int i = 0; i < L->ninputs; i++) {
-        if (L->inputs[i] < 0) continue;
-        int p = k->tensors[L->inputs[i]]->producer;
-        if (p >= 0 && p != (int)(L - k->layers) &&
-            (k->layers[p].kind == PK_TASK_ATTENTION || k->layers[p].kind == PK_TASK_ATTENTION_PARTIAL))
-            return 1;
-    }
-    return 0;
-}
-
-/* Claim mode of a layer (kernels/cuda/linear.cuh: the warps of the tasks that signal one event
- * take that event's 4-row groups from one counter, so a fast SM sums more rows): the tasks that
- * trigger one event form a chunk of `tpc` consecutive tasks, whose weight rows follow each other
- * (`rows` of them); chunk c counts with counter ctr0 + c. rows 0: tile mode. Needs the weight read
- * as whole rows in tiles that follow each other (tile i: rows row0 + i · tile rows), and out and
- * residual tiles whose columns move with the weight rows (out[j] of a decode row is weight row
- * j's sum). A consumer waits for whole chunks (its event), so it sees every row it reads. */
-
-static claim_info claim_of_layer(const pk_kernel *k, const pk_layer *L) {
-    claim_info c = {0, 0, 0, 0, 0};
-    int ov, rv = -1;
-    switch (L->kind) {
-    case PK_TASK_RMSNORM_LINEAR: ov = PK_V_NL_OUT; break;
-    case PK_TASK_LINEAR: ov = PK_V_LIN_OUT; break;
-    case PK_TASK_LINEAR_RESIDUAL: ov = PK_V_LR_OUT, rv = PK_V_LR_RES; break;
-    case PK_TASK_SILU_MUL_LINEAR_RESIDUAL: ov = PK_V_SML_OUT, rv = PK_V_SML_RES; break;
-    default: return c;
-    }
-    const gview w = layer_view(k, L, weight_view(L->kind)), out = layer_view(k, L, ov);
-    if (uneven(&w) || w.id < 0 || out.id < 0 || w.col0 != 0 || w.cols != w.rs || out.cols != w.rows) return c;
-    const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype);
-    if ((w.rs * es) % 16 != 0 || ((uint64_t)w.row0 * w.rs * es) % 16 != 0) return c;
-    if (L->grid > 1 && (w.drow0 != (int64_t)w.rows || out.drow0 != 0 || out.dcol0 != w.drow0)) return c;
-    if (rv >= 0) {
-        const gview r = layer_view(k, L, rv);
-        if (r.id >= 0 && (r.cols != w.rows || (L->grid > 1 && (r.drow0 != 0 || r.dcol0 != w.drow0)))) return c;
-    }
-    const pk_task *t = &k->graph.tasks[L->first_task];
-    int tpc = 1;
-    while (tpc < L->grid && t[tpc].trig_event == t[0].trig_event) tpc++;
-    if (L->grid % tpc != 0) return c;
-    for (int i = 0; i < L->grid; i++)
-        if (t[i].trig_event != t[i / tpc * tpc].trig_event || (i % tpc == 0 && i > 0 && t[i].trig_event == t[i - 1].trig_event))
-            return c;
-    const uint64_t n = (uint64_t)tpc * w.rows;
-    if (n > 0x7fffffffu) return c;
-    c.rows = (uint32_t)n, c.tpc = (uint32_t)tpc, c.nctr = (uint32_t)(L->grid / tpc), c.row0 = w.row0;
-    return c;
-}
-
-/* Every layer's claim_info, its counters placed after those of the layers before it; NULL when
- * out of memory. The caller frees it. */
-static claim_info *claims_of(const pk_kernel *k) {
-    claim_info *c = calloc((size_t)k->nlayers + 1, sizeof *c);
-    if (!c) return NULL;
-    uint32_t ctr0 = 0;
-    for (int l = 0; l < k->nlayers; l++) {
-        c[l] = claim_of_layer(k, &k->layers[l]);
-        c[l].ctr0 = ctr0;
-        ctr0 += c[l].nctr;
-    }
-    c[k->nlayers].ctr0 = ctr0; /* the total */
-    return c;
-}
-
-/* The claim argument of a linear-kind call: "pk_lin_claim{pk_gen_claim_ctr + c0 + idx / tpc,
- * (int)(row0 + idx / tpc * rows), rows}", or tile mode's {nullptr, 0, 0}. */
-static const char *claim_arg(const claim_info c, char *buf, size_t len) {
-    if (!c.rows)
-        snprintf(buf, len, "pk_lin_claim{nullptr, 0, 0}");
-    else if (c.nctr == 1)
-        snprintf(buf, len, "pk_lin_claim{pk_gen_claim_ctr + %u, %" PRId64 ", %u}", c.ctr0, c.row0, c.rows);
-    else
-        snprintf(buf, len, "pk_lin_claim{pk_gen_claim_ctr + %u + idx / %u, (int)(%" PRId64 " + idx / %u * %u), %u}",
-                 c.ctr0, c.tpc, c.row0, c.tpc, c.rows, c.rows);
-    return buf;
 }
 
 /* Layer L's GEMV weight tile as one contiguous range (whole rows of a plain or fused weight, tiles
@@ -782,16 +673,19 @@ static int has_uneven_tiles(const pk_kernel *k) {
     return 0;
 }
 
-static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const claim_info *claims) {
+/* Layer l's weight tile entry {buffer, bytes, row bytes, offset of tile 0, offset step per index}: a
+ * task's weight tile is rows [row0, row0 + rows) of its weight, whole rows, so one contiguous
+ * range (bytes 0: none — no weight, or rows not a multiple of 16 bytes, which the staging copy
+ * cannot take). */
+static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer *L = &k->layers[l];
-    const int after_attention = reads_attention(k, L);
     if (L->kind == PK_TASK_LINEAR_SPLITK_RESIDUAL) { /* task idx's rows of the transposed weight [K, N] */
         const gview w = layer_view(k, L, PK_V_LSK_W);
         const uint64_t es = pk_dtype_size(k->tensors[w.id]->dtype), row_bytes = (uint64_t)w.rows * es;
         const uint64_t bytes = (uint64_t)w.cols * row_bytes;
         if (row_bytes % 16 == 0 && bytes <= 0xffffffffu) {
-            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull, %d, 0, 0, 0}, /* %s (transposed) */\n",
-                         w.id, bytes, row_bytes, bytes, after_attention, L->name);
+            pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, 0ull, %" PRIu64 "ull}, /* %s (transposed) */\n",
+                         w.id, bytes, row_bytes, bytes, L->name);
             return;
         }
     }
@@ -799,14 +693,13 @@ static void emit_prefetch_entry(pk_strbuf *o, const pk_kernel *k, int l, const c
     uint64_t bytes, off, step;
     if (gemv_tile(k, L, &w, &bytes, &off, &step)) {
         const uint64_t row_bytes = (uint64_t)w.rs * pk_dtype_size(k->tensors[w.id]->dtype);
-        const claim_info c = claims[l];
         char st[32];
         snprintf(st, sizeof st, uneven(&w) ? "PK_GEN_STEP_UNEVEN" : "%" PRIu64 "ull", step);
-        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %s, %d, %u, %u, %u}, /* %s */\n", w.id,
-                     bytes, row_bytes, off, st, after_attention, c.rows, c.tpc, c.ctr0, L->name);
+        pk_sb_printf(o, "    {%d, %" PRIu64 "u, %" PRIu64 "u, %" PRIu64 "ull, %s}, /* %s */\n", w.id, bytes, row_bytes,
+                     off, st, L->name);
         return;
     }
-    pk_sb_printf(o, "    {0, 0, 0, 0, 0, %d, 0, 0, 0}, /* %s */\n", after_attention, L->name);
+    pk_sb_printf(o, "    {0, 0, 0, 0, 0}, /* %s */\n", L->name);
 }
 
 static const char *buffer_kind_name(int kind) {
@@ -818,17 +711,39 @@ static const char *buffer_kind_name(int kind) {
     return "host only";
 }
 
+/* The per-shape choices (gen_api.h's pk_gen_tuning), one rule each:
+ *   lin_wst_lds: a graph with a GEMV tile that stages whole is a small model's, whose layers are
+ *     chains of short tasks (latency), where the larger models' tiles stream: its staged rows are
+ *     read with ld.shared and the dispatch switch is inlined into the workers (faster on the
+ *     Qwen3-0.6B and 1.7B shapes);
+ *   lin_pace_kb: where tiles stage whole and more than one layer streams (the Qwen3-1.7B shape; the
+ *     0.6B streams only its LM head, the 8B stages nothing whole) a streamed tile issues 64 KB
+ *     before its wait, elsewhere 48;
+ *   attd_bulk_rows: that same shape with its attention split (long contexts) stages each KV row
+ *     with one bulk copy (faster there, slower for the other shapes);
+ *   debug_spin_limit_ms / debug_stall_task: PK_CUDA_DEBUG=1 (PK_CUDA_SPIN_LIMIT_MS, default 5000;
+ *     PK_CUDA_DEBUG_STALL_TASK): every wait reports and traps past the limit instead of hanging.
+ * docs/PERF.md has the measurements behind each rule. */
+pk_gen_tuning_values pk_cuda_tuning_of(const pk_kernel *k) {
+    pk_gen_tuning_values t = {0, 48, 0, 0, 0xffffffffu};
+    const int small_model = stages_whole(k), paced_shape = small_model && streamed_layers(k) > 1;
+    t.lin_wst_lds = small_model;
+    t.lin_pace_kb = paced_shape ? 64 : 48;
+    t.attd_bulk_rows = paced_shape && has_split_attention(k);
+    const char *dbg = getenv("PK_CUDA_DEBUG");
+    if (dbg && dbg[0] && strcmp(dbg, "0") != 0) {
+        const char *ms = getenv("PK_CUDA_SPIN_LIMIT_MS"), *stall = getenv("PK_CUDA_DEBUG_STALL_TASK");
+        t.debug_spin_limit_ms = ms && atol(ms) > 0 ? (unsigned)atol(ms) : 5000u;
+        if (stall && stall[0]) t.debug_stall_task = (unsigned)atol(stall);
+    }
+    return t;
+}
+
 pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
-    const int fallback = 0;
     const pk_taskgraph *g = &k->graph;
     pk_cuda_buffers bufs;
     pk_status st = pk_cuda_plan_buffers(k, &bufs);
     if (st != PK_OK) return st;
-    claim_info *claims = claims_of(k);
-    if (!claims) {
-        pk_cuda_buffers_free(&bufs);
-        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");
-    }
     char e[64];
 
     pk_sb_printf(o,
@@ -844,8 +759,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
                  PK_VERSION_STRING, PK_ABI_VERSION, 1, g->hash, g->nlayers, g->ntasks, g->nevents, g->nworkers,
                  k->cfg.max_tokens_per_step, k->cfg.max_requests, k->cfg.max_seq_length,
                  k->cfg.num_pages, k->cfg.page_size,
-                 fallback ? "the runtime's placeholder kernels (runtime/cuda/device/fallback_kernels.cuh)"
-                          : "src/kernels/cuda (kernels/cuda/cuda_kernels.cuh)");
+                 "src/kernels/cuda (kernels/cuda/cuda_kernels.cuh)");
     for (int id = 0; id < k->ntensors; id++) {
         const pk_tensor *t = k->tensors[id];
         char dims[96];
@@ -862,7 +776,6 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
                  pk_graph_group_counter0(k, k->nlayers));
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
-    pk_sb_printf(o, "#define PK_GEN_FALLBACK_KERNELS %d\n", fallback);
     /* Only a graph with uneven weight tiles compiles runtime.cuh's branch for them: with it in
      * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
     const int uneven_tiles = has_uneven_tiles(k);
@@ -899,38 +812,20 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
     }
     pk_sb_printf(o, "#define PK_GEN_ATT_HEAD %du /* the decode attention's [0, hdr): pk_att_early */\n\n",
                  att_head > 0 ? att_head : 0);
-    /* The rule of docs/PERF.md sessions 17 and 18: a graph with a GEMV tile that stages whole is a
-     * small model's, whose layers are chains of short tasks (latency), where the 8B's stream. */
-    const int small_model = !fallback && stages_whole(k);
-    if (small_model)
-        pk_sb_printf(o, "/* A GEMV tile of this graph stages whole in shared memory: its rows read with ld.shared\n"
-                        " * (linear.cuh), and the dispatch switch inlined into the workers (dispatch.cuh).\n"
-                        " * Measured on the H200: Qwen3-0.6B -2.0 to -2.6 %% and -0.9 %%, 1.7B -1.2 %% and -0.3 %%. */\n"
-                        "#ifndef PK_LIN_WST_LDS\n#define PK_LIN_WST_LDS 1\n#endif\n"
-                        "#ifndef PK_GEN_RUN_TASK_INLINE\n#define PK_GEN_RUN_TASK_INLINE 1\n#endif\n\n");
-    /* Session 36's pace: where some tiles stage whole and more than one layer streams (the
-     * Qwen3-1.7B shape; the 0.6B streams only its LM head, the 8B stages nothing whole). */
-    const int paced_shape = small_model && streamed_layers(k) > 1;
-    if (paced_shape)
-        pk_sb_printf(o, "/* GEMV tiles of this graph stage whole and stream: the streamed ones issue 64 KB before their\n"
-                        " * wait, not 48 (linear.cuh). Measured on the H200 (same call, three rounds; sessions 36 and 39):\n"
-                        " * Qwen3-1.7B -1.3 to -2.1 %% and -1.5 %%; the 8B at 64 +0.0 to +0.5 %% and the 0.6B within +-0.9 %%:\n"
-                        " * they keep 48. */\n"
-                        "#ifndef PK_LIN_PACE_KB\n#define PK_LIN_PACE_KB 64\n#endif\n\n");
-    /* Session 46: the same shape with its attention split (long contexts) stages the KV rows by one
-     * bulk copy each. The 0.6B (+2.0 to +2.8 %) and every model at 160 (+0.5 to +1.3 %) are slower
-     * with it, the 8B unchanged; why the 1.7B gains is not known (its partial tasks run 0.6 us
-     * shorter in the H200 trace: docs/PERF.md, session 46). */
-    if (paced_shape && has_split_attention(k))
-        pk_sb_printf(o, "/* ... and its attention is split: the KV stage copies each row with one cp.async.bulk\n"
-                        " * (attention_decode.cuh). Qwen3-1.7B at 4096: -1.6 to -1.8 %% on the H100 (five rounds, two\n"
-                        " * calls), -1.0 %% on the H200 (one traced run each); the 0.6B and 8B keep 16-byte copies. */\n"
-                        "#ifndef PK_ATTD_BULK_ROWS\n#define PK_ATTD_BULK_ROWS 1\n#endif\n\n");
+    const pk_gen_tuning_values tune = pk_cuda_tuning_of(k);
+    pk_sb_printf(o,
+                 "/* The per-shape tuning (codegen.c's pk_cuda_tuning_of; gen_api.h says what each field does). */\n"
+                 "struct pk_gen_tuning {\n"
+                 "    static constexpr bool lin_wst_lds = %s;\n"
+                 "    static constexpr int lin_pace_kb = %d;\n"
+                 "    static constexpr bool attd_bulk_rows = %s;\n"
+                 "    static constexpr unsigned debug_spin_limit_ms = %uu;\n"
+                 "    static constexpr unsigned debug_stall_task = %uu;\n"
+                 "};\n\n",
+                 tune.lin_wst_lds ? "true" : "false", tune.lin_pace_kb, tune.attd_bulk_rows ? "true" : "false",
+                 tune.debug_spin_limit_ms, tune.debug_stall_task);
     pk_sb_printf(o, "#include \"runtime/cuda/device/sync.cuh\"\n");
-    if (fallback)
-        pk_sb_printf(o, "#include \"runtime/cuda/device/fallback_kernels.cuh\"\n");
-    else
-        pk_sb_printf(o, "#include \"kernels/cuda/cuda_kernels.cuh\"\n#include \"kernels/cpu/cpu_kernels.h\"\n");
+    pk_sb_printf(o, "#include \"kernels/cuda/cuda_kernels.cuh\"\n#include \"kernels/cpu/cpu_kernels.h\"\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/dispatch.cuh\"\n\n");
 
     /* tables */
@@ -959,7 +854,6 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
     if (g->ntasks <= 1) pk_sb_printf(o, "0");
     pk_sb_printf(o, "\n};\n");
     emit_sched_next(o, k);
-    emit_local_dep(o, k);
     pk_sb_printf(o, "/* Layer parameters: {kind, grid, eps, Hq, Hkv, D, rope_theta, rope_scaling, rope_factor, low_freq,\n"
                     " * high_freq, original_max_position, qk_norm_eps, has_qk_norm}. */\n");
     pk_sb_printf(o, "__device__ const pk_layer_params pk_gen_layers[%d] = {\n", g->nlayers);
@@ -991,16 +885,10 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
         pk_sb_printf(o, "};\n");
     }
     pk_sb_printf(o, "\n");
-    pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging and prefetch): {buffer, tile bytes, row bytes, offset of tile 0,\n"
-                    " * offset step per task index, reads an attention output, claim mode's rows per chunk (0: tile mode), tasks per chunk,\n"
-                    " * first counter}. An uneven layer's step is PK_GEN_STEP_UNEVEN, its rows and grid in pk_gen_splits. */\n");
-    const uint32_t nctr = claims[k->nlayers].ctr0;
-    pk_sb_printf(o, "/* Claim mode's counters (linear.cuh), one per chunk of a layer's tasks that signal one event,\n"
-                    " * zeroed before every step. */\n"
-                    "#define PK_GEN_NUM_CLAIM_CTRS %u\n"
-                    "__device__ unsigned long long pk_gen_claim_ctr[%u];\n\n", nctr, nctr ? nctr : 1);
+    pk_sb_printf(o, "/* Weight tiles (runtime.cuh's staging): {buffer, tile bytes, row bytes, offset of tile 0, offset step\n"
+                    " * per task index}. An uneven layer's step is PK_GEN_STEP_UNEVEN, its rows and grid in pk_gen_splits. */\n");
     pk_sb_printf(o, "__device__ const pk_gen_prefetch pk_gen_prefetches[%d] = {\n", g->nlayers);
-    for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l, claims);
+    for (int l = 0; l < g->nlayers; l++) emit_prefetch_entry(o, k, l);
     pk_sb_printf(o, "};\n\n");
     if (uneven_tiles) {
         pk_sb_printf(o, "/* Uneven layers' splits {weight rows, grid} (pk_task_tile_uneven); {0, 1} for the others. */\n");
@@ -1023,18 +911,21 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
                  "/* Runs task t on the calling CTA (every thread calls it). Shapes are literals; a task's tile is its\n"
                  " * layer's first tile plus idx times the tile step. n_tok: rows holding a token this step (the\n"
                  " * step's; the caller reads it once per step). task: pk_gen_tasks[t]. */\n"
-                 "__device__ PK_GEN_RUN_TASK_ATTR void pk_gen_run_task(const pk_dev_state *S, uint32_t t, const pk_gen_task task,\n"
+                 "__device__ %s void pk_gen_run_task(const pk_dev_state *S, uint32_t t, const pk_gen_task task,\n"
                  "                                         char *smem, int wst_rows, uint32_t wst_off, int n_tok) {\n"
                  "    void *const *B = PK_GEN_BUFS(S);\n"
-                 "    /* staged weight rows at smem + wst_off, or (wst_rows < 0) the weight ring's state */\n"
-                 "    const pk_bf16 *wst = (const pk_bf16 *)(smem + (wst_rows < 0 ? S->ring_off : wst_off));\n"
+                 "    /* staged weight rows at smem + wst_off (wst_rows > 0) */\n"
+                 "    const pk_bf16 *wst = (const pk_bf16 *)(smem + (wst_rows < 0 ? 0u : wst_off));\n"
                  "    (void)wst;\n"
                  "    const int64_t idx = task.index;\n"
                  "    pk_rows w;        /* the case's weight rows (one object for all cases: emit_rows) */\n"
                  "    pk_attn_step s;   /* an attention case's step tensors */\n"
                  "    (void)t, (void)idx, (void)w, (void)s;\n"
-                 "    switch (task.layer) {\n");
-    for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i], claims);
+                 "    switch (task.layer) {\n",
+                 /* inlined into the workers where tiles stage whole (lin_wst_lds: short tasks), else a
+                  * call of its own (the call-throughs it calls stay out of line either way) */
+                 tune.lin_wst_lds ? "__forceinline__" : "__noinline__");
+    for (int i = 0; i < g->nlayers; i++) emit_case(o, k, g->layer_order[i]);
     pk_sb_printf(o, "    default:\n        break;\n    }\n}\n\n");
     pk_sb_printf(o,
                  "/* Static mode, before task t's dependency wait: starts copying what the task will read and\n"
@@ -1054,7 +945,6 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
     pk_sb_printf(o, "    default:\n        return 0;\n    }\n}\n\n");
     pk_sb_printf(o, "#include \"runtime/cuda/device/runtime.cuh\"\n");
     pk_cuda_buffers_free(&bufs);
-    free(claims);
     if (o->oom) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory generating kernel.cu");
     return PK_OK;
 }

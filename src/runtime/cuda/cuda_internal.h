@@ -47,6 +47,13 @@ void pk_cuda_buffers_free(pk_cuda_buffers *b);
  * inputs), -1 for an absent optional one. */
 int pk_cuda_view_tensor(const pk_kernel *k, const pk_layer *L, int v);
 
+/* The per-shape tuning codegen writes into kernel.cu (gen_api.h's pk_gen_tuning). */
+typedef struct pk_gen_tuning_values {
+    int lin_wst_lds, lin_pace_kb, attd_bulk_rows;
+    unsigned debug_spin_limit_ms, debug_stall_task;
+} pk_gen_tuning_values;
+pk_gen_tuning_values pk_cuda_tuning_of(const pk_kernel *k);
+
 /* Writes kernel.cu for k's compiled graph into out. */
 pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *out);
 

@@ -16,7 +16,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PK_GEN_API_VERSION 2
+#define PK_GEN_API_VERSION 3
+
+/* The per-shape tuning of the device code. codegen.c's tuning_of decides it from the graph and
+ * writes it into kernel.cu, before any device header, as one constexpr struct:
+ *
+ *   struct pk_gen_tuning {
+ *       static constexpr bool lin_wst_lds;       GEMV tiles that stage whole in shared memory are
+ *                                                read with ld.shared, 1 chunk per thread for the
+ *                                                norm, the norm's weight kept in L2 (evict_last),
+ *                                                the staged fast path (linear.cuh, rows.cuh)
+ *       static constexpr int lin_pace_kb;        KB a streamed GEMV tile issues before its wait
+ *                                                (linear.cuh's pre-wait stages: 48 or 64)
+ *       static constexpr bool attd_bulk_rows;    the decode attention stages each KV row with one
+ *                                                cp.async.bulk instead of 16-byte copies
+ *                                                (attention_decode.cuh; sm_90+)
+ *       static constexpr unsigned debug_spin_limit_ms;  0: off; else every wait traps / reports
+ *                                                past this many ms (PK_CUDA_DEBUG=1, sync.cuh)
+ *       static constexpr unsigned debug_stall_task;     with the spin limit: this task waits
+ *                                                forever (the debug build's test); 0xffffffff: none
+ *   };
+ *
+ * Device code reads it with `if constexpr` or as constants, never with the preprocessor; a
+ * program that includes the task kernels on its own (tests/cuda) defines its own. */
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +52,6 @@ typedef struct pk_gen_info {
     uint32_t num_workers; /* static schedule's workers */
     uint32_t threads;     /* threads per CTA */
     uint32_t smem_bytes;  /* dynamic shared memory per CTA */
-    uint32_t fallback_kernels; /* 1: the runtime's placeholder task kernels, not src/kernels/cuda */
     const char *pk_version;
 } pk_gen_info;
 

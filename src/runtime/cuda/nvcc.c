@@ -291,7 +291,7 @@ pk_status pk_cuda_build(pk_kernel *k, const pk_strbuf *cu, const char *arch, con
     if (st != PK_OK) return st;
 
     /* flags: the hashed part (everything but paths) */
-    char gencode[96], spin[64], stall[64], defines[512];
+    char gencode[96];
     const char *num = arch + 3; /* "90a" */
     snprintf(gencode, sizeof gencode, "-gencode=arch=compute_%s,code=%s", num, arch);
     const char *flags[24];
@@ -303,41 +303,8 @@ pk_status pk_cuda_build(pk_kernel *k, const pk_strbuf *cu, const char *arch, con
     flags[nf++] = "-lineinfo";
     flags[nf++] = "-std=c++17";
     flags[nf++] = gencode;
-    const char *dbg = getenv("PK_CUDA_DEBUG");
-    if (dbg && dbg[0] && strcmp(dbg, "0") != 0) {
-        const char *ms = getenv("PK_CUDA_SPIN_LIMIT_MS");
-        snprintf(spin, sizeof spin, "-DPK_DEBUG_SPIN_LIMIT=%ld", ms && atol(ms) > 0 ? atol(ms) : 5000L);
-        flags[nf++] = spin;
-        const char *stall_task = getenv("PK_CUDA_DEBUG_STALL_TASK");
-        if (stall_task && stall_task[0]) {
-            snprintf(stall, sizeof stall, "-DPK_DEBUG_STALL_TASK=%ldu", atol(stall_task));
-            flags[nf++] = stall;
-        }
-    }
-
-    /* a host built with the weight ring (its attention split rule planned for it) gets device code
-     * with it (weight_ring_layout.h) */
-
-    /* PK_NVCC_DEFINES="-DNAME=VALUE ...": tuning macros of the device code (docs/PERF.md), at most 8,
-     * each -D followed by [A-Za-z0-9_=]; part of the cache key like every flag. */
-    const char *defs = getenv("PK_NVCC_DEFINES");
-    if (defs && defs[0]) {
-        if (strlen(defs) >= sizeof defines)
-            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "PK_NVCC_DEFINES is longer than %zu bytes", sizeof defines - 1);
-        strcpy(defines, defs);
-        int ndef = 0;
-        for (char *save = NULL, *tok = strtok_r(defines, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-            int ok = strncmp(tok, "-D", 2) == 0 && tok[2] != '\0' && ++ndef <= 8;
-            for (const char *c = tok + 2; ok && *c; c++)
-                ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-                     *c == '=';
-            if (!ok)
-                return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
-                               "PK_NVCC_DEFINES: '%s' is not -DNAME or -DNAME=VALUE (letters, digits, _), or more than 8",
-                               tok);
-            flags[nf++] = tok;
-        }
-    }
+    /* the debug build (PK_CUDA_DEBUG) and every per-shape choice are in kernel.cu itself
+     * (codegen.c's pk_gen_tuning), so the key below covers them */
 
     char version[2048];
     if (nvcc_version(nvcc, version, sizeof version) != 0)

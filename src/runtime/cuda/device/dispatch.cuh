@@ -16,32 +16,14 @@
 /* The buffer table (tensor id -> device base, pk_dev_state's buf) in constant memory, written
  * before every launch (runtime.cuh): the generated dispatch reads B[id] with literal ids, which
  * become constant-bank operands instead of a load of S->buf and a dependent load of its entry on
- * every task's path after the dependency wait (~1.6 us of "dispatch" per staged Qwen3-0.6B task,
- * docs/PERF.md "Session 10"). Larger tables (> 32 KB) stay in global memory, as with
- * PK_CBUF=0 (PK_NVCC_DEFINES, to compare). */
-#define PK_CBUF 1
-#if PK_CBUF && PK_GEN_NUM_BUFFERS <= 4096
+ * every task's path after the dependency wait. Larger tables (> 32 KB) stay in global memory. */
+#if PK_GEN_NUM_BUFFERS <= 4096
 #define PK_GEN_CBUF 1
 __constant__ void *pk_gen_cbuf[PK_GEN_NUM_BUFFERS];
 #define PK_GEN_BUFS(S) ((void *const *)pk_gen_cbuf)
 #else
 #define PK_GEN_CBUF 0
 #define PK_GEN_BUFS(S) ((S)->buf)
-#endif
-
-/* The generated pk_gen_run_task (the switch over layers) is a call of its own by default;
- * PK_GEN_RUN_TASK_INLINE=1 inlines it into the workers (the call-throughs it calls stay
- * __noinline__): one call level less after every dependency wait. codegen.c defines it 1 for the
- * graphs whose GEMV tiles stage whole (the small models: Qwen3-0.6B -0.9 %, 1.7B -0.3 %, same call,
- * docs/PERF.md session 18); the 8B keeps the call (session 10: +0.3 % inlined). PK_NVCC_DEFINES
- * sets either value for any graph, to compare. */
-#ifndef PK_GEN_RUN_TASK_INLINE
-#define PK_GEN_RUN_TASK_INLINE 0
-#endif
-#if PK_GEN_RUN_TASK_INLINE
-#define PK_GEN_RUN_TASK_ATTR __forceinline__
-#else
-#define PK_GEN_RUN_TASK_ATTR __noinline__
 #endif
 
 /* A task as the device sees it: kind and shapes come from its layer's case in the dispatch. */
@@ -52,13 +34,12 @@ typedef struct pk_gen_task {
     uint32_t trig_event; /* signalled when done */
 } pk_gen_task;
 
-/* A layer's weight tiles as byte ranges, for the shared-memory staging and the L2 prefetch of
- * runtime.cuh (codegen.c's emit_prefetch_entry):
+/* A layer's weight tiles as byte ranges, for the shared-memory staging of runtime.cuh (codegen.c's emit_prefetch_entry):
  * task idx's tile is bytes [off0 + idx · step, + bytes) of buffer `buffer`; bytes 0: none.
  * Uneven tiles: step PK_GEN_STEP_UNEVEN, and the tile is rows [idx · rows / parts, (idx + 1) ·
  * rows / parts) of the weight (pk_gen_splits[layer], pk_task_tile); bytes is the largest tile's.
- * (Two more fields here, or the uneven branch in pk_task_tile in every kernel, made the 0.6B, whose
- * tiles are all equal, 1.6-1.8 % slower in same-call A/Bs: session 22.) */
+ * The uneven branch is compiled only into graphs that have uneven tiles (PK_GEN_UNEVEN): in every
+ * kernel it slowed the graphs whose tiles are all equal. */
 #define PK_GEN_STEP_UNEVEN (~0ull)
 #ifndef PK_GEN_UNEVEN
 #define PK_GEN_UNEVEN 0 /* kernel.cu defines it: 1 when a layer's tiles are uneven */
@@ -69,19 +50,11 @@ typedef struct pk_gen_task {
 #ifndef PK_GEN_MLP_FUSED
 #define PK_GEN_MLP_FUSED 0 /* kernel.cu defines it: 1 when a layer is RMSNORM_SWIGLU_DOWN */
 #endif
-/* RMSNORM_SWIGLU_DOWN where its tile streams (not staged whole): PK_MLP_DOWN_STREAM 1 copies the
- * column block into shared memory in double-buffered chunks after the GEMV (mlp_fused.cuh's
- * pk_dev_mlp_down_stream), 0 reads it with each thread's global loads (session 30's code). */
-#define PK_MLP_DOWN_STREAM 1
 typedef struct pk_gen_prefetch {
     uint32_t buffer;
     uint32_t bytes;     /* the tile: whole rows */
     uint32_t row_bytes; /* one row (a multiple of 16 when bytes != 0) */
     uint64_t off0, step;
-    uint32_t after_attention; /* 1: the layer reads an attention layer's output (a long wait) */
-    uint32_t claim_rows;      /* claim mode (linear.cuh): rows per chunk of tasks signalling one event; 0: tile mode */
-    uint32_t claim_tpc;       /* tasks per chunk (consecutive indices) */
-    uint32_t claim_ctr0;      /* the layer's first counter in pk_gen_claim_ctr (one per chunk) */
 } pk_gen_prefetch;
 
 /* An uneven layer's split (its weight's rows, its grid; rows · grid < 2^32, codegen.c). */
@@ -117,23 +90,21 @@ __device__ __noinline__ void pk_gen_call_rmsnorm(const pk_bf16 *x, int64_t x_str
     pk_dev_rmsnorm(x, x_stride, w, n_tok, hidden, eps, out, out_stride, smem);
 }
 /* The linear kinds take the rows of their tile staged in shared memory (wst, wst_rows; 0: none). */
-/* claim: the layer's claim mode (kernels/cuda/linear.cuh; n_total 0: tile mode). */
-#define PK_GEN_WST , wst, wst_rows, claim
+#define PK_GEN_WST , wst, wst_rows
 /* The GEMV call-throughs are templates on KT = PK_GEN_K(K) (codegen.c): one instance per input
  * size K up to PK_LIN_SPECIALISE_K_MAX, each called only by the layers of that K, so nvcc
  * specialises it to their shapes (constant loop bounds and strides); larger K share the KT = 0
  * instance, which takes K at run time (nvcc still propagates a K that all its callers share). A
  * single instance called with two K (Qwen3-0.6B's o_proj 2048 and down_proj 3072) made the o_proj
- * task 0.75 us slower; specialised at K 4096 and 12288 the Qwen3-8B was 1.5 % slower
- * (docs/PERF.md, session 12). */
+ * task slower; specialising the larger K (the Qwen3-8B's 4096 and 12288) made it slower too. */
 #define PK_LIN_SPECIALISE_K_MAX 2048
 #define PK_GEN_K(k) ((k) <= PK_LIN_SPECIALISE_K_MAX ? (k) : 0)
 template <int KT>
 __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
                                                pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
-                                               int wst_rows, const pk_lin_claim claim) {
-    (void)wst, (void)wst_rows, (void)claim;
+                                               int wst_rows) {
+    (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
     pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }
@@ -143,10 +114,10 @@ template <int KT>
 __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_t x_stride, const pk_bf16 *norm_w,
                                                        float eps, int n_tok, int K_arg, const pk_rows *w, int n0,
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
-                                                       const pk_bf16 *wst, int wst_rows, const pk_lin_claim claim,
+                                                       const pk_bf16 *wst, int wst_rows,
                                                        const int64_t *acc, int64_t acc_stride, pk_bf16 *sum,
                                                        int64_t sum_stride, int sum0, int sum1) {
-    (void)wst, (void)wst_rows, (void)claim;
+    (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST, acc,
                           acc_stride, sum, sum_stride, sum0, sum1);
@@ -173,7 +144,7 @@ __device__ __noinline__ void pk_gen_call_mlp_down(const pk_bf16 *gu, int64_t gu_
                                                  const pk_bf16 *wst, int wst_rows) {
     const bool staged = pk_gen_mlp_staged(wst_rows, n_tok, tile_rows);
     const pk_bf16 *wd = staged ? wst + (int64_t)(tile_rows - ib) * N : pk_dev_rows_get(w, (uint32_t)r0);
-    if (PK_MLP_DOWN_STREAM && !staged && n_tok == 1 && pk_dev_mlp_down_stream(gu, ib, wd, N, acc, smem, smem_bytes))
+    if (!staged && n_tok == 1 && pk_dev_mlp_down_stream(gu, ib, wd, N, acc, smem, smem_bytes))
         return;
     float *act_s = staged ? (float *)(smem + (((uintptr_t)(gu + 2 * ib) - (uintptr_t)smem + 15) & ~(uintptr_t)15))
                           : (float *)smem;
@@ -192,9 +163,8 @@ template <int KT>
 __device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                                        char *smem, const pk_bf16 *wst, int wst_rows,
-                                                        const pk_lin_claim claim) {
-    (void)wst, (void)wst_rows, (void)claim;
+                                                        char *smem, const pk_bf16 *wst, int wst_rows) {
+    (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
     pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
 }

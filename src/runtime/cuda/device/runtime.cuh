@@ -3,14 +3,12 @@
  * Included at the end of kernel.cu, after the generated tables (pk_gen_tasks, pk_gen_events,
  * pk_gen_sched_*, pk_gen_layers), the PK_GEN_* constants and pk_gen_run_task.
  *
- * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads; in
- * static mode 32 more, the weight ring's producer warp, with PK_WRING_PRODUCER: PK_STATIC_THREADS);
+ * One launch runs a whole generation. Blocks 0 .. W-1 are workers (PK_CUDA_THREADS threads);
  * in dynamic mode block W holds the scheduler warps. All blocks must be resident at once (spin
  * waits): launched cooperatively, after an occupancy check that names the numbers.
- *   static:  worker w walks pk_gen_sched_tasks of w every step: its linear tasks' weight tiles
- *            stream through the weight ring (kernels/cuda/weight_ring.cuh, sm_90+) from the
- *            launch on, ahead of the tasks; without the ring a copy of the task's weight tile
- *            into shared memory when it fits (pk_stage_weights); or of what else the task reads
+ *   static:  worker w walks pk_gen_sched_tasks of w every step: before each task's wait a copy
+ *            of the task's weight tile into shared memory when it fits (pk_stage_weights), the
+ *            first stages of a streamed GEMV (pk_lin_pre_task), or of what else the task reads
  *            that the wait does not guard (pk_gen_stage_task: a decode row's KV cache), wait
  *            (dep event ≥ triggers · step), run, __syncthreads, thread 0 adds 1 to the trigger event. The add that
  *            completes END_OF_GRAPH runs prepare_next_step (decode_step.h, one thread) and adds 1
@@ -33,22 +31,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cuda/weight_ring.cuh"
-#include "kernels/weight_ring_layout.h"
-
-#define PK_LIN_CLAIM 0 /* the placeholder kernels (no linear.cuh) */
-#ifndef PK_DEBUG_STALL_TASK
-#define PK_DEBUG_STALL_TASK 0xffffffffu /* tests of the debug build: this task waits forever */
-#endif
+#include "kernels/stage_layout.h"
 
 /* ================================ device ================================ */
-
-/* Claim mode's counters start every step at 0 (kernels/cuda/linear.cuh). One thread, before the
- * step's BEGIN is signalled (the signal's release publishes the stores). */
-__device__ __forceinline__ void pk_claims_reset(void) {
-    if (!PK_LIN_CLAIM) return; /* off: nothing counts (and ~400 stores stay off the step's path) */
-    for (int c = 0; c < PK_GEN_NUM_CLAIM_CTRS; c++) pk_gen_claim_ctr[c] = 0;
-}
 
 /* prepare_next_step, the part the next step needs: reads the sampled tokens, plans the next
  * step and writes its step tensors; returns 1 if another step was planned. One thread. Its start
@@ -60,7 +45,6 @@ __device__ __forceinline__ void pk_claims_reset(void) {
  * once at the end (nobody else reads the state during the step: the host after the kernel). */
 __device__ __noinline__ int pk_step_advance(const pk_dev_state *S) {
     pk_step_state s = *S->step;
-    pk_claims_reset();
     pk_step_mark_end(&s, pk_dev_globaltimer());
     pk_step_finish(&s);
     const int more = pk_step_plan(&s);
@@ -89,7 +73,6 @@ __device__ __forceinline__ void pk_step_end(const pk_dev_state *S, pk_u64 step) 
 /* The first step, before any task runs. One thread. Step 1's time starts here. */
 __device__ int pk_first_step(const pk_dev_state *S) {
     pk_step_mark_start(S->step, pk_dev_globaltimer());
-    pk_claims_reset();
     pk_step_reset(S->step);
     return pk_step_plan(S->step);
 }
@@ -102,8 +85,7 @@ __device__ __forceinline__ int pk_step_rows(const pk_dev_state *S) {
 /* One trace record (thread 0). The caller reads %globaltimer for t1 before its signal and calls
  * this after it, and keeps the worker's record count *n in a register (read once from
  * S->trace_n): a record's stores, and above all a load of the count from L2, before the signal
- * sat on every hand-off's path — traced, the Qwen3-0.6B ran 3.0 % slower than untraced, now 0.6 %
- * (docs/PERF.md session 18, same call). */
+ * would sit on every hand-off's path. */
 __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u64 *n, uint32_t t, pk_u64 step,
                                          pk_u64 t0, pk_u64 t1) {
     if (*n < S->trace_cap) {
@@ -115,11 +97,6 @@ __device__ __forceinline__ void pk_trace(const pk_dev_state *S, uint32_t w, pk_u
     }
     S->trace_n[w] = ++*n;
 }
-
-/* Off by default: on the H200 (Qwen3-0.6B shape, docs/PERF.md) 128 KB per task made decode
- * slower (2.96 ms/token against 2.76 without). Kept as a tuning knob (PK_NVCC_DEFINES). */
-#define PK_PREFETCH_MAX_BYTES 0u
-#define PK_PREFETCH_CHUNK (32u << 10)
 
 #if PK_GEN_UNEVEN
 /* An uneven layer's tile (pk_gen_splits): rows [idx · rows / parts, (idx + 1) · rows / parts), as
@@ -147,52 +124,9 @@ __device__ __forceinline__ const char *pk_task_tile(const pk_dev_state *S, uint3
     return (const char *)PK_GEN_BUFS(S)[p->buffer] + p->off0 + (pk_u64)task.index * p->step;
 }
 
-/* Starts fetching bytes [base, base + n) into L2 and returns at once (bulk prefetches of up to
- * PK_PREFETCH_CHUNK bytes; base 16-byte aligned). One thread. */
-__device__ __forceinline__ void pk_prefetch_l2(const char *base, uint32_t n) {
-    for (uint32_t o = 0; o < n; o += PK_PREFETCH_CHUNK) {
-        const uint32_t c = n - o < PK_PREFETCH_CHUNK ? n - o : PK_PREFETCH_CHUNK;
-#if __CUDA_ARCH__ >= 900
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + o), "r"(c) : "memory");
-#else
-        for (uint32_t b = 0; b < c; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o + b));
-#endif
-    }
-}
-
-/* Starts fetching task t's weight tile (its first PK_PREFETCH_MAX_BYTES) from DRAM into L2 and
- * returns at once: the copy engine works while this CTA waits on a dependency or runs the task
- * before, so the task reads its weights from L2 instead of paying DRAM latency after its event
- * fires. Weights never change during a run, so reading them early is always safe. One thread. */
-__device__ __forceinline__ void pk_prefetch_task(const pk_dev_state *S, uint32_t t) {
-    pk_gen_prefetch p;
-    const char *base = PK_PREFETCH_MAX_BYTES ? pk_task_tile(S, t, &p) : nullptr;
-    if (!base) return;
-    pk_prefetch_l2(base, p.bytes < PK_PREFETCH_MAX_BYTES ? p.bytes : PK_PREFETCH_MAX_BYTES);
-}
-
-/* Prefetch while attention runs (static mode): a task that reads an attention layer's output
- * waits while a few SMs run attention (8 of 132 unsplit) and DRAM has little to do. Before that
- * wait thread 0 starts L2 prefetches of the weight tiles of this worker's next tasks (from the
- * waiting task itself when its tile was not staged in shared memory), at most
- * PK_DEEP_PREFETCH_BYTES per worker (132 x 256 KB = 33 MB of the H200's 50 MB L2), so the layers
- * after attention start from L2. 0: off (PK_NVCC_DEFINES). */
-#define PK_DEEP_PREFETCH_BYTES 0u
-__device__ __forceinline__ void pk_prefetch_ahead(const pk_dev_state *S, const uint32_t *tasks, uint32_t n) {
-    uint32_t budget = PK_DEEP_PREFETCH_BYTES;
-    for (uint32_t j = 0; j < n && j < 4 && budget > 0; j++) {
-        pk_gen_prefetch p;
-        const char *base = pk_task_tile(S, tasks[j], &p);
-        if (!base) continue;
-        const uint32_t len = p.bytes < budget ? p.bytes : budget;
-        pk_prefetch_l2(base, len);
-        budget -= len;
-    }
-}
-
 /* Shared-memory weight staging (static mode): before waiting on task t's dependency, every
  * thread issues 16-byte cp.async copies of t's weight tile, when the whole tile fits in
- * PK_WSTAGE_BYTES (weight_ring_layout.h), into the area after the kernels' own
+ * PK_WSTAGE_BYTES (stage_layout.h), into the area after the kernels' own
  * PK_CUDA_SMEM_BYTES. The copy runs while the CTA waits (the hand-off gap and the skew of the
  * layer before), so when the event fires the task reads those rows from shared memory instead
  * of starting a DRAM round trip. Returns the rows staged (0: none). Every thread calls it. */
@@ -206,9 +140,8 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
     pk_gen_prefetch p;
     const char *src = PK_WSTAGE_BYTES ? pk_task_tile(S, t, &p) : nullptr;
     if (!src) return 0;
-    /* whole tiles only: staging the first rows of a larger tile made the Qwen3-8B shape slower
-     * (7.67 against 7.40 ms/token: the CTA waits for its copies, then streams the rest anyway).
-     * S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
+    /* whole tiles only: staging the first rows of a larger tile is slower (the CTA waits for its
+     * copies, then streams the rest anyway). S->wstage_bytes: the area this launch has (less than PK_WSTAGE_BYTES, or 0, on GPUs with
      * less shared memory per block than the H100 / H200's 227 KB) */
     if (p.row_bytes == 0 || p.bytes > PK_WSTAGE_BYTES || p.bytes > S->wstage_bytes ||
         off + p.bytes > PK_CUDA_SMEM_BYTES + S->wstage_bytes)
@@ -217,35 +150,11 @@ __device__ __forceinline__ int pk_stage_weights(const pk_dev_state *S, uint32_t 
     return (int)(p.bytes / p.row_bytes);
 }
 
-/* The next task's tile staged early (static mode, one-token steps). pk_stage_weights issues a
- * task's copies when the task before it has ended, so a short layer waits for them after its
- * event (Qwen3-0.6B shape: the gate_up tasks' 96 KB after o_proj, ~10 us of span per layer where
- * o_proj, whose tile loads during attention, takes ~4). Here a worker whose task t has a staged
- * tile also starts copying the whole tile of its next task `next` before t's wait, beside t's
- * own: at the bottom of the staging area [PK_STAGE_LO, top) when it ends below t's tile, else at
- * its top when it starts above. The staged one-token GEMV (linear.cuh's pk_lin_rows, tile in
- * shared memory) uses only linear's header and xs [K] of the kernels' area, so the area from
- * PK_STAGE_LO up is free while t runs when PK_LIN_HDR + 2K fits below it. Off with the weight
- * ring compiled in (its paged GEMV keeps partials after xs). Returns the next tile's rows (0:
- * not staged) and its offset in *off. Every thread calls it.
- * Off by default: slower on the H200 in both of session 10's calls that measured it (Qwen3-0.6B
- * 1.3524 -> 1.3652 ms/token, later 1.1814 -> 1.1934: gate_up's span shrinks ~1 us per layer, but
- * attention and down grow, the copies issued during attention slowing its loads; docs/PERF.md
- * "Session 10"). 1: on (PK_NVCC_DEFINES). It also stages a split-K task during the gate / up task
- * before it (that task's only dependency): measured as no gain on the Qwen3-0.6B (session 17,
- * same call: 1.0256-1.0276 ms/token with, 1.0229-1.0277 without). */
-#define PK_STAGE_NEXT 0
-__device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
-                                             char *smem, uint32_t *off) {
-    (void)S, (void)t, (void)t_off, (void)next, (void)smem, (void)off;
-    return 0;
-}
-
 /* The next task's attention staged during this one (static mode, one-token steps). A decode
  * attention task stages its row's KV cache before its dependency wait (attention_decode.cuh), but
  * on a worker that runs a qkv tile just before it, that wait is the qkv tile's own end: the
  * copies start after the qkv layer, and the layer's attention span carries their latency (the
- * "skew": Qwen3-0.6B 3.9 us of its 9.5 us attention span per layer, docs/PERF.md next step F).
+ * "skew").
  * Here such a worker issues the attention's stage before the qkv task's wait, into the shared
  * memory above what the qkv task uses (its staged tile, moved low to PK_STAGE_LO, or its async
  * rings), when the attention's layout fits there; the attention then runs from smem + *off
@@ -254,31 +163,19 @@ __device__ __forceinline__ int pk_stage_next(const pk_dev_state *S, uint32_t t, 
  * Which tasks: codegen.c's pk_gen_sched_next, PK_NEXT_ATT (the attention waits on the layer of the task
  * before it). Not a worker that runs, say, a down_proj tile before its attention task: there
  * the stage's dependent loads only delay that tile (which the next layer waits for), and the
- * attention stages early enough in its own iteration, its wait being the qkv layer's (measured
- * with both: Qwen3-0.6B down_proj span 6.3 -> 10.2 us per layer).
- * 0: off (PK_NVCC_DEFINES, to compare). */
-#define PK_ATT_EARLY 1
-/* 1: a split attention task (PK_TASK_ATTENTION_PARTIAL: long contexts) stages early as well.
- * 0 (default): only the unsplit one. At context 4096 the 0.6B's split tasks (up to 288 rows,
- * 158 KB; those past 272 rows do not fit above the qkv tile and stage after it) put 16.8 MB of
- * KV copies in flight during the qkv layer, whose x reads and polls then return behind them:
- * the qkv layer's end+ 14.5 us per layer against the attention's 11.9 (trace). Session 42, H100,
- * two rounds each in one call: Qwen3-0.6B at 4096 1.2768 / 1.2729 -> 1.2119 / 1.2069 ms/token
- * with the early stage off (docs/PERF.md). */
-#define PK_ATT_EARLY_SPLIT 0
+ * attention stages early enough in its own iteration, its wait being the qkv layer's.
+ * Only the unsplit attention: a split one's many KV copies in flight during the qkv layer would
+ * queue its x reads and polls behind them. */
 /* Where task t's tile is staged when an attention is to stage above it (0: not moved low). Its
  * staged one-token GEMV uses linear's header and xs [K] bf16 of the kernels' area
  * (pk_lin_rows<XN, 1, ...>), so the tile may start right above them, on a 128-byte line: for
  * the Qwen3-0.6B's qkv tile (K 1024) at 4,608 bytes instead of PK_STAGE_LO's 16 KB, which leaves
- * the attention's stage above it room for 272 positions instead of 252 (attention_decode_layout.h:
- * 548 bytes per position at D 128, G 2; a 160 + 128 run's steps past 252 ran 10-14 % longer,
- * docs/PERF.md session 18). Tiles whose GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free move;
- * PK_STAGE_LO_FIT 0: they go to PK_STAGE_LO itself (PK_NVCC_DEFINES, to compare). */
-#define PK_STAGE_LO_FIT 1
+ * the attention's stage above it room for more positions (attention_decode_layout.h: 548 bytes per
+ * position at D 128, G 2). Tiles whose GEMV leaves [PK_STAGE_LO, PK_CUDA_SMEM_BYTES) free move. */
 __device__ __forceinline__ uint32_t pk_stage_lo(const pk_dev_state *S, uint32_t t) {
     pk_gen_prefetch p;
     if (!pk_task_tile(S, t, &p) || !p.row_bytes || PK_LIN_HDR + p.row_bytes > PK_STAGE_LO) return 0;
-    return PK_STAGE_LO_FIT ? (PK_LIN_HDR + p.row_bytes + 127u) & ~127u : PK_STAGE_LO;
+    return (PK_LIN_HDR + p.row_bytes + 127u) & ~127u;
 }
 /* Whether task t is RMSNORM_SWIGLU_DOWN's (compiled only into graphs that have one). */
 __device__ __forceinline__ bool pk_task_is_mlp(uint32_t t) {
@@ -301,7 +198,7 @@ __device__ __forceinline__ uint32_t pk_mlp_room(uint32_t t) {
  * bf16 and act [ib] fp32 (dispatch.cuh's pk_gen_mlp_gu), when all of it ends below the top.
  * Returns the rows staged (0: none) and their offset in *off. Every thread calls it. */
 __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, char *smem, uint32_t *off, int n_tok) {
-#if PK_GEN_FALLBACK_KERNELS || !PK_GEN_MLP_FUSED
+#if !PK_GEN_MLP_FUSED
     (void)S, (void)t, (void)smem, (void)off, (void)n_tok;
     return 0;
 #else
@@ -322,30 +219,21 @@ __device__ __forceinline__ int pk_stage_mlp(const pk_dev_state *S, uint32_t t, c
  * DRAM rate). Instead the worker stages the o_proj tile high (pk_stage_hi) and, before o_proj's
  * wait, the MLP's tile below it, at the offset both tasks' GEMVs leave free (pk_stage_lo's:
  * linear's header and xs), with pk_stage_mlp's room for gu and act above it: the copies run
- * during the attention. Measured on the H200 (docs/PERF.md session 32): the 0.6B 2.9-3.3 %
- * faster — the MLP layer's end 10.7 -> 7.4 us, the attention's 5.4 -> 7.6 (its L2 reads wait
- * behind the copies). Issued after o_proj's wait instead, or a fixed time after the attention's
- * start, the copies delay o_proj by more than they save. 0: off (PK_NVCC_DEFINES, to compare). */
-#define PK_MLP_STAGE_EARLY 1
-/* The fused MLP's early tile paced (PK_MLP_PACE_KB > 0, sm_90+). pk_stage_mlp_next's 144 KB per
- * worker (Qwen3-0.6B: 18.9 MB over 120 workers) go out all at once, and every L2 round trip of
- * the attention that runs meanwhile waits behind them (session 32: its `end+` 5.4 -> 7.6 us).
- * Paced, a worker keeps only PK_MLP_PACE_KB of them in flight: thread 0 issues the tile as bulk
- * copies of PK_PACE_CHUNK, each on an mbarrier slot, and between its polls of o_proj's event
- * issues the next chunk into the slot whose copy has landed. The DRAM needs ~4 MB in flight to
- * run at its rate (4.3 TB/s x ~1 us); 120 workers x 32 KB is 3.8 MB (session 33: 16 KB left the
- * MLP's tile short when its event fired, 48 KB and more queued the attention again, docs/PERF.md:
- * the 0.6B -4.0 to -4.3 % against the whole tile at once). What is left when the event
- * fires goes out as one copy after the o_proj task (PK_MLP_PACE_REST 1) or right after the event
- * (0), on slot PK_PACE_SLOTS; the MLP task's iteration waits for every slot before it runs.
- * 0: off, the whole tile as one cp.async group (PK_NVCC_DEFINES, to compare). */
+ * during the attention. Issued after o_proj's wait instead, or a fixed time after the attention's
+ * start, the copies delay o_proj by more than they save.
+ * The early tile is paced (sm_90+): all of it at once (the Qwen3-0.6B's 144 KB per worker) would
+ * queue every L2 round trip of the attention that runs meanwhile behind it. A worker keeps only
+ * PK_MLP_PACE_KB in flight: thread 0 issues the tile as bulk copies of PK_PACE_CHUNK, each on an
+ * mbarrier slot, and between its polls of o_proj's event issues the next chunk into the slot
+ * whose copy has landed. The DRAM needs ~4 MB in flight to run at its rate (4.3 TB/s x ~1 us);
+ * 120 workers x 32 KB is 3.8 MB (less left the tile short when its event fired, more queued the
+ * attention again). What is left when the event fires goes out as one copy after the o_proj task,
+ * on slot PK_PACE_SLOTS; the MLP task's iteration waits for every slot before it runs. */
 #define PK_MLP_PACE_KB 32
-#define PK_MLP_PACE_REST 1
-#define PK_MLP_PACE_CHUNK_KB 16 /* one bulk copy's KB */
-#define PK_PACE_CHUNK ((uint32_t)(PK_MLP_PACE_CHUNK_KB) << 10)
-#define PK_PACE_ON (PK_MLP_PACE_KB > 0 && PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && PK_DEV_HAVE_BULK)
-#define PK_PACE_SLOTS (PK_MLP_PACE_KB > 0 ? (PK_MLP_PACE_KB * 1024 + PK_PACE_CHUNK - 1) / PK_PACE_CHUNK : 1)
-static_assert(PK_PACE_SLOTS >= 1 && PK_PACE_SLOTS < 16, "PK_MLP_PACE_KB: 1 .. 15 chunks of PK_MLP_PACE_CHUNK_KB");
+#define PK_PACE_CHUNK (16u << 10) /* one bulk copy */
+#define PK_PACE_ON (PK_GEN_MLP_FUSED && PK_DEV_HAVE_BULK)
+#define PK_PACE_SLOTS ((PK_MLP_PACE_KB * 1024 + PK_PACE_CHUNK - 1) / PK_PACE_CHUNK)
+static_assert(PK_PACE_SLOTS >= 1 && PK_PACE_SLOTS < 16, "PK_MLP_PACE_KB: 1 .. 15 chunks of PK_PACE_CHUNK");
 /* slots 0 .. PK_PACE_SLOTS - 1 for the chunks, PK_PACE_SLOTS for the rest; bit s of pk_pace_busy:
  * slot s has a copy in flight, of pk_pace_parity: the parity of the phase that copy completes */
 __shared__ uint64_t pk_pace_bar[PK_PACE_SLOTS + 1];
@@ -435,7 +323,7 @@ __device__ __forceinline__ void pk_pace_drain(void) {
         pk_pace_busy = 0;
     }
 }
-enum { PK_NEXT_ATT = 1, PK_NEXT_MLP = 2, PK_NEXT_ATT_SPLIT = 3 }; /* codegen.c's pk_gen_sched_next */
+enum { PK_NEXT_ATT = 1, PK_NEXT_MLP = 2 }; /* codegen.c's pk_gen_sched_next */
 /* Where task t's tile goes when the next task's tile is to stage below it: the top of the area
  * (PK_CUDA_SMEM_BYTES when it does not fit there: the default place). */
 __device__ __forceinline__ uint32_t pk_stage_hi(const pk_dev_state *S, uint32_t t) {
@@ -450,7 +338,7 @@ __device__ __forceinline__ uint32_t pk_stage_hi(const pk_dev_state *S, uint32_t 
  * none) and their offset in *off. Every thread calls it. */
 __device__ __forceinline__ int pk_stage_mlp_next(const pk_dev_state *S, uint32_t t, uint32_t t_off, uint32_t next,
                                                  char *smem, uint32_t *off) {
-#if PK_GEN_FALLBACK_KERNELS || !PK_GEN_MLP_FUSED || !PK_MLP_STAGE_EARLY
+#if !PK_GEN_MLP_FUSED
     (void)S, (void)t, (void)t_off, (void)next, (void)smem, (void)off;
     return 0;
 #else
@@ -475,7 +363,7 @@ __device__ __forceinline__ uint32_t pk_task_smem_end(const pk_dev_state *S, uint
     pk_gen_prefetch p;
     if (!pk_task_tile(S, t, &p)) return 0;
     if (tile_staged) return wst_off + p.bytes;
-    if (PK_MLP_DOWN_STREAM && pk_task_is_mlp(t)) /* its down part may fill the area after the GEMV */
+    if (pk_task_is_mlp(t)) /* its down part may fill the area after the GEMV */
         return PK_CUDA_SMEM_BYTES + S->wstage_bytes;
     if (staged == PK_WST_ASYNC)
         return (uint32_t)(pk_lin_async_off((int)(p.row_bytes / 2)) + pk_lin_async_bytes<4>(PK_LIN_ASYNC_STAGES));
@@ -499,45 +387,26 @@ __device__ __forceinline__ int pk_att_early(const pk_dev_state *S, uint32_t fp_e
  * before a linear task's dependency wait when its tile was not staged whole: the task starts with
  * PK_LIN_ASYNC_STAGES - 1 stages (176 KB per CTA at 12) landed or in flight instead of issuing them
  * after the event fires. Returns what pk_gen_run_task takes as wst_rows (PK_WST_ASYNC, or 0).
- * Every thread calls it. 0: off (PK_NVCC_DEFINES, to compare). */
-#define PK_LIN_ASYNC_PRE 1
-/* 1 (default): a task whose first stages were issued before its wait (PK_WST_ASYNC), or whose
- * tile was staged whole, is called before the event fires and waits itself, after its dispatch
- * (linear.cuh's PK_WST_ASYNC_LATE, rows.cuh's PK_STAGED_LATE): the switch, the call-through and
- * the set-up run during the wait. 0: the runtime waits first, as for every other task
- * (PK_NVCC_DEFINES, to compare). Measured on the H200 (session 16, same call, three runs each,
- * with the dynamic area aligned; session 15's loss was its misalignment): Qwen3-8B 4.34-4.35 ->
- * 4.25-4.26 ms/token, 0.6B 0.986-0.988 -> 0.990. Never with the debug build's spin limit, whose
- * timeout report needs the runtime's wait. */
-#define PK_LIN_WAIT_LATE 1
-#ifdef PK_DEBUG_SPIN_LIMIT
-#undef PK_LIN_WAIT_LATE
-#define PK_LIN_WAIT_LATE 0
-#endif
-/* 1 (default): a decode attention task whose KV cache was staged before its wait is called before
- * the event fires and waits itself, before its phase A (attention_decode.cuh's `late`). 0: the
- * runtime waits first (PK_NVCC_DEFINES, to compare). Measured with PK_LIN_WAIT_LATE (session 16,
- * same call): Qwen3-8B 4.25-4.26 -> 4.22-4.23 ms/token, 0.6B 0.990 -> 0.985-0.987. Never with the
- * debug build's spin limit. */
-#define PK_ATT_WAIT_LATE 1
-#ifdef PK_DEBUG_SPIN_LIMIT
-#undef PK_ATT_WAIT_LATE
-#define PK_ATT_WAIT_LATE 0
-#endif
+ * Every thread calls it. */
+/* A task whose first stages were issued before its wait (PK_WST_ASYNC), whose tile was staged
+ * whole, or a decode attention task whose KV cache was staged, is called before the event fires
+ * and waits itself, after its dispatch (linear.cuh's PK_WST_ASYNC_LATE, rows.cuh's PK_STAGED_LATE;
+ * attention_decode.cuh's `late`, before its phase A): the switch, the call-through and the set-up
+ * run during the wait. Never with the debug build's spin limit, whose timeout report needs the
+ * runtime's wait. */
+constexpr bool pk_wait_late = pk_gen_tuning::debug_spin_limit_ms == 0;
 /* What a task has staged in shared memory before its wait (pk_defer_wait) */
 enum { PK_STAGED_NONE = 0, PK_STAGED_TILE = 1, PK_STAGED_ATT = 2 };
 /* Whether task t's wait is left to the task (rows.cuh's pk_dev_dep_wait), when nothing was issued
  * after its own copies (the kernel then waits for all of them): a streamed GEMV whose first
- * stages were issued (PK_LIN_WAIT_LATE: *staged PK_WST_ASYNC becomes PK_WST_ASYNC_LATE), a GEMV
- * whose tile was staged whole (PK_LIN_WAIT_LATE) or a decode attention whose KV cache was staged
- * (PK_ATT_WAIT_LATE) — those two get rows.cuh's PK_STAGED_LATE bit in *staged. The event goes
+ * stages were issued (*staged PK_WST_ASYNC becomes PK_WST_ASYNC_LATE), a GEMV whose tile was
+ * staged whole or a decode attention whose KV cache was staged — those two get rows.cuh's PK_STAGED_LATE bit in *staged. The event goes
  * to pk_dep_ctr / pk_dep_need. Else the caller waits. Every thread calls it. */
 __device__ __forceinline__ bool pk_defer_wait(const pk_dev_state *S, int *staged, int what, bool others, uint32_t event,
                                               pk_u64 need) {
-    if (PK_LIN_WAIT_LATE && *staged == PK_WST_ASYNC)
+    if (pk_wait_late && *staged == PK_WST_ASYNC)
         *staged = PK_WST_ASYNC_LATE;
-    else if (!others && *staged > 0 &&
-             ((PK_LIN_WAIT_LATE && what == PK_STAGED_TILE) || (PK_ATT_WAIT_LATE && what == PK_STAGED_ATT)))
+    else if (!others && *staged > 0 && pk_wait_late && (what == PK_STAGED_TILE || what == PK_STAGED_ATT))
         *staged |= PK_STAGED_LATE;
     else
         return false;
@@ -556,12 +425,6 @@ __device__ __forceinline__ void pk_defer_end(pk_u64 *t0) {
     if (pk_dep_ctr) __trap();
     *t0 = pk_dep_seen;
 }
-/* 0: not for the tasks that read an attention layer's output (o_proj), whose pre-wait copies
- * share DRAM with the attention tasks' K / V reads (docs/PERF.md next step C; not yet measured). */
-#define PK_LIN_ASYNC_PRE_AFTER_ATT 1
-/* 1: a layer that may take claim mode (linear.cuh) still has its tiles staged whole when they fit
- * (the Qwen3-0.6B shape's); 0 (default): it streams them in claim mode. */
-#define PK_LIN_CLAIM_STAGED 0
 __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t, char *smem, int n_tok) {
     const pk_gen_task task = pk_gen_tasks[t];
     if (task.layer >= PK_GEN_NUM_LAYERS) return 0;
@@ -572,79 +435,13 @@ __device__ __forceinline__ int pk_lin_pre_task(const pk_dev_state *S, uint32_t t
         return 0;
     pk_gen_prefetch p;
     const char *base = pk_task_tile(S, t, &p);
-    if (!base || p.row_bytes == 0 || (!PK_LIN_ASYNC_PRE_AFTER_ATT && p.after_attention)) return 0;
-    if (p.claim_rows) { /* claim mode (linear.cuh) when the layer takes it, from its chunk's first row */
-        const uint32_t chunk = task.index / p.claim_tpc;
-        const char *first = (const char *)PK_GEN_BUFS(S)[p.buffer] + p.off0 + (pk_u64)chunk * p.claim_tpc * p.step;
-        const int r = pk_lin_claim_pre((const pk_bf16 *)first, (int)(p.row_bytes / 2), (int)p.claim_rows,
-                                       pk_gen_claim_ctr + p.claim_ctr0 + chunk, n_tok, smem);
-        if (r) return r;
-    }
+    if (!base || p.row_bytes == 0) return 0;
     return pk_lin_async_pre((const pk_bf16 *)base, (int)(p.row_bytes / 2), (int)(p.bytes / p.row_bytes), n_tok, smem);
 }
 
-/* The weight ring (kernels/cuda/weight_ring.cuh; static mode on sm_90+ when the launch gave it
- * shared memory: S->ring_off != 0). A worker's segments are the weight tiles of its linear tasks
- * in schedule order, written into the ring's table at every launch. */
-#define PK_WRING_ON 0
-
-/* Whether task t's weights stream through the ring, and its segment. */
-__device__ __forceinline__ bool pk_wring_seg_of(const pk_dev_state *S, uint32_t t, pk_wring_seg *g) {
-    pk_gen_prefetch p;
-    const char *base = pk_task_tile(S, t, &p);
-    if (!base || p.row_bytes == 0) return false;
-    *g = pk_wring_seg{base, p.bytes, p.row_bytes, pk_wring_npages(p.bytes, p.row_bytes), 0u};
-    return pk_wring_ent_ok(*g);
-}
-
-/* Builds worker w's segment table and starts the ring; NULL (every thread) when the ring is off,
- * or the worker has no linear task or more than the table holds. */
-__device__ pk_wring *pk_wring_setup(const pk_dev_state *S, uint32_t lo, uint32_t hi, char *smem) {
-    if (!PK_WRING_ON || S->ring_off == 0) return nullptr;
-    pk_wring *ring = (pk_wring *)(smem + S->ring_off);
-    __shared__ uint32_t sh_nseg;
-    if (threadIdx.x == 0) {
-        uint32_t n = 0;
-        for (uint32_t i = lo; i < hi; i++) {
-            pk_wring_seg g;
-            if (!pk_wring_seg_of(S, pk_gen_sched_tasks[i], &g)) continue;
-            if (n == PK_WRING_MAX_SEGS) {
-                n = 0;
-                break;
-            }
-            const uint64_t src = (uint64_t)g.src;
-            ring->segs[n++] = pk_wring_ent{(uint32_t)src, (uint32_t)(src >> 32), (uint16_t)(g.bytes / g.row_bytes),
-                                           (uint16_t)(g.row_bytes / 16)};
-        }
-        sh_nseg = n;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) pk_wring_start(ring, sh_nseg, smem + S->ring_off + PK_WRING_STATE_BYTES);
-    __syncthreads();
-    return sh_nseg ? ring : nullptr;
-}
-
-/* 1: a task whose event has one trigger, the task before it on its worker (pk_gen_sched_local_dep:
- * a split-K task after its gate / up task, an argmax task after its LM-head task) runs without
- * polling the event: the worker finished that task itself, and the barrier at its end made its
- * writes visible to the whole CTA (and what it had acquired before). 0 (default): it polls as
- * every task. Off because the table read on every task's path cost more than the polls it saves
- * (session 17, same call against session 16's build: Qwen3-8B +0.5-1.0 %); the split-K
- * measurements of docs/PERF.md session 17 had it on (PK_NVCC_DEFINES=-DPK_LOCAL_DEP=1). Never
- * with the debug build's spin limit (its stall test). */
-#define PK_LOCAL_DEP 0
-#ifdef PK_DEBUG_SPIN_LIMIT
-#undef PK_LOCAL_DEP
-#define PK_LOCAL_DEP 0
-#endif
-
-/* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh);
- * 0: every signal an atom.acq_rel (PK_NVCC_DEFINES, to compare). */
-#define PK_SIGNAL_RED 1
-/* 1 (default): where the generated graph allows it (PK_GEN_END_BY_COUNTER: every END trigger a
- * task of one argmax layer), the argmax's last task ends the step; 0: END's adds, as any graph */
-#define PK_ARGMAX_ENDS_STEP 1
-#define PK_END_BY_COUNTER (PK_GEN_END_BY_COUNTER && PK_ARGMAX_ENDS_STEP)
+/* Static mode signals with pk_red_add_release where the old count is not needed (sync.cuh).
+ * Where the generated graph allows it (PK_GEN_END_BY_COUNTER: every END trigger a task of one
+ * argmax layer), the argmax's last task ends the step, without END's adds. */
 
 __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) {
     __shared__ int sh_stop, sh_rows;
@@ -652,12 +449,9 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     const bool tracing = S->trace != nullptr;
     const pk_u64 end_triggers = pk_gen_events[PK_GEN_END_EVENT].num_triggers;
     pk_u64 trace_n = tracing && threadIdx.x == 0 ? S->trace_n[w] : 0; /* thread 0's record count */
-    pk_wring *ring = pk_wring_setup(S, lo, hi, smem);
-    uint32_t ring_pos = 0, ring_seg = 0; /* the next page and segment to consume (every thread) */
-    /* what pk_gen_stage_task may fill: below the ring's area when the launch has one (also for a
-     * worker without a ring: the model builder planned the split for that budget) */
-    const int stage_limit = S->ring_off ? (int)S->ring_off : (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
-    /* task i's tile when the iteration before staged it (pk_stage_next): rows (0: not) and offset */
+    /* what pk_gen_stage_task may fill */
+    const int stage_limit = (int)(PK_CUDA_SMEM_BYTES + S->wstage_bytes);
+    /* task i's tile when the iteration before staged it (pk_stage_mlp_next): rows (0: not) and offset */
     int next_rows = 0;
     uint32_t next_off = 0;
     /* task i's attention stage when the iteration before issued it (pk_att_early), and its offset */
@@ -668,7 +462,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
     bool paced = false, pace_drain = false;
     pk_pace_init(); /* the first step's barrier below publishes it */
     for (pk_u64 step = 1;; step++) {
-        if (threadIdx.x == 0 && lo < hi) pk_prefetch_task(S, pk_gen_sched_tasks[lo]);
         /* BEGIN, then what prepare_next_step wrote before it: whether to stop and the step's rows
          * (read once per step, not after every task's wait), two loads in one round trip */
         if (threadIdx.x == 0) {
@@ -677,32 +470,24 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             sh_rows = pk_step_rows(S);
         }
         pk_cta_sync();
-        if (sh_stop) {
-            if (ring && threadIdx.x == 0) pk_wring_quiesce(ring, ring_pos);
-            break;
-        }
+        if (sh_stop) break;
         const int n_tok = sh_rows;
-        /* pk_stage_next only in one-token steps (the staged GEMV of more rows fills the kernels' area) */
-        const bool stage_next = !ring && n_tok == 1;
+        /* the next task's stages only in one-token steps (the staged GEMV of more rows fills the
+         * kernels' area) */
+        const bool stage_next = n_tok == 1;
         next_rows = early_rows = 0;
         for (uint32_t i = lo; i < hi; i++) {
             const uint32_t t = pk_gen_sched_tasks[i];
             const pk_gen_task task = pk_gen_tasks[t];
             pk_u64 need = (pk_u64)pk_gen_events[task.dep_event].num_triggers * step;
-            if (t == PK_DEBUG_STALL_TASK) need++;
-            /* the next task's weights load while this one waits and runs (two tasks in flight) */
-            if (threadIdx.x == 0 && i + 1 < hi) pk_prefetch_task(S, pk_gen_sched_tasks[i + 1]);
-            pk_wring_seg rs;
-            const bool in_ring = ring && pk_wring_seg_of(S, t, &rs);
+            if (t == pk_gen_tuning::debug_stall_task) need++;
             int staged = 0;
             uint32_t wst_off = PK_CUDA_SMEM_BYTES; /* where a staged tile is */
             bool tile_staged = false;              /* staged: rows of t's weight tile */
             /* the next task is an attention whose stage may go in above this task's bytes */
-            const bool att_next = PK_ATT_EARLY && !ring && n_tok == 1 &&
-                                  (pk_gen_sched_next[i] == PK_NEXT_ATT ||
-                                   (PK_ATT_EARLY_SPLIT && pk_gen_sched_next[i] == PK_NEXT_ATT_SPLIT));
+            const bool att_next = n_tok == 1 && pk_gen_sched_next[i] == PK_NEXT_ATT;
             /* the next task is the fused MLP's, whose tile may stage during this one (pk_stage_mlp_next) */
-            const bool mlp_next = PK_GEN_MLP_FUSED && PK_MLP_STAGE_EARLY && stage_next && pk_gen_sched_next[i] == PK_NEXT_MLP;
+            const bool mlp_next = PK_GEN_MLP_FUSED && stage_next && pk_gen_sched_next[i] == PK_NEXT_MLP;
             int staged_what = PK_STAGED_NONE; /* what `staged` counts */
             if (early_rows) { /* this attention's stage was issued during the task before */
                 staged = early_rows, wst_off = early_off;
@@ -711,27 +496,16 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             } else if (next_rows) { /* copied during the task before */
                 staged = next_rows, wst_off = next_off, tile_staged = true;
                 next_rows = 0;
-            } else if (in_ring) { /* its weights come from the ring: wst_rows -1 */
-                staged = -1;
-                if (threadIdx.x == 0) {
-                    ring->pos = ring_pos;
-                    ring->seg = ring_seg;
-                }
-            } else if (!ring) {
-                if (PK_LIN_CLAIM && !PK_LIN_CLAIM_STAGED && task.layer < PK_GEN_NUM_LAYERS &&
-                    pk_gen_prefetches[task.layer].claim_rows)
-                    staged = pk_lin_pre_task(S, t, smem, n_tok); /* claim mode before whole-tile staging */
-                if (!staged) {
-                    const uint32_t low_off = att_next ? pk_stage_lo(S, t) : 0u;
-                    if (low_off)
-                        wst_off = low_off;
-                    else if (mlp_next)
-                        wst_off = pk_stage_hi(S, t);
-                    if (PK_GEN_MLP_FUSED && pk_task_is_mlp(t)) /* its own rule: room for gu above */
-                        tile_staged = (staged = pk_stage_mlp(S, t, smem, &wst_off, n_tok)) > 0;
-                    else
-                        tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
-                }
+            } else {
+                const uint32_t low_off = att_next ? pk_stage_lo(S, t) : 0u;
+                if (low_off)
+                    wst_off = low_off;
+                else if (mlp_next)
+                    wst_off = pk_stage_hi(S, t);
+                if (PK_GEN_MLP_FUSED && pk_task_is_mlp(t)) /* its own rule: room for gu above */
+                    tile_staged = (staged = pk_stage_mlp(S, t, smem, &wst_off, n_tok)) > 0;
+                else
+                    tile_staged = (staged = pk_stage_weights(S, t, smem, wst_off)) > 0;
                 if (!staged) staged = pk_lin_pre_task(S, t, smem, n_tok);
             }
             const uint32_t t_end = att_next ? pk_task_smem_end(S, t, tile_staged, wst_off, staged) : 0u;
@@ -740,11 +514,6 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             else if (mlp_next && tile_staged)
                 paced = (next_rows = pk_stage_mlp_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off)) > 0 &&
                         PK_PACE_ON;
-            else if (tile_staged && stage_next && i + 1 < hi)
-                next_rows = pk_stage_next(S, t, wst_off, pk_gen_sched_tasks[i + 1], smem, &next_off);
-            if (PK_DEEP_PREFETCH_BYTES && threadIdx.x == 0 && task.layer < PK_GEN_NUM_LAYERS &&
-                pk_gen_prefetches[task.layer].after_attention)
-                pk_prefetch_ahead(S, pk_gen_sched_tasks + i + (staged ? 1 : 0), hi - i - (staged ? 1 : 0));
             if (!staged && (staged = pk_gen_stage_task(S, t, smem, stage_limit)) > 0) {
                 wst_off = 0; /* the attention's layout from smem */
                 staged_what = PK_STAGED_ATT;
@@ -752,18 +521,15 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             /* a streamed GEMV or a staged decode attention waits for its event itself, after its
              * dispatch (pk_defer_wait) */
             if (tile_staged) staged_what = PK_STAGED_TILE;
-            /* a task after its one trigger on this worker neither waits nor defers (PK_LOCAL_DEP) */
-            const bool local = PK_LOCAL_DEP && pk_gen_sched_local_dep[i];
-            const bool late = !local && pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
+            const bool late = pk_defer_wait(S, &staged, staged_what, next_rows || early_rows, task.dep_event, need);
             /* a root task's BEGIN was waited for above (need = step: BEGIN has one trigger) */
-            const bool begun = task.dep_event == PK_GEN_BEGIN_EVENT && t != PK_DEBUG_STALL_TASK;
-            if (!late && !local && !begun) {
+            const bool begun = task.dep_event == PK_GEN_BEGIN_EVENT && t != pk_gen_tuning::debug_stall_task;
+            if (!late && !begun) {
                 if (paced)
                     pk_wait_event_paced(S, task.dep_event, need);
                 else
                     pk_wait_event(S, task.dep_event, need, t);
             }
-            if (paced && !PK_MLP_PACE_REST) pk_pace_rest();
             if (pace_drain) { /* this task's tile was paced in bulk copies during the task before */
                 pk_pace_drain();
                 pace_drain = false;
@@ -779,22 +545,15 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
             pk_gen_run_task(S, t, task, smem, staged, wst_off, n_tok);
             pk_cta_sync(); /* the task's writes are issued by every thread */
             if (late) pk_defer_end(&t0);
-            if (in_ring) { /* the task read its pages (consumed = the position after them), or drain */
-                if (ring->consumed != ring_pos + rs.npages) {
-                    pk_wring_drain(ring, ring_pos, rs.npages);
-                }
-                ring_pos += rs.npages;
-                ring_seg = ring_seg + 1 == ring->nseg ? 0 : ring_seg + 1;
-            }
             if (threadIdx.x == 0) {
                 const pk_u64 t1 = tracing ? pk_dev_globaltimer() : 0;
-                if (PK_END_BY_COUNTER && task.trig_event == PK_GEN_END_EVENT) {
+                if (PK_GEN_END_BY_COUNTER && task.trig_event == PK_GEN_END_EVENT) {
                     /* the argmax layer's last task (pk_last_of, in the task) has every task of the
                      * step behind it: it ends the step without END's adds and their round trip */
                     if (pk_sh_last_of) {
                         pk_step_end(S, step);
                     }
-                } else if (PK_SIGNAL_RED && task.trig_event != PK_GEN_END_EVENT) {
+                } else if (task.trig_event != PK_GEN_END_EVENT) {
                     pk_red_add_release(pk_event_ctr(S, task.trig_event), 1);
                 } else {
                     pk_u64 old = pk_atom_add_acq_rel(pk_event_ctr(S, task.trig_event), 1);
@@ -803,7 +562,7 @@ __device__ void pk_static_worker(const pk_dev_state *S, uint32_t w, char *smem) 
                 if (tracing) pk_trace(S, w, &trace_n, t, step, t0, t1);
             }
             if (paced) { /* the next task reads the paced tile: what is left goes out after the signal */
-                if (PK_MLP_PACE_REST) pk_pace_rest();
+                pk_pace_rest();
                 paced = false;
                 pace_drain = true;
             }
@@ -889,26 +648,18 @@ __device__ void pk_scheduler(const pk_dev_state *S) {
     }
 }
 
-/* The dynamic area starts on a 128-byte boundary: every staged tile, weight ring stage and
- * attention layout below is placed by offsets from pk_smem that are multiples of 128, and the
- * whole step is much slower when the area itself is not (the mechanism is not isolated; the
- * likely one: the bulk and cp.async copies' destinations off 128-byte lines). At the default
- * alignment of 16 the area began 32 bytes past a 128-byte boundary (the kernel's 32 bytes of static
- * __shared__ variables came first), and any code that added a __shared__ variable moved it again:
- * session 15's "code that never runs slows every GEMV by 10-20 %" was this. Measured on the H200
- * (session 16, same call, three runs each, ms/token): Qwen3-8B 4.52 at 16 (default then), 5.39
- * with 16 more bytes of static shared memory (-DPK_DEBUG_SMEM_PAD=16: the area 48 bytes off),
- * 4.38-4.39 at 128 and at 1024; Qwen3-0.6B 1.006-1.008, 1.094-1.096, 0.985-0.990, 0.987-0.990.
- * PK_SMEM_ALIGN and PK_DEBUG_SMEM_PAD=N (N more bytes of static shared memory, touched only on a
- * path that never runs) stay as diagnostics (PK_NVCC_DEFINES). The 1 KB that pk_gen_run_inner
- * leaves beside the dynamic area holds the static variables and this padding. */
+/* The dynamic area starts on a 128-byte boundary: every staged tile and attention layout below
+ * is placed by offsets from pk_smem that are multiples of 128, and the whole step is much slower
+ * when the area itself is not (likely the bulk and cp.async copies' destinations off 128-byte
+ * lines). At the default alignment of 16 the area would begin past the kernel's static
+ * __shared__ variables, and any code that added one would move it. The 1 KB that
+ * pk_gen_run_inner leaves beside the dynamic area holds the static variables. */
 #define PK_SMEM_ALIGN 128
 
 /* Two entry points over one body. Static mode runs one worker CTA per SM, so its kernel may use
  * up to 255 registers per thread (__launch_bounds__(256, 1)): at the 128-register cap the GEMV
- * and the decode attention spilled (ptxas: 356 bytes in the Qwen3-8B kernel's attention, 4.6 KB
- * of stores in the task switch), and without it the H200 ran Qwen3-0.6B 1.544 -> 1.429 and
- * Qwen3-8B 6.159 -> 5.859 ms/token (docs/PERF.md, session 7). Dynamic mode puts its scheduler
+ * and the decode attention spilled (the Qwen3-8B kernel's attention, stores in the task switch).
+ * Dynamic mode puts its scheduler
  * CTA beside a worker on one SM, so its kernel keeps at most 128 registers (2 CTAs per SM). */
 __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) {
     extern __shared__ __align__(PK_SMEM_ALIGN) char pk_smem[];
@@ -926,10 +677,7 @@ __device__ __forceinline__ void pk_gen_main(const pk_dev_state *S, int dynamic) 
     }
     pk_static_worker(S, blockIdx.x, pk_smem);
 }
-#define PK_STATIC_MIN_BLOCKS 1 /* 2: the 128-register cap in static mode too (PK_NVCC_DEFINES, to compare) */
-/* Static mode's CTA: the task threads, and the weight ring's producer warp when compiled in. */
-#define PK_STATIC_THREADS PK_CUDA_THREADS
-extern "C" __global__ void __launch_bounds__(PK_STATIC_THREADS, PK_STATIC_MIN_BLOCKS) pk_gen_kernel(const pk_dev_state *S) {
+extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 1) pk_gen_kernel(const pk_dev_state *S) {
     pk_gen_main(S, 0);
 }
 extern "C" __global__ void __launch_bounds__(PK_CUDA_THREADS, 2) pk_gen_kernel_dynamic(const pk_dev_state *S) {
@@ -943,7 +691,7 @@ static_assert(sizeof(pk_gen_step_rec) == sizeof(pk_step_rec) && alignof(pk_gen_s
 
 static const pk_gen_info pk_gen_info_v = {
     PK_ABI_VERSION, PK_GEN_API_VERSION, PK_GEN_GRAPH_HASH, PK_GEN_NUM_TASKS, PK_GEN_NUM_EVENTS, PK_GEN_NUM_LAYERS,
-    PK_GEN_NUM_BUFFERS, PK_GEN_NUM_WORKERS, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES, PK_GEN_FALLBACK_KERNELS,
+    PK_GEN_NUM_BUFFERS, PK_GEN_NUM_WORKERS, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES,
     PK_GEN_PK_VERSION,
 };
 
@@ -1155,17 +903,13 @@ static void pk_gen_sleep_us(long us) {
 
 /* Dynamic shared memory per CTA. Static mode asks for more than half an SM's shared memory:
  * then only one worker fits per SM (a cooperative launch does not promise to spread two that
- * fit; on the H200 the 132 workers did land on 132 SMs at 96 KB too, yet 116 KB measured faster,
- * 2.81 -> 2.68 ms/token for the 0.6B shape, for reasons not established), and what lies beyond
+ * fit), and what lies beyond
  * the kernels' PK_CUDA_SMEM_BYTES holds staged weights. Dynamic mode keeps 96 KB so that the
  * scheduler CTA fits beside a worker. The task kernels use the first PK_CUDA_SMEM_BYTES.
  * Static mode takes all the GPU gives a block (227 KB on the H100 / H200, less 1 KB below):
  * the attention staged during a qkv tile (pk_att_early) needs its layout above the tile
  * (Qwen3-0.6B at position 223: 16 KB + 64 KB + 132 KB), and the async GEMV's 12 stages of rings
- * need 192 KB beside xs. Measured on the H200 (session 11, same call, gate passed): Qwen3-0.6B
- * 1.1550 -> 1.0820 ms/token, Qwen3-8B 5.0389 -> 4.9959 against 192 KB and 8 stages; the larger
- * launch alone (8 stages) measured the same as 192 KB at context 4096 (8B 5.6149 / 5.6144,
- * 0.6B 1.5200 / 1.5179: the smaller L1 that comes with it costs nothing visible; PERF.md). */
+ * need 192 KB beside xs; the smaller L1 that comes with it costs nothing visible. */
 #define PK_STATIC_SMEM_BYTES (227 * 1024)
 static_assert(PK_STATIC_SMEM_BYTES >= PK_CUDA_SMEM_BYTES, "static mode's shared memory");
 
@@ -1182,25 +926,13 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     PK_CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int static_smem = PK_STATIC_SMEM_BYTES < optin - 1024 ? PK_STATIC_SMEM_BYTES : optin - 1024;
     if (static_smem < PK_CUDA_SMEM_BYTES) static_smem = PK_CUDA_SMEM_BYTES; /* the launch check names it */
-    /* the weight ring (static mode, sm_90+, room for it above the kernels' area): the whole block,
-     * the ring at its top; the staged attention takes what lies below the ring */
-    int cc_major = 0;
-    PK_CU(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev));
-    c->hs.ring_off = 0;
-    if (PK_WRING && !PK_GEN_FALLBACK_KERNELS && !a->dynamic && cc_major >= 9 &&
-        optin - 1024 >= PK_CUDA_SMEM_BYTES + PK_WRING_BYTES) {
-        static_smem = optin - 1024;
-        /* 128-byte aligned, as on the host (attention_decode_layout.h): a coarser rounding left
-         * the staged attention 128 bytes short of the reach the model builder planned for */
-        c->hs.ring_off = (uint32_t)(static_smem - PK_WRING_BYTES) & ~127u;
-    }
     const int smem_bytes = a->dynamic ? PK_CUDA_SMEM_BYTES : static_smem;
-    c->hs.wstage_bytes = a->dynamic || c->hs.ring_off ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
+    c->hs.wstage_bytes = a->dynamic ? 0u : (uint32_t)(static_smem - PK_CUDA_SMEM_BYTES);
     const void *kernel = a->dynamic ? (const void *)pk_gen_kernel_dynamic : (const void *)pk_gen_kernel;
     PK_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                smem_bytes > PK_CUDA_SMEM_BYTES ? smem_bytes : PK_CUDA_SMEM_BYTES));
     PK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int threads = a->dynamic ? PK_CUDA_THREADS : PK_STATIC_THREADS;
+    const int threads = PK_CUDA_THREADS;
     PK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes));
     if ((long)per_sm * sms < (long)blocks)
         return pk_gen_fail(err, err_len,

@@ -6,8 +6,8 @@
  * __syncthreads(), then every thread reads. A gpu-scope acquire invalidates this SM's L1, so data
  * another SM wrote is not read stale; kernels still read activations with ld.global.cg.
  *
- * Debug builds (-DPK_DEBUG_SPIN_LIMIT=<ms>) give every wait a time limit: a wait that runs past
- * it records worker, task, event, counter and threshold in mapped host memory (pk_gen_debug) and
+ * Debug builds (pk_gen_tuning::debug_spin_limit_ms, from PK_CUDA_DEBUG=1) give every wait a time
+ * limit: a wait that runs past it records worker, task, event, counter and threshold in mapped host memory (pk_gen_debug) and
  * traps, so pk_run reports the stuck wait instead of hanging.
  */
 #ifndef PK_CUDA_SYNC_CUH
@@ -51,13 +51,12 @@ typedef struct pk_dev_state {
     uint32_t *debug_claim;   /* device memory: the first timed-out wait takes it */
     uint32_t W, S;
     uint32_t wstage_bytes;   /* static mode's weight staging area (0: none; runtime.cuh) */
-    uint32_t ring_off;       /* static mode's weight ring at smem + ring_off (0: none; runtime.cuh) */
 } pk_dev_state;
 
-/* u64 words between consecutive event counters in S->counters. 1 packs 16 events in a 128-byte
+/* u64 words between consecutive event counters in S->counters: 1 packs 16 events in a 128-byte
  * line, so the reds of one layer's event and the polls of the next layer's land on the same L2
- * line; 16 gives every event a line of its own (PK_NVCC_DEFINES, to compare). The group counters
- * (pk_group_ctrs) follow the last event's slot, packed. */
+ * line (faster than a line per event). The group counters (pk_group_ctrs) follow the last
+ * event's slot, packed. */
 #define PK_EVENT_STRIDE 1
 #define PK_COUNTER_WORDS ((size_t)PK_GEN_NUM_EVENTS * PK_EVENT_STRIDE + PK_GEN_NUM_GROUP_COUNTERS)
 
@@ -108,8 +107,7 @@ __device__ __forceinline__ bool pk_last_of(pk_u64 *counter, pk_u64 n) {
 
 __device__ __forceinline__ int pk_ld_volatile_int(const int *p) { return *(const volatile int *)p; }
 
-#ifdef PK_DEBUG_SPIN_LIMIT
-/* Records the stuck wait (first one only) and traps. */
+/* Records the stuck wait (first one only) and traps (debug builds). */
 __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t task, uint32_t event,
                                               pk_u64 counter, pk_u64 threshold) {
     pk_gen_debug *d = S->debug;
@@ -125,35 +123,34 @@ __device__ __noinline__ void pk_debug_timeout(const pk_dev_state *S, uint32_t ta
     }
     __trap();
 }
-#define PK_SPIN_BEGIN pk_u64 pk_spin_t0_ = pk_dev_globaltimer();
-#define PK_SPIN_CHECK(S, task, event, counter, threshold)                                   \
-    if (pk_dev_globaltimer() - pk_spin_t0_ > (pk_u64)(PK_DEBUG_SPIN_LIMIT) * 1000000ull)        \
-        pk_debug_timeout(S, task, event, counter, threshold);
-#else
-#define PK_SPIN_BEGIN
-#define PK_SPIN_CHECK(S, task, event, counter, threshold)
-#endif
+/* A spin loop's time limit in debug builds; nothing otherwise. */
+#define PK_SPIN_BEGIN const pk_u64 pk_spin_t0_ = pk_gen_tuning::debug_spin_limit_ms ? pk_dev_globaltimer() : 0;
+#define PK_SPIN_CHECK(S, task, event, counter, threshold)                                                    \
+    if constexpr (pk_gen_tuning::debug_spin_limit_ms != 0) {                                                 \
+        if (pk_dev_globaltimer() - pk_spin_t0_ > (pk_u64)pk_gen_tuning::debug_spin_limit_ms * 1000000ull)  \
+            pk_debug_timeout(S, task, event, counter, threshold);                                            \
+    }
 
 /* One thread waits until counters[event] >= threshold (acquire; rows.cuh's pk_dev_spin_until:
  * the poll and its sleeps; with the debug build's time limit). */
 __device__ __forceinline__ void pk_wait_event_thread(const pk_dev_state *S, uint32_t event, pk_u64 threshold,
                                                      uint32_t task) {
-#ifdef PK_DEBUG_SPIN_LIMIT
-    pk_u64 c = pk_ld_acquire(pk_event_ctr(S, event));
-    if (c < threshold) {
-        PK_SPIN_BEGIN
-        unsigned ns = PK_SPIN_SLEEP_NS;
-        do {
-            __nanosleep(ns);
-            ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
-            c = pk_ld_acquire(pk_event_ctr(S, event));
-            PK_SPIN_CHECK(S, task, event, c, threshold)
-        } while (c < threshold);
+    if constexpr (pk_gen_tuning::debug_spin_limit_ms != 0) {
+        pk_u64 c = pk_ld_acquire(pk_event_ctr(S, event));
+        if (c < threshold) {
+            PK_SPIN_BEGIN
+            unsigned ns = PK_SPIN_SLEEP_NS;
+            do {
+                __nanosleep(ns);
+                ns = 2 * ns < PK_SPIN_SLEEP_MAX_NS ? 2 * ns : PK_SPIN_SLEEP_MAX_NS;
+                c = pk_ld_acquire(pk_event_ctr(S, event));
+                PK_SPIN_CHECK(S, task, event, c, threshold)
+            } while (c < threshold);
+        }
+    } else {
+        (void)task;
+        pk_dev_spin_until(pk_event_ctr(S, event), threshold);
     }
-#else
-    (void)task;
-    pk_dev_spin_until(pk_event_ctr(S, event), threshold);
-#endif
 }
 
 /* Thread 0 waits (pk_wait_event_thread); then the CTA syncs. Every thread of the CTA must call it. */
