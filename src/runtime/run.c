@@ -1,6 +1,6 @@
 /* run.c — pk_compile and pk_run: the backend-independent part of compiling and running, which
  * reaches the backend only through its table (backend.h); what the device is and what a run
- * measured (device info, step times, memory, copy bandwidth). */
+ * records (device info, step times, memory, copy bandwidth). */
 #include <string.h>
 #include <sys/stat.h>
 
