@@ -2,8 +2,8 @@
  * compile, run, read, memory, copy bandwidth, free.
  *
  * libpk never links CUDA. The GPU (device k->device) is probed through the driver API
- * (libcuda.so.1, dlopen + dlsym): compute capability, SM count, free memory. compile generates kernel.cu,
- * builds or finds kernel.so in the cache, dlopens it, checks its ABI version and graph hash,
+ * (libcuda.so.1, dlopen + dlsym): compute capability, SM count, free memory. compile generates
+ * kernel.cu, builds or finds kernel.so in the cache, dlopens it, checks its ABI version and graph hash,
  * creates the device state, and streams the weights up through the object's pinned staging
  * buffers (host memory stays bounded: the tensors are read in place, memory-mapped files
  * included). With PK_CUDA_ARCH set (e.g. sm_90a) no GPU is needed: codegen and nvcc only; the
@@ -99,9 +99,8 @@ static pk_status probe_gpu(pk_kernel *k, pk_cuda_runtime *rt) {
         return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: cuInit failed with CUDA error %d", rc);
     if ((rc = cu_count(&n)) != 0 || n < 1)
         return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: the driver reports %d devices (error %d)", n, rc);
-    if (n <= k->device)
-        return pk_fail(k, PK_ERR_BACKEND, "CUDA: no device %d: the driver reports %d devices", k->device, n);
     const int ord = k->device;
+    if (n <= ord) return pk_fail(k, PK_ERR_BACKEND, "CUDA: no device %d: the driver reports %d devices", ord, n);
     if ((rc = cu_get(&rt->device, ord)) != 0 || (rc = cu_attr(&rt->major, CU_ATTR_CC_MAJOR, rt->device)) != 0 ||
         (rc = cu_attr(&rt->minor, CU_ATTR_CC_MINOR, rt->device)) != 0 ||
         (rc = cu_attr(&rt->sms, CU_ATTR_SM_COUNT, rt->device)) != 0)
