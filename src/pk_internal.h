@@ -1,5 +1,6 @@
-/* pk_internal.h — what the kernel object holds: tensors, layers, the compiled task graph and
- * the runtime. Shared by src/graph, src/taskgraph and src/runtime; never installed.
+/* pk_internal.h — what the kernel object holds: tensors, layers, the compiled task graph, its
+ * backend (backend.h) and what the last run recorded. Shared by src/graph, src/taskgraph and
+ * src/runtime; never installed.
  *
  * Invariants: tensor ids are indices into k->tensors and never change; a tensor is written by at
  * most one layer (t->producer); layers are stored in the order they were added, which is a
@@ -50,7 +51,7 @@ struct pk_tensor {
     int fused[PK_FUSE_MAX];
     int groups;
     int producer;            /* layer writing it, -1 if none */
-    int device_transposed;   /* the CUDA backend stores it as its transpose [dims[1], dims[0]]: the
+    int device_transposed;   /* a backend may store it as its transpose [dims[1], dims[0]]: the
                               * weight of a split-K layer, whose tasks read blocks of its columns */
 };
 
@@ -96,7 +97,17 @@ typedef struct pk_taskgraph {
     uint64_t hash; /* FNV-1a over the tables: names the graph in generated code */
 } pk_taskgraph;
 
-typedef struct pk_runtime pk_runtime; /* backend state */
+/* What the last pk_run recorded for pk_run_step_times: run.c fills it, pk_kernel_free frees it. */
+struct pk_step_rec; /* runtime/decode_step.h */
+typedef struct pk_run_record {
+    struct pk_step_rec *rec;           /* [alloc + 1]: the step boundaries a run fills */
+    int64_t alloc;
+    int64_t ntimed;                    /* steps of the last run with a duration below */
+    double *step_ms;                   /* [alloc] */
+    int32_t *step_rows, *step_prompt_rows; /* [alloc] */
+} pk_run_record;
+
+typedef struct pk_backend_i pk_backend_i; /* backend.h */
 
 struct pk_kernel {
     pk_config cfg;
@@ -115,7 +126,11 @@ struct pk_kernel {
     int pages_per_req;
     pk_taskgraph graph;
     int64_t steps_run;
-    pk_runtime *runtime; /* backend state (the CUDA backend's), NULL when none */
+    pk_run_record runs;
+    const pk_backend_i *backend; /* cfg.backend's table; NULL while the config is invalid */
+    int device;                  /* the backend's device ordinal: cfg.rank (one device per rank) */
+    void *backend_ctx;           /* what the backend built for this kernel, NULL when nothing;
+                                  * released by backend->free */
 };
 
 /* The attached 2-D bf16 weight w [N, K] as column blocks of `block` columns (block divides K): a
@@ -152,9 +167,36 @@ int pk_graph_group_counter0(const pk_kernel *k, int layer);
 const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len);
 int64_t pk_tensor_numel(const pk_tensor *t);
 
+/* What a backend tells the core of its device (backend.h: device_figures). */
+typedef struct pk_device_figures {
+    int workers;          /* the kernel's worker count: CPU threads / GPU CTAs, one per SM */
+    int64_t stage_bytes;  /* largest weight tile one task stages whole on chip; 0: none */
+    /* The static schedule's cost of a task, in ns: task_fixed_ns + cost_bytes / bytes_per_ns.
+     * Only the ratios between tasks matter: they decide which worker is free first. */
+    uint64_t task_fixed_ns; /* the hand-off, the first memory round trip, the reductions */
+    uint64_t bytes_per_ns;  /* one worker's share of the memory bandwidth (> 0) */
+} pk_device_figures;
+
+/* Where a tensor lives while a backend runs the graph: every tensor a layer names (a fused
+ * tensor as one buffer in fused row order; inputs read only through a fusion are none) and the
+ * decode-state tensors. Weights are what is not pk-owned, the KV cache what an attention layer
+ * reads as its caches, the workspace the other pk-owned tensors. */
+typedef enum pk_buffer_kind {
+    PK_BUFFER_NONE = 0,
+    PK_BUFFER_WEIGHT = 1,
+    PK_BUFFER_KV = 2,
+    PK_BUFFER_WORK = 3,
+} pk_buffer_kind;
+/* kind[id] for every tensor id (k->ntensors entries). */
+void pk_graph_buffer_kinds(const pk_kernel *k, uint8_t *kind);
+/* The byte totals of pk_graph_buffer_kinds' plan into out (on_device 0): pk_kernel_memory of a
+ * backend that runs in host memory. PK_ERR_NO_MEMORY recorded on k. */
+pk_status pk_graph_memory_plan(pk_kernel *k, pk_memory_stats *out);
+
 /* Task graph (src/taskgraph). */
 extern const char *const pk_task_kind_names[PK_TASK_KIND_COUNT];
-pk_status pk_taskgraph_build(pk_kernel *k);
+/* Builds k->graph and its static schedule for k->cfg.num_workers workers of the device dev. */
+pk_status pk_taskgraph_build(pk_kernel *k, const pk_device_figures *dev);
 void pk_taskgraph_free(pk_taskgraph *g);
 pk_status pk_taskgraph_write_json(const pk_kernel *k, const char *path);
 

@@ -1,12 +1,13 @@
-/* kernel.c — the kernel object: config defaults and checks, error state, status names.
+/* kernel.c — the kernel object: config defaults and checks, its backend (backend.h), the decode
+ * state tensors, error state, status names.
  *
  * A kernel whose config is invalid is still returned (hiredis style), in an error state that
  * every later call reports; only out-of-memory gives NULL.
  */
 #include <string.h>
 
+#include "backend.h"
 #include "pk_internal.h"
-#include "runtime/runtime.h"
 
 const char *pk_status_name(pk_status s) {
     static const char *const names[] = {
@@ -109,9 +110,34 @@ static pk_status check_config(pk_kernel *k, const pk_config *c) {
             "config: attention_kv_splits %d outside [0 (auto), 4096]", c->attention_kv_splits);
     REQUIRE(c->sched_mode == PK_SCHED_STATIC || c->sched_mode == PK_SCHED_DYNAMIC,
             "config: unknown sched_mode %d", (int)c->sched_mode);
-    REQUIRE(c->backend == PK_BACKEND_CPU || c->backend == PK_BACKEND_CUDA,
-            "config: unknown backend %d", (int)c->backend);
+    REQUIRE(pk_backend_find(c->backend) != NULL, "config: unknown backend %d", (int)c->backend);
 #undef REQUIRE
+    return PK_OK;
+}
+
+/* The pk-owned tensors the decode loop fills before every step (runtime/decode_step.h). */
+static pk_status create_state_tensors(pk_kernel *k) {
+    const pk_config *c = &k->cfg;
+    int64_t T = c->max_tokens_per_step;
+    k->pages_per_req = (c->max_seq_length + c->page_size - 1) / c->page_size;
+    struct {
+        const char *name;
+        int ndim;
+        int64_t dims[2];
+        int *id;
+    } spec[] = {
+        {"pk.step_tokens", 1, {T, 0}, &k->t_step_tokens},
+        {"pk.step_output", 1, {T, 0}, &k->t_step_output},
+        {"pk.step_info", 1, {PK_STEP_INFO_LEN, 0}, &k->t_step_info},
+        {"pk.token_pos", 1, {T, 0}, &k->t_token_pos},
+        {"pk.token_req", 1, {T, 0}, &k->t_token_req},
+        {"pk.page_table", 2, {c->max_requests, k->pages_per_req}, &k->t_page_table},
+    };
+    for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+        pk_tensor *t = pk_new_tensor(k, spec[i].name, PK_DTYPE_INT32, spec[i].ndim, spec[i].dims, PK_IO_LOCAL);
+        if (!t) return k->status;
+        *spec[i].id = t->id;
+    }
     return PK_OK;
 }
 
@@ -136,11 +162,13 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
         c.num_pages = pages > INT32_MAX ? INT32_MAX : (int)pages;
     }
     if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
-    if (c.num_workers == 0 && c.backend == PK_BACKEND_CPU) c.num_workers = pk_cpu_core_count();
-    if (c.num_workers == 0 && c.backend == PK_BACKEND_CUDA &&
-        pk_cuda_sm_count(&c.num_workers, k->err, sizeof k->err) != PK_OK) {
-        k->status = PK_ERR_BACKEND;
-        return k;
+    const pk_backend_i *backend = pk_backend_find(c.backend);
+    if (c.num_workers == 0) {
+        pk_status s = backend->default_workers(c.rank, &c.num_workers, k->err, sizeof k->err);
+        if (s != PK_OK) {
+            k->status = s;
+            return k;
+        }
     }
     if ((int64_t)c.num_pages * c.page_size > (int64_t)INT32_MAX) {
         pk_fail(k, PK_ERR_INVALID_ARGUMENT, "config: num_pages %d x page_size %d is too large",
@@ -163,9 +191,11 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
         return k;
     }
     k->cfg = c;
+    k->backend = backend;
+    k->device = c.rank;
     copy_path(k->trace_path, sizeof k->trace_path, &k->cfg.trace_path);
     copy_path(k->cache_dir, sizeof k->cache_dir, &k->cfg.cache_dir);
-    if (pk_runtime_create_state_tensors(k) != PK_OK) {
+    if (create_state_tensors(k) != PK_OK) {
         k->cfg.world_size = 0; /* keep the error sticky */
     }
     return k;
@@ -173,7 +203,11 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
 
 void pk_kernel_free(pk_kernel *k) {
     if (!k) return;
-    pk_runtime_free(k);
+    if (k->backend) k->backend->free(k);
+    free(k->runs.rec);
+    free(k->runs.step_ms);
+    free(k->runs.step_rows);
+    free(k->runs.step_prompt_rows);
     pk_taskgraph_free(&k->graph);
     for (int i = 0; i < k->ntensors; i++) {
         pk_tensor *t = k->tensors[i];

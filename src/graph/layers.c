@@ -170,7 +170,8 @@ static pk_status check_grid(layer_builder *b, const char *what, int64_t extent) 
 }
 
 /* The linear family's N takes any grid up to N: tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows (build.c's
- * make_view), so a GEMV layer can have one task per SM (132 on the H200) whatever N divides into. */
+ * make_view), so a GEMV layer can have one task per worker (one per SM on a GPU) whatever N
+ * divides into. */
 static pk_status check_grid_rows(layer_builder *b, const char *what, int64_t extent) {
     if (extent < b->l.grid)
         return pk_fail(b->k, PK_ERR_GRID, "%s: grid %d exceeds %s (%lld): every task needs a row", b->fn,

@@ -5,8 +5,8 @@
  */
 #include <string.h>
 
+#include "backend.h"
 #include "pk_internal.h"
-#include "runtime/runtime.h"
 
 int64_t pk_tensor_numel(const pk_tensor *t) {
     int64_t n = 1;
@@ -249,8 +249,8 @@ pk_status pk_tensor_read(pk_kernel *k, const pk_tensor *t, void *dst, size_t byt
     if (bytes != need)
         return pk_fail(k, PK_ERR_SHAPE, "pk_tensor_read '%s': buffer of %zu bytes, tensor has %zu",
                        t->name, bytes, need);
-    if (k->compiled && k->cfg.backend == PK_BACKEND_CUDA && t->storage == PK_STORAGE_OWNED)
-        return pk_cuda_read_tensor(k, t, dst, bytes);
+    /* A compiled kernel's own tensors live where its backend computes them; inputs stay here. */
+    if (k->compiled && t->storage == PK_STORAGE_OWNED) return k->backend->read_tensor(k, t, dst, bytes);
     if (t->storage == PK_STORAGE_FUSED) {
         /* Rows interleaved by group, as the layers read them. */
         size_t row_bytes = need / (size_t)t->dims[0];

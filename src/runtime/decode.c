@@ -6,31 +6,6 @@
 
 #include "runtime/runtime.h"
 
-pk_status pk_runtime_create_state_tensors(pk_kernel *k) {
-    const pk_config *c = &k->cfg;
-    int64_t T = c->max_tokens_per_step;
-    k->pages_per_req = (c->max_seq_length + c->page_size - 1) / c->page_size;
-    struct {
-        const char *name;
-        int ndim;
-        int64_t dims[2];
-        int *id;
-    } spec[] = {
-        {"pk.step_tokens", 1, {T, 0}, &k->t_step_tokens},
-        {"pk.step_output", 1, {T, 0}, &k->t_step_output},
-        {"pk.step_info", 1, {PK_STEP_INFO_LEN, 0}, &k->t_step_info},
-        {"pk.token_pos", 1, {T, 0}, &k->t_token_pos},
-        {"pk.token_req", 1, {T, 0}, &k->t_token_req},
-        {"pk.page_table", 2, {c->max_requests, k->pages_per_req}, &k->t_page_table},
-    };
-    for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
-        pk_tensor *t = pk_new_tensor(k, spec[i].name, PK_DTYPE_INT32, spec[i].ndim, spec[i].dims, PK_IO_LOCAL);
-        if (!t) return k->status;
-        *spec[i].id = t->id;
-    }
-    return PK_OK;
-}
-
 static int32_t *tensor_i32(pk_kernel *k, int id) { return (int32_t *)k->tensors[id]->data; }
 
 _Static_assert(PK_STEP_FINISH_EOS == (int)PK_FINISH_EOS && PK_STEP_FINISH_LENGTH == (int)PK_FINISH_LENGTH &&

@@ -1,24 +1,15 @@
-/* run.c — pk_compile and pk_run: the backend-independent part of compiling and running; the
- * measurements of a run (step times, memory, copy bandwidth). */
+/* run.c — pk_compile and pk_run: the backend-independent part of compiling and running, which
+ * reaches the backend only through its table (backend.h); what the device is and what a run
+ * records (device info, step times, memory, copy bandwidth). */
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 
-#include "runtime/cuda/cuda_internal.h"
+#include "backend.h"
 #include "runtime/runtime.h"
 
-pk_runtime *pk_runtime_get(pk_kernel *k) {
-    if (!k->runtime) {
-        k->runtime = calloc(1, sizeof *k->runtime);
-        if (!k->runtime) pk_fail(k, PK_ERR_NO_MEMORY, "out of memory for the runtime state");
-    }
-    return k->runtime;
-}
-
 /* Room for `steps` step records (and their durations) in rt. */
-static int reserve_step_records(pk_runtime *rt, int64_t steps) {
-    if (steps <= rt->rec_alloc) return 0;
+static int reserve_step_records(pk_run_record *rt, int64_t steps) {
+    if (steps <= rt->alloc) return 0;
     free(rt->rec);
     free(rt->step_ms);
     free(rt->step_rows);
@@ -35,15 +26,15 @@ static int reserve_step_records(pk_runtime *rt, int64_t steps) {
         rt->rec = NULL;
         rt->step_ms = NULL;
         rt->step_rows = rt->step_prompt_rows = NULL;
-        rt->rec_alloc = 0;
+        rt->alloc = 0;
         return -1;
     }
-    rt->rec_alloc = steps;
+    rt->alloc = steps;
     return 0;
 }
 
 /* Durations from the boundaries a successful run recorded. */
-static void finish_step_times(pk_kernel *k, pk_runtime *rt, int64_t cap) {
+static void finish_step_times(pk_kernel *k, pk_run_record *rt, int64_t cap) {
     int64_t n = k->steps_run < cap ? k->steps_run : cap;
     for (int64_t i = 0; i < n; i++) {
         const pk_step_rec *a = &rt->rec[i], *b = &rt->rec[i + 1];
@@ -59,7 +50,9 @@ pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts) {
     pk_status s = pk_enter(k);
     if (s != PK_OK) return s;
     if (k->compiled) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel is compiled already");
-    s = pk_taskgraph_build(k);
+    pk_device_figures dev;
+    k->backend->device_figures(k, &dev);
+    s = pk_taskgraph_build(k, &dev);
     if (s != PK_OK) return s;
     /* Outputs first, the backend next; any failure leaves the kernel uncompiled. */
     if (opts && opts->output_dir) {
@@ -72,7 +65,7 @@ pk_status pk_compile(pk_kernel *k, const pk_compile_options *opts) {
                         strlen(opts->output_dir));
         if (s == PK_OK) s = pk_taskgraph_write_json(k, path);
     }
-    if (s == PK_OK && k->cfg.backend == PK_BACKEND_CUDA) s = pk_cuda_compile(k, opts);
+    if (s == PK_OK) s = k->backend->compile(k, opts);
     if (s != PK_OK) {
         pk_taskgraph_free(&k->graph);
         return s;
@@ -111,8 +104,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
                        "pk_run: the argmax into pk_step_output reads logits '%s' of %lld columns, more than "
                        "the %d rows of the embedding: generated ids would index past it",
                        logits->name, (long long)logits->dims[1], k->vocab_size);
-    pk_runtime *rt = pk_runtime_get(k);
-    if (!rt) return k->status;
+    pk_run_record *rt = &k->runs;
     rt->ntimed = 0;
     k->steps_run = 0;
     pk_decode d;
@@ -129,7 +121,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     if (rt->rec) memset(rt->rec, 0, (size_t)(max_steps + 1) * sizeof *rt->rec);
     d.s.rec = rt->rec;
     d.s.rec_cap = rt->rec ? max_steps : 0;
-    s = k->cfg.backend == PK_BACKEND_CUDA ? pk_cuda_run(k, &d) : pk_cpu_run(k, &d);
+    s = k->backend->run(k, &d);
     if (s == PK_OK && rt->rec) finish_step_times(k, rt, max_steps);
     pk_decode_free(&d);
     return s;
@@ -139,8 +131,8 @@ pk_status pk_run_step_times(const pk_kernel *k, pk_step_times *out) {
     if (!k || !out) return PK_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
     out->num_steps = k->steps_run;
-    const pk_runtime *rt = k->runtime;
-    if (rt && rt->ntimed > 0) {
+    const pk_run_record *rt = &k->runs;
+    if (rt->ntimed > 0) {
         out->num_timed = rt->ntimed;
         out->ms = rt->step_ms;
         out->rows = rt->step_rows;
@@ -156,32 +148,7 @@ pk_status pk_kernel_memory(pk_kernel *k, pk_memory_stats *out) {
     if (!out) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_kernel_memory: out is NULL");
     memset(out, 0, sizeof *out);
     if (!k->compiled) return pk_fail(k, PK_ERR_STATE, "pk_kernel_memory: compile the kernel first");
-    if (k->cfg.backend == PK_BACKEND_CUDA && pk_cuda_memory(k, out)) return PK_OK;
-    pk_cuda_buffers b; /* the same plan the CUDA backend allocates, here in host memory */
-    s = pk_cuda_plan_buffers(k, &b);
-    if (s != PK_OK) return s;
-    out->weight_bytes = (int64_t)b.weights;
-    out->kv_cache_bytes = (int64_t)b.kv;
-    out->workspace_bytes = (int64_t)b.work;
-    pk_cuda_buffers_free(&b);
-    return PK_OK;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Anonymous memory for the copy probe: transparent huge pages where the kernel gives them (far
- * fewer page faults than 4 KiB pages for 2 GiB). */
-static char *probe_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
+    return k->backend->memory(k, out);
 }
 
 /* $PK_COPY_PROBE_MB (MiB, at least 64), else def. */
@@ -194,56 +161,26 @@ uint64_t pk_copy_probe_bytes(uint64_t def) {
     return (uint64_t)mb << 20;
 }
 
-/* memcpy between two host buffers of 1 GiB (halved while they cannot be mapped, down to 64 MiB). */
-static pk_status host_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
-    size_t bytes = (size_t)pk_copy_probe_bytes(1ull << 30);
-    char *a = NULL, *b = NULL;
-    for (; bytes >= ((size_t)64 << 20); bytes /= 2) {
-        a = probe_alloc(bytes);
-        b = a ? probe_alloc(bytes) : NULL;
-        if (a && b) break;
-        if (a) munmap(a, bytes);
-        a = b = NULL;
-    }
-    if (!a) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_device_copy_bandwidth: out of memory for two 64 MiB buffers");
-    memset(a, 1, bytes);
-    memcpy(b, a, bytes); /* warm-up: every page of b mapped */
-    const int reps = 3;
-    double t0 = now_s();
-    for (int i = 0; i < reps; i++) {
-        memcpy(b, a, bytes);
-        __asm__ __volatile__("" ::"r"(b) : "memory"); /* keep every copy */
-    }
-    double secs = now_s() - t0;
-    munmap(a, bytes);
-    munmap(b, bytes);
-    *bytes_per_s = 2.0 * (double)bytes * reps / (secs > 0 ? secs : 1e-9);
-    return PK_OK;
-}
-
 pk_status pk_device_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
     if (!k) return PK_ERR_INVALID_ARGUMENT;
     pk_status s = pk_enter(k);
     if (s != PK_OK) return s;
     if (!bytes_per_s) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_device_copy_bandwidth: bytes_per_s is NULL");
     *bytes_per_s = 0;
-    if (k->cfg.backend == PK_BACKEND_CUDA) {
-        if (!k->compiled)
-            return pk_fail(k, PK_ERR_STATE, "pk_device_copy_bandwidth: compile the kernel first (the CUDA backend "
-                                            "measures with its compiled object)");
-        return pk_cuda_copy_bandwidth(k, bytes_per_s);
-    }
-    return host_copy_bandwidth(k, bytes_per_s);
+    return k->backend->copy_bandwidth(k, bytes_per_s);
 }
 
-void pk_runtime_free(pk_kernel *k) {
-    pk_cuda_free(k);
-    pk_runtime *rt = k->runtime;
-    if (!rt) return;
-    free(rt->rec);
-    free(rt->step_ms);
-    free(rt->step_rows);
-    free(rt->step_prompt_rows);
-    free(rt);
-    k->runtime = NULL;
+pk_status pk_kernel_device_info(const pk_kernel *k, pk_device_info *out) {
+    if (!k || !out) return PK_ERR_INVALID_ARGUMENT;
+    if (!k->backend) return k->status; /* the config failed: no device */
+    pk_device_figures dev;
+    k->backend->device_figures(k, &dev);
+    out->workers = dev.workers;
+    out->stage_bytes = dev.stage_bytes;
+    return PK_OK;
+}
+
+int pk_kernel_attention_reach(const pk_kernel *k, int head_dim, int q_heads_per_kv_head) {
+    if (!k || !k->backend) return 0;
+    return k->backend->attention_reach(k, head_dim, q_heads_per_kv_head);
 }

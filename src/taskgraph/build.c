@@ -100,23 +100,18 @@ static uint64_t view_bytes(const pk_kernel *k, const pk_view *v, int id) {
     return (uint64_t)v->rows * v->cols * pk_dtype_size(t->dtype);
 }
 
-/* The static schedule's cost model of one task, in nanoseconds: a fixed part (the hand-off, the
- * first memory round trip, the reductions) plus its bytes at one SM's share of an H200's
- * bandwidth (~4.2 TB/s over 132 SMs). Only the ratios matter: they decide which worker is free
- * first. */
-#define PK_SCHED_TASK_FIXED_NS 2000u
-#define PK_SCHED_BYTES_PER_NS 32u
-
 /* Assigns tasks to workers by simulating one step: in task order, each task goes to the worker
  * on which it would finish first, given when that worker is free and when its dependency event
  * completes (the last finish among the event's triggers); ties go to the worker that runs the
  * event's trigger when it has one only (a split-K task after the one task that makes its input:
  * it starts there at once, with no hand-off between workers), else round-robin from a cursor. So
  * the tiles of one layer spread over distinct workers (a layer is a phase: its tasks all become
- * ready together), where balancing total bytes over the whole graph put several tiles of one
- * layer on one worker in turn (measured on the H200: a 35 us skew per qkv layer). Every worker's
- * list stays in task order, so the static mode cannot deadlock. */
-static pk_status schedule(pk_kernel *k, pk_taskgraph *g) {
+ * ready together); balancing total bytes over the whole graph instead puts several tiles of one
+ * layer on one worker in turn, which then finishes the layer late. A task costs dev's fixed part
+ * plus its bytes at one worker's share of the bandwidth (pk_device_figures). Every worker's list
+ * stays in task order, so the static mode cannot deadlock. */
+static pk_status schedule(pk_kernel *k, pk_taskgraph *g, const pk_device_figures *dev) {
+    PK_ASSERT(dev->bytes_per_ns > 0);
     int W = k->cfg.num_workers;
     uint64_t *free_at = calloc((size_t)W, sizeof *free_at);
     uint64_t *ready = calloc((size_t)g->nevents, sizeof *ready);
@@ -135,7 +130,7 @@ static pk_status schedule(pk_kernel *k, pk_taskgraph *g) {
     for (int t = 1; t < g->ntasks; t++) { /* task 0 (BEGIN) is run by prepare_next_step */
         const pk_task *task = &g->tasks[t];
         uint64_t at = task->dep_event < (uint32_t)g->nevents ? ready[task->dep_event] : 0;
-        uint64_t cost = PK_SCHED_TASK_FIXED_NS + task->cost_bytes / PK_SCHED_BYTES_PER_NS;
+        uint64_t cost = dev->task_fixed_ns + task->cost_bytes / dev->bytes_per_ns;
         int best = -1;
         uint64_t best_end = 0;
         for (int i = 0; i < W; i++) {
@@ -169,7 +164,7 @@ out:
     return st;
 }
 
-pk_status pk_taskgraph_build(pk_kernel *k) {
+pk_status pk_taskgraph_build(pk_kernel *k, const pk_device_figures *dev) {
     pk_taskgraph *g = &k->graph;
     int nl = k->nlayers;
     if (nl == 0) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel has no layers");
@@ -353,7 +348,7 @@ pk_status pk_taskgraph_build(pk_kernel *k) {
             task->nviews = (uint32_t)nv;
         }
     }
-    st = schedule(k, g);
+    st = schedule(k, g, dev);
     if (st != PK_OK) goto done;
     uint64_t h = 0xcbf29ce484222325ULL;
     h = fnv1a(h, g->tasks, (size_t)g->ntasks * sizeof *g->tasks);

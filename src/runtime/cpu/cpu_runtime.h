@@ -1,11 +1,16 @@
-/* cpu_runtime.h — the CPU backend's pieces: task dispatch and the trace writer. */
+/* cpu_runtime.h — the CPU backend's pieces: the runtime, task dispatch and the trace writer. Its
+ * table, pk_cpu_backend, is cpu_backend.c's. */
 #ifndef PK_CPU_RUNTIME_H
 #define PK_CPU_RUNTIME_H
 
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backend.h"
 #include "pk_internal.h"
+
+/* Runs the compiled graph on worker threads until pk_decode_plan_step says done (backend.h: run). */
+pk_status pk_cpu_run(pk_kernel *k, pk_decode *d);
 
 /* Runs one compute task of k's graph on the calling thread. group_counters: the kernel's pk_graph_group_counter0(k, k->nlayers) group completion counters
  * (attention split over the KV length), zeroed at the start of the run. */

@@ -1,19 +1,23 @@
-/* cuda_backend.c — the CUDA backend's entry points (runtime.h): compile, run, read, free.
+/* cuda_backend.c — the CUDA backend's table (backend.h): default workers, device figures,
+ * compile, run, read, memory, copy bandwidth, free.
  *
- * libpk never links CUDA. The GPU is probed through the driver API (libcuda.so.1, dlopen +
- * dlsym): compute capability, SM count, free memory. pk_cuda_compile generates kernel.cu,
- * builds or finds kernel.so in the cache, dlopens it, checks its ABI version and graph hash,
+ * libpk never links CUDA. The GPU (device k->device) is probed through the driver API
+ * (libcuda.so.1, dlopen + dlsym): compute capability, SM count, free memory. compile generates
+ * kernel.cu, builds or finds kernel.so in the cache, dlopens it, checks its ABI version and graph hash,
  * creates the device state, and streams the weights up through the object's pinned staging
  * buffers (host memory stays bounded: the tensors are read in place, memory-mapped files
  * included). With PK_CUDA_ARCH set (e.g. sm_90a) no GPU is needed: codegen and nvcc only; the
- * object is loaded at the first pk_run. pk_cuda_run launches the persistent kernel and streams
- * tokens to on_token while it runs.
+ * object is loaded at the first pk_run. run launches the persistent kernel and streams tokens to
+ * on_token while it runs. The backend's state (pk_cuda_runtime) is k->backend_ctx.
  */
 #include <dlfcn.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "kernels/attention_decode_layout.h"
+#include "kernels/stage_layout.h" /* PK_WSTAGE_BYTES */
 #include "runtime/cpu/cpu_runtime.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/cuda/gen_api.h"
@@ -42,7 +46,7 @@ typedef int (*cu_pop_fn)(void **);
 typedef int (*cu_meminfo_fn)(size_t *, size_t *);
 enum { CU_ATTR_SM_COUNT = 16, CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76 };
 
-struct pk_cuda_runtime {
+typedef struct pk_cuda_runtime {
     char arch[16];
     int compile_only;  /* built for PK_CUDA_ARCH without looking at a GPU */
     pk_strbuf cu;      /* kernel.cu */
@@ -66,9 +70,9 @@ struct pk_cuda_runtime {
     void *ctx;
     pk_cuda_buffers bufs;
     uint64_t work_bytes; /* workspace on the GPU: activations, decode state, queues, staging */
-};
+} pk_cuda_runtime;
 
-static pk_cuda_runtime *cuda_rt(const pk_kernel *k) { return k->runtime ? k->runtime->cuda : NULL; }
+static pk_cuda_runtime *cuda_rt(const pk_kernel *k) { return k->backend_ctx; }
 
 /* ---- the GPU, through the driver ---- */
 
@@ -95,22 +99,26 @@ static pk_status probe_gpu(pk_kernel *k, pk_cuda_runtime *rt) {
         return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: cuInit failed with CUDA error %d", rc);
     if ((rc = cu_count(&n)) != 0 || n < 1)
         return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: the driver reports %d devices (error %d)", n, rc);
-    if ((rc = cu_get(&rt->device, 0)) != 0 || (rc = cu_attr(&rt->major, CU_ATTR_CC_MAJOR, rt->device)) != 0 ||
+    const int ord = k->device;
+    if (n <= ord) return pk_fail(k, PK_ERR_BACKEND, "CUDA: no device %d: the driver reports %d devices", ord, n);
+    if ((rc = cu_get(&rt->device, ord)) != 0 || (rc = cu_attr(&rt->major, CU_ATTR_CC_MAJOR, rt->device)) != 0 ||
         (rc = cu_attr(&rt->minor, CU_ATTR_CC_MINOR, rt->device)) != 0 ||
         (rc = cu_attr(&rt->sms, CU_ATTR_SM_COUNT, rt->device)) != 0)
-        return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: cannot read the attributes of device 0 (CUDA error %d)", rc);
+        return pk_fail(k, PK_ERR_BACKEND, "no CUDA GPU found: cannot read the attributes of device %d (CUDA error %d)",
+                       ord, rc);
     if (!rt->ctx_retained) {
         void *ctx = NULL;
         if ((rc = cu_retain(&ctx, rt->device)) != 0)
-            return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot create a context on device 0 (CUDA error %d)", rc);
+            return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot create a context on device %d (CUDA error %d)", ord, rc);
         rt->ctx_retained = 1;
         rt->ctx_release = cu_release;
         if ((rc = cu_push(ctx)) != 0)
-            return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot use the context of device 0 (CUDA error %d)", rc);
+            return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot use the context of device %d (CUDA error %d)", ord, rc);
         rc = cu_meminfo(&rt->mem_free, &rt->mem_total);
         void *popped;
         cu_pop(&popped);
-        if (rc != 0) return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot read the free memory of device 0 (CUDA error %d)", rc);
+        if (rc != 0)
+            return pk_fail(k, PK_ERR_BACKEND, "CUDA: cannot read the free memory of device %d (CUDA error %d)", ord, rc);
     }
     if (pk_cuda_arch_name(rt->major, rt->minor, rt->arch, sizeof rt->arch) != 0)
         return pk_fail(k, PK_ERR_BACKEND, "CUDA: unexpected compute capability %d.%d", rt->major, rt->minor);
@@ -303,13 +311,13 @@ static pk_status build(pk_kernel *k, pk_cuda_runtime *rt, const pk_compile_optio
     return pk_cuda_build(k, &rt->cu, rt->arch, opts ? opts->output_dir : NULL, rt->so_path, sizeof rt->so_path);
 }
 
-pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
-    pk_cuda_free(k);
-    pk_runtime *base = pk_runtime_get(k);
-    if (!base) return k->status;
+static void cuda_free(pk_kernel *k);
+
+static pk_status cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
+    cuda_free(k);
     pk_cuda_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory");
-    base->cuda = rt;
+    k->backend_ctx = rt;
     pk_status st = pk_cuda_plan_buffers(k, &rt->bufs);
     const char *arch = getenv("PK_CUDA_ARCH");
     if (st == PK_OK && arch && arch[0]) {
@@ -326,8 +334,8 @@ pk_status pk_cuda_compile(pk_kernel *k, const pk_compile_options *opts) {
     if (st == PK_OK) st = build(k, rt, opts);
     if (st == PK_OK && !rt->compile_only) st = load(k, rt);
     if (st != PK_OK) {
-        /* keep the message: pk_cuda_free does not touch k->err */
-        pk_cuda_free(k);
+        /* keep the message: cuda_free does not touch k->err */
+        cuda_free(k);
     }
     return st;
 }
@@ -370,7 +378,7 @@ static pk_status ensure_loaded(pk_kernel *k, pk_cuda_runtime *rt) {
     return load(k, rt);
 }
 
-pk_status pk_cuda_run(pk_kernel *k, pk_decode *d) {
+static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
     pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt) return pk_fail(k, PK_ERR_STATE, "pk_run: the CUDA backend is not set up (compile failed?)");
     if (d->nreqs == 0) return PK_OK;
@@ -468,7 +476,7 @@ done:
     return st;
 }
 
-pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes) {
+static pk_status cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_t bytes) {
     pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt || !rt->ctx || rt->bufs.bytes[t->id] == 0) {
         memcpy(dst, t->data, bytes); /* never on the GPU (or nothing ran): pk's zero-filled memory */
@@ -480,7 +488,10 @@ pk_status pk_cuda_read_tensor(pk_kernel *k, const pk_tensor *t, void *dst, size_
     return PK_OK;
 }
 
-pk_status pk_cuda_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
+static pk_status cuda_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
+    if (!k->compiled)
+        return pk_fail(k, PK_ERR_STATE, "pk_device_copy_bandwidth: compile the kernel first (the CUDA backend "
+                                        "measures with its compiled object)");
     pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt) return pk_fail(k, PK_ERR_STATE, "pk_device_copy_bandwidth: the CUDA backend is not set up (compile failed?)");
     pk_status st = ensure_loaded(k, rt);
@@ -495,17 +506,19 @@ pk_status pk_cuda_copy_bandwidth(pk_kernel *k, double *bytes_per_s) {
     return PK_OK;
 }
 
-int pk_cuda_memory(const pk_kernel *k, pk_memory_stats *out) {
+/* The GPU buffers once loaded; before (compiled for PK_CUDA_ARCH only) the same plan in host
+ * terms. */
+static pk_status cuda_memory(pk_kernel *k, pk_memory_stats *out) {
     const pk_cuda_runtime *rt = cuda_rt(k);
-    if (!rt || !rt->ctx) return 0;
+    if (!rt || !rt->ctx) return pk_graph_memory_plan(k, out);
     out->weight_bytes = (int64_t)rt->bufs.weights;
     out->kv_cache_bytes = (int64_t)rt->bufs.kv;
     out->workspace_bytes = (int64_t)rt->work_bytes;
     out->on_device = 1;
-    return 1;
+    return PK_OK;
 }
 
-void pk_cuda_free(pk_kernel *k) {
+static void cuda_free(pk_kernel *k) {
     pk_cuda_runtime *rt = cuda_rt(k);
     if (!rt) return;
     if (rt->ctx) rt->destroy(rt->ctx);
@@ -515,5 +528,75 @@ void pk_cuda_free(pk_kernel *k) {
     pk_cuda_buffers_free(&rt->bufs);
     pk_sb_free(&rt->cu);
     free(rt);
-    k->runtime->cuda = NULL;
+    k->backend_ctx = NULL;
 }
+
+/* ---- the device, before any state ---- */
+
+/* One worker CTA per SM of device `device`, asked of the driver. */
+static pk_status cuda_default_workers(int device, int *workers, char *err, size_t err_len) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(err, err_len, "no CUDA GPU found: the NVIDIA driver library libcuda.so.1 is not installed");
+        return PK_ERR_BACKEND;
+    }
+    cu_init_fn cu_init = (cu_init_fn)dlsym(lib, "cuInit");
+    cu_count_fn cu_count = (cu_count_fn)dlsym(lib, "cuDeviceGetCount");
+    cu_get_fn cu_get = (cu_get_fn)dlsym(lib, "cuDeviceGet");
+    cu_attr_fn cu_attr = (cu_attr_fn)dlsym(lib, "cuDeviceGetAttribute");
+    int n = 0, dev = 0, sms = 0, rc;
+    pk_status st = PK_OK;
+    if (!cu_init || !cu_count || !cu_get || !cu_attr) {
+        snprintf(err, err_len, "no CUDA GPU found: libcuda.so.1 lacks the driver API");
+        st = PK_ERR_BACKEND;
+    } else if ((rc = cu_init(0)) != 0) {
+        snprintf(err, err_len, "no CUDA GPU found: cuInit failed with CUDA error %d", rc);
+        st = PK_ERR_BACKEND;
+    } else if (cu_count(&n) != 0 || n < 1) {
+        snprintf(err, err_len, "no CUDA GPU found: the driver reports %d devices", n);
+        st = PK_ERR_BACKEND;
+    } else if (n <= device) {
+        snprintf(err, err_len, "CUDA: no device %d: the driver reports %d devices", device, n);
+        st = PK_ERR_BACKEND;
+    } else if (cu_get(&dev, device) != 0 || cu_attr(&sms, CU_ATTR_SM_COUNT, dev) != 0 || sms < 1) {
+        snprintf(err, err_len, "no CUDA GPU found: cannot read the multiprocessor count of device %d", device);
+        st = PK_ERR_BACKEND;
+    }
+    dlclose(lib);
+    if (st == PK_OK) *workers = sms;
+    return st;
+}
+
+/* The figures the generated code is built for. The schedule's cost: a task's fixed part (the
+ * hand-off between CTAs, the first memory round trip, the reductions) and 32 bytes per ns, one
+ * SM's share of about 4.2 TB/s over 132 SMs. They do not come from the probed GPU: compile for
+ * PK_CUDA_ARCH probes none, and the schedule (so kernel.cu and the kernel cache key) must not
+ * depend on which card compiled it. */
+static void cuda_device_figures(const pk_kernel *k, pk_device_figures *out) {
+    memset(out, 0, sizeof *out);
+    out->workers = k->cfg.num_workers;
+    out->stage_bytes = (int64_t)PK_WSTAGE_BYTES;
+    out->task_fixed_ns = 2000;
+    out->bytes_per_ns = 32;
+}
+
+/* How many positions the staged decode attention holds in shared memory for this head shape. */
+static int cuda_attention_reach(const pk_kernel *k, int head_dim, int q_heads_per_kv_head) {
+    (void)k;
+    if (!pk_attd_shape_ok(head_dim, q_heads_per_kv_head)) return -1;
+    return pk_attd_max_positions(head_dim, q_heads_per_kv_head, PK_ATTD_STATIC_SMEM_BYTES);
+}
+
+const pk_backend_i pk_cuda_backend = {
+    .name = "cuda",
+    .default_workers = cuda_default_workers,
+    .device_figures = cuda_device_figures,
+    .attention_reach = cuda_attention_reach,
+    .compile = cuda_compile,
+    .run = cuda_run,
+    .read_tensor = cuda_read_tensor,
+    .memory = cuda_memory,
+    .copy_bandwidth = cuda_copy_bandwidth,
+    .free = cuda_free,
+    /* session_start, _submit, _poll, _stop: not yet provided by this backend */
+};
