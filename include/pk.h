@@ -265,11 +265,16 @@ typedef struct pk_attention_params {
     int rope_original_max_position;                                 /* llama3 scaling */
     float qk_norm_eps; /* eps of the per-head q/k RMSNorm, when q_norm/k_norm are given */
     /* Split over the KV length (flash-decoding), 0 or 1: not split. S > 1: positions in blocks of
-     * 32 go round-robin to S splits; the layer has grid · S tasks (each KV-head group of the grid
-     * times each split), and the last of a group's tasks to finish folds the group's splits into
-     * out, so long contexts spread over more workers. Both backends. */
+     * PK_ATTN_SPLIT_BLOCK go round-robin to S splits; the layer has grid · S tasks (each KV-head
+     * group of the grid times each split), and the last of a group's tasks to finish folds the
+     * group's splits into out, so long contexts spread over more workers. Both backends. */
     int kv_splits;
 } pk_attention_params;
+
+/* Positions per block of the attention's split over the KV length: block b of a sequence's
+ * positions goes to split b mod kv_splits (one warp's block on the GPU). More splits than a
+ * sequence has blocks leave the extra ones empty. */
+#define PK_ATTN_SPLIT_BLOCK 32
 
 /* Causal attention with a paged KV cache, GQA and RoPE; appends this step's K/V to the cache.
  *   qkv      [T, Hkv·(Hq/Hkv + 2)·D], grouped by KV head g: the Hq/Hkv query heads of g, then
