@@ -470,7 +470,8 @@ static int cmd_bench(options *o) {
     double floor_ms = bytes / bw * 1e3, gbps = bytes / (median / 1e3) / 1e9;
     const char *finish = req.finish == PK_FINISH_EOS ? "eos" : "length";
     int workers = pk_kernel_config(k)->num_workers, T = pk_kernel_config(k)->max_tokens_per_step;
-    const int fused_mlp = has_layer_kind(k, "rmsnorm_swiglu_down"), lm_argmax = has_layer_kind(k, "rmsnorm_linear_argmax");
+    const int fused_mlp = has_layer_kind(k, "rmsnorm_swiglu_down");
+    const int lm_argmax = has_layer_kind(k, "rmsnorm_linear_argmax");
 
     if (o->json) {
         printf("{\"model\": ");

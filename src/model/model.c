@@ -43,13 +43,14 @@ static int pick_grid(int64_t n, int target) {
 }
 
 /* The attention's split over the KV length: the config's, or where max_seq_length exceeds what
- * one unsplit decode-attention task holds on chip (pk_kernel_attention_reach; PK_SPLIT_MIN_SEQ
- * for a head shape the backend's staged path does not take), as many splits as give every worker
- * one attention task, and no more than the PK_ATTN_SPLIT_BLOCK-position blocks of max_seq_length.
- * Past the reach an unsplit task reads the cache from L2 / DRAM on one SM per KV head, and the
- * split spreads that over every SM. Within the reach the split only adds the fold of the
- * splits (the task's time there is mostly fixed cost), so those contexts stay unsplit. A backend
- * with no reach (the CPU reads the cache in place) is not split. */
+ * one unsplit decode-attention task holds on chip (pk_kernel_attention_reach; for a head shape
+ * the backend's staged path does not take, PK_SPLIT_MIN_SEQ, about the reach of the shapes it
+ * does), as many splits as give every worker one attention task, and no more than the
+ * PK_ATTN_SPLIT_BLOCK-position blocks of max_seq_length. Past the reach an unsplit task reads
+ * the cache from L2 / DRAM on one SM per KV head, and the split spreads that over every SM.
+ * Within the reach splitting costs more than it saves: the task's time there is mostly fixed
+ * cost, which splitting does not shrink. A backend with no reach (0: the CPU reads the cache in
+ * place) is not split. */
 #define PK_SPLIT_MIN_SEQ 320
 static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) {
     const pk_config *c = pk_kernel_config(k);
@@ -129,11 +130,11 @@ static int layer_ok(builder *b, pk_status s) {
 }
 
 /* The rule for the MLP as one layer: on the GPU where its task's tile (gate, up and down rows,
- * 3 · I / grid rows of H) stages whole in shared memory (the Qwen3-0.6B shape's 144 KB; 192 KB
- * leaves room for the task's gu and act in the 227 KB a block has). A tile that streams (the 1.7B's 576 KB) must copy its down block
- * after the GEMV, whose stream fills the shared memory, and then the layer is slower than
- * gate_up and down apart. Not on the CPU: the fixed-point sum is the GPU's answer to unordered
- * adds, which the CPU's tasks do not make. */
+ * 3 · I / grid rows of H) stages whole in shared memory: the Qwen3-0.6B shape's 144 KB (192 KB
+ * leaves room for the task's gu and act in the 227 KB a block has). A tile that streams (the
+ * 1.7B's 576 KB) copies its down block after the GEMV, whose stream fills the shared memory, and
+ * then the layer is slower than gate_up and down apart. Not on the CPU: the fixed-point sum is
+ * the GPU's answer to unordered adds, which the CPU's tasks do not make. */
 #define MLP_FUSED_AUTO_BYTES (192 << 10)
 static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
     return b->cuda && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
@@ -253,7 +254,8 @@ static int build(builder *b) {
     if (!norm || !head || !logits) return 0;
     int g = pick_grid(V, b->target);
     const float eps = (float)c->rms_norm_eps;
-    const int lm_argmax = b->opts.lm_head_argmax >= 0 ? b->opts.lm_head_argmax : lm_argmax_auto(b, c->intermediate_size, H);
+    const int lm_argmax =
+        b->opts.lm_head_argmax >= 0 ? b->opts.lm_head_argmax : lm_argmax_auto(b, c->intermediate_size, H);
     if (lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
                   : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
                         !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
