@@ -89,10 +89,12 @@ typedef struct pk_config {
     const char *trace_path;    /* if set, pk_run writes a Perfetto/Chrome trace there */
     const char *cache_dir;     /* CUDA backend: where compiled kernels are cached; NULL: default */
     int attention_kv_splits;   /* pk_model_load: the attention layers' split over the KV length
-                                * (pk_attention_params.kv_splits); 0: pk picks (CUDA with a
-                                * max_seq_length beyond what the unsplit decode attention holds in
-                                * shared memory, 348 at head size 128: workers / KV heads, so
-                                * every SM takes a part; else 1), 1: not split */
+                                * (pk_attention_params.kv_splits). 0: pk picks: where
+                                * max_seq_length exceeds pk_kernel_attention_reach for the
+                                * model's head shape (320 where that is -1; never where it is 0),
+                                * num_workers / the attention's grid of KV heads, so every worker
+                                * takes a part, at most max_seq_length's PK_ATTN_SPLIT_BLOCK
+                                * blocks; else 1. 1: not split */
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
@@ -265,11 +267,16 @@ typedef struct pk_attention_params {
     int rope_original_max_position;                                 /* llama3 scaling */
     float qk_norm_eps; /* eps of the per-head q/k RMSNorm, when q_norm/k_norm are given */
     /* Split over the KV length (flash-decoding), 0 or 1: not split. S > 1: positions in blocks of
-     * 32 go round-robin to S splits; the layer has grid · S tasks (each KV-head group of the grid
-     * times each split), and the last of a group's tasks to finish folds the group's splits into
-     * out, so long contexts spread over more workers. Both backends. */
+     * PK_ATTN_SPLIT_BLOCK go round-robin to S splits; the layer has grid · S tasks (each KV-head
+     * group of the grid times each split), and the last of a group's tasks to finish folds the
+     * group's splits into out, so long contexts spread over more workers. Both backends. */
     int kv_splits;
 } pk_attention_params;
+
+/* Positions per block of the attention's split over the KV length: block b of a sequence's
+ * positions goes to split b mod kv_splits (one warp's block on the GPU). More splits than a
+ * sequence has blocks leave the extra ones empty. */
+#define PK_ATTN_SPLIT_BLOCK 32
 
 /* Causal attention with a paged KV cache, GQA and RoPE; appends this step's K/V to the cache.
  *   qkv      [T, Hkv·(Hq/Hkv + 2)·D], grouped by KV head g: the Hq/Hkv query heads of g, then
@@ -399,7 +406,8 @@ pk_status pk_device_copy_bandwidth(pk_kernel *k, double *bytes_per_s);
 /* ---- Hugging Face model directories --------------------------------------------------------
  * config.json + model.safetensors (or sharded, with model.safetensors.index.json); bf16, fp16 or
  * fp32 weights, memory-mapped (copied only when converted to bf16). Qwen3ForCausalLM and
- * LlamaForCausalLM (Llama-3.x, incl. rope_scaling "llama3"). */
+ * LlamaForCausalLM (Llama-3.x, incl. rope_scaling "llama3"). A pk_model, like its kernel, is used
+ * from one thread. */
 
 typedef struct pk_model pk_model;
 
@@ -416,32 +424,44 @@ typedef struct pk_model_info {
                                          * 0 from pk_model_read_info: not built yet) */
 } pk_model_info;
 
-/* Opens a model directory, checks every tensor against config.json, creates a kernel with cfg
- * (NULL: pk_config_default(); an eos_token_id of -1 takes the model's), and builds the decode
- * graph through the layer API. The kernel is not compiled yet. On error returns NULL and writes
- * a one-line reason naming the file, tensor or number into err (err_len bytes, may be 0). */
-pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len);
-/* Model-builder choices that change the graph, each -1 (pk's per-shape rule, the default), 0 (off)
- * or 1 (on). Both are exact on either backend; the rules pick the faster one for the shape. */
+/* Model-builder choices that change the graph, each -1 (pk's rule for the shape and backend, the
+ * default), 0 (off) or 1 (on). Every choice is exact on either backend: the rules only pick the
+ * faster graph. The attention's split over the KV length is pk_config.attention_kv_splits. */
 typedef struct pk_model_options {
     int fused_mlp;      /* every MLP but the last as one layer (pk_rmsnorm_swiglu_down_layer), its sum
-                         * in an int64 accumulator: auto = on the GPU where its tile stages whole */
-    int lm_head_argmax; /* the LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer):
-                         * auto = on the CPU; on the GPU with the fused MLP and an unsplit attention */
+                         * in an int64 accumulator. Rule: on the CUDA backend where a task's gate, up
+                         * and down rows stage whole in shared memory; never on the CPU */
+    int lm_head_argmax; /* the LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer)
+                         * instead of pk_rmsnorm_linear_layer + pk_argmax_layer. Rule: always on the
+                         * CPU; on CUDA where the fused MLP's rule holds and the attention is unsplit */
 } pk_model_options;
-pk_model_options pk_model_options_default(void); /* both -1 */
-/* pk_model_load with options (NULL: pk_model_options_default()); an option outside -1 .. 1 is an
- * error naming it. */
+
+/* Both -1. */
+pk_model_options pk_model_options_default(void);
+
+/* Opens a model directory, checks every tensor against config.json, creates a kernel with cfg
+ * and builds the decode graph through the layer API; the kernel is not compiled yet. cfg NULL:
+ * pk_config_default() with max_seq_length capped at the model's max_position_embeddings; an
+ * eos_token_id of -1 takes the model's; a max_seq_length beyond max_position_embeddings is an
+ * error. opts NULL: pk_model_options_default(); an option outside -1 .. 1 is an error naming it.
+ * dir, cfg and opts are not kept. Returns a model the caller frees with pk_model_free, or NULL
+ * with a one-line reason naming the file, tensor or number in err (err_len bytes, may be 0;
+ * "" on success). */
 pk_model *pk_model_load_with(const char *dir, const pk_config *cfg, const pk_model_options *opts, char *err,
                              size_t err_len);
+/* pk_model_load_with(dir, cfg, NULL, err, err_len). */
+pk_model *pk_model_load(const char *dir, const pk_config *cfg, char *err, size_t err_len);
 /* Reads only DIR/config.json into out (weight_bytes is -1: the weights are not opened), to size
  * a config before pk_model_load. PK_OK, or an error with a one-line reason in err. */
 pk_status pk_model_read_info(const char *dir, pk_model_info *out, char *err, size_t err_len);
 /* Frees the model, its kernel and its mapped weights. Accepts NULL. */
 void pk_model_free(pk_model *m);
+/* The model's kernel, to compile and run; owned by m (do not pk_kernel_free it), valid until
+ * pk_model_free. NULL for a NULL m. */
 pk_kernel *pk_model_kernel(pk_model *m);
+/* The model's shape and what the built graph reads; owned by m, valid until pk_model_free. */
 const pk_model_info *pk_model_get_info(const pk_model *m);
-/* The LM head's output: bf16 [T, vocab] logits of the last step. */
+/* The LM head's output: bf16 [T, vocab] logits of the last step; owned by m's kernel. */
 pk_tensor *pk_model_logits(pk_model *m);
 
 /* ---- tokenizer (Hugging Face tokenizer.json, byte-level BPE) -------------------------------- */

@@ -132,6 +132,9 @@ int main(void) {
     check_golden_cli("llama3_plain", "", 1);
     /* the attention split over the KV length: 23 + 12 positions, blocks 0 and 1 in the two splits */
     check_golden_cli("qwen3_untied", "--kv-splits 2 --step-tokens 4", 2);
+    /* the graph options: other layers, the same tokens */
+    check_golden_cli("qwen3_untied", "--fused-mlp on --lm-argmax off", 1);
+    check_golden_cli("llama3_scaled", "--fused-mlp off --lm-argmax on", 1);
 
     static result r;
     run(&r, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2");
@@ -154,6 +157,15 @@ int main(void) {
           r.err);
     struct stat st;
     CHECK(stat(tg, &st) == 0 && st.st_size > 1000, "inspect wrote no task graph");
+    /* The CPU's default graph has neither the fused MLP nor a separate argmax; the options add them. */
+    CHECK(!strstr(r.out, "rmsnorm_swiglu_down") && strstr(r.out, "rmsnorm_linear_argmax") &&
+              !strstr(r.out, "argmax_partial"),
+          "inspect's default graph: %s", r.out);
+    snprintf(inspect, sizeof inspect, "inspect --task-graph %s --fused-mlp on --lm-argmax off", tg);
+    run(&r, inspect);
+    CHECK(r.status == 0 && strstr(r.out, "rmsnorm_swiglu_down") && strstr(r.out, "argmax_partial") &&
+              !strstr(r.out, "rmsnorm_linear_argmax"),
+          "inspect --fused-mlp on --lm-argmax off: %s %s", r.out, r.err);
     unlink(tg);
     check_logits_dump();
 
@@ -166,6 +178,9 @@ int main(void) {
     expect_error("generate --prompt-ids 1 --backend tpu", 1, "tpu");
     expect_error("generate --prompt-ids 1 --bogus", 1, "--bogus");
     expect_error("generate --prompt-ids 1 --kv-splits 5000", 1, "--kv-splits");
+    expect_error("generate --prompt-ids 1 --fused-mlp yes", 1, "--fused-mlp 'yes' is not auto, on or off");
+    expect_error("inspect --lm-argmax 1", 1, "--lm-argmax '1' is not auto, on or off");
+    expect_error("bench --lm-argmax", 1, "--lm-argmax needs a value");
     expect_error("frobnicate", 1, "frobnicate");
     expect_error("", 2, "usage");
     expect_error("detokenize 5000000", 1, "5000000");

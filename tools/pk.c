@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/json_write.h"
 #include "pk.h"
 
 #define MAX_IDS 65536
@@ -32,15 +31,18 @@ static void die(const char *fmt, ...) {
 static void usage(void) {
     fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
           "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
-          "                   [--step-tokens T] [--kv-splits S] [--logits FILE]\n"
+          "                   [--step-tokens T] [--kv-splits S] [--logits FILE] [GRAPH OPTIONS]\n"
           "       pk bench [--model DIR] [--backend cpu|cuda] [--prompt-len N | --context N] [--gen N]\n"
           "                [--threads N] [--step-tokens T] [--kv-splits S] [--max-seq N] [--seed S] [--json]\n"
-          "                [--trace FILE]\n"
+          "                [--trace FILE] [GRAPH OPTIONS]\n"
           "       pk tokenize [--model DIR] TEXT\n"
           "       pk detokenize [--model DIR] ID...\n"
-          "       pk inspect [--model DIR] [--task-graph FILE]\n"
-          "       pk compile [--model DIR] --out DIR [--arch sm_90a]\n"
-          "Without --model, pk uses the small model that ships with it (models/pk-tiny).\n",
+          "       pk inspect [--model DIR] [--task-graph FILE] [--threads N] [GRAPH OPTIONS]\n"
+          "       pk compile [--model DIR] --out DIR [--arch sm_90a] [--threads N] [GRAPH OPTIONS]\n"
+          "Graph options (how the model's graph is built; auto: pk's rule for the shape and backend):\n"
+          "  --fused-mlp auto|on|off   each MLP but the last as one layer, its sum in an accumulator\n"
+          "  --lm-argmax auto|on|off   the LM head and the argmax as one layer\n"
+          "Without --model, pk uses the small model that ships with it (models/pk-tiny), or $PK_MODEL.\n",
           stderr);
     exit(2);
 }
@@ -75,6 +77,14 @@ static const char *default_model_dir(void) {
     return "models/pk-tiny";
 }
 
+/* auto|on|off → -1 / 1 / 0 (pk_model_options). */
+static int parse_auto_on_off(const char *s, const char *what) {
+    if (!strcmp(s, "auto")) return -1;
+    if (!strcmp(s, "on")) return 1;
+    if (!strcmp(s, "off")) return 0;
+    die("%s '%s' is not auto, on or off", what, s);
+}
+
 static long parse_long(const char *s, const char *what, long lo, long hi) {
     char *end;
     errno = 0;
@@ -89,6 +99,7 @@ typedef struct options {
     int max_tokens, threads, chat, print_ids, step_tokens, kv_splits;
     int prompt_len, gen, context, max_seq, json; /* bench */
     long seed;
+    pk_model_options model_opts; /* --fused-mlp, --lm-argmax */
     int nargs;
     char **args; /* positional arguments */
 } options;
@@ -99,6 +110,7 @@ static void parse(int argc, char **argv, options *o) {
     o->gen = 128;
     o->seed = 1234;
     o->backend = "cpu";
+    o->model_opts = pk_model_options_default();
     o->args = calloc((size_t)argc + 1, sizeof *o->args);
     if (!o->args) die("out of memory");
     for (int i = 0; i < argc; i++) {
@@ -123,6 +135,8 @@ static void parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
         else if (!strcmp(a, "--out")) o->out = VALUE();
         else if (!strcmp(a, "--arch")) o->arch = VALUE();
+        else if (!strcmp(a, "--fused-mlp")) o->model_opts.fused_mlp = parse_auto_on_off(VALUE(), "--fused-mlp");
+        else if (!strcmp(a, "--lm-argmax")) o->model_opts.lm_head_argmax = parse_auto_on_off(VALUE(), "--lm-argmax");
         else if (!strcmp(a, "--chat")) o->chat = 1;
         else if (!strcmp(a, "--print-ids")) o->print_ids = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
@@ -256,9 +270,9 @@ static pk_model_info read_info(const char *dir) {
     return info;
 }
 
-static pk_model *load_model(const char *dir, const pk_config *c) {
+static pk_model *load_model(const options *o, const pk_config *c) {
     char err[1024];
-    pk_model *m = pk_model_load(dir, c, err, sizeof err);
+    pk_model *m = pk_model_load_with(o->model, c, &o->model_opts, err, sizeof err);
     if (!m) die("%s", err);
     return m;
 }
@@ -296,7 +310,7 @@ static int cmd_generate(options *o) {
     if (o->logits && n > c.max_tokens_per_step && c.max_tokens_per_step != 1)
         die("--logits needs the prompt in one step (%d tokens, at most %d), or --step-tokens 1", n,
             c.max_tokens_per_step);
-    pk_model *m = load_model(o->model, &c);
+    pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
@@ -337,6 +351,29 @@ static int cmd_generate(options *o) {
 
 /* ---- pk bench ---------------------------------------------------------------------------- */
 
+/* s as a JSON string literal: quotes, backslashes and control characters escaped. */
+static void write_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* Whether the model's graph has a layer of this kind: what the graph options' auto resolved to. */
+static int has_layer_kind(const pk_kernel *k, const char *kind) {
+    pk_graph_stats st;
+    if (pk_kernel_stats(k, &st) != PK_OK) return 0;
+    for (int l = 0; l < st.num_layers; l++) {
+        pk_layer_info li;
+        if (pk_kernel_layer(k, l, &li) == PK_OK && !strcmp(li.kind, kind)) return 1;
+    }
+    return 0;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -363,7 +400,7 @@ static int cmd_bench(options *o) {
     o->max_tokens = gen;
     pk_config c = make_config(o, P, &info);
     c.max_seq_length = o->max_seq ? o->max_seq : (int)need;
-    pk_model *m = load_model(o->model, &c);
+    pk_model *m = load_model(o, &c);
     info = *pk_model_get_info(m); /* now with the weight bytes the loaded graph reads */
     pk_kernel *k = pk_model_kernel(m);
     double t0 = now_s();
@@ -433,15 +470,18 @@ static int cmd_bench(options *o) {
     double floor_ms = bytes / bw * 1e3, gbps = bytes / (median / 1e3) / 1e9;
     const char *finish = req.finish == PK_FINISH_EOS ? "eos" : "length";
     int workers = pk_kernel_config(k)->num_workers, T = pk_kernel_config(k)->max_tokens_per_step;
+    const int fused_mlp = has_layer_kind(k, "rmsnorm_swiglu_down");
+    const int lm_argmax = has_layer_kind(k, "rmsnorm_linear_argmax");
 
     if (o->json) {
         printf("{\"model\": ");
-        pk_json_write_string(stdout, o->model);
+        write_json_string(stdout, o->model);
         printf(", \"architecture\": ");
-        pk_json_write_string(stdout, info.architecture);
-        printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"kv_splits\": %d, \"max_seq\": %d, "
-               "\"seed\": %ld,\n",
-               cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits, c.max_seq_length, o->seed);
+        write_json_string(stdout, info.architecture);
+        printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"kv_splits\": %d, \"fused_mlp\": %s, "
+               "\"lm_argmax\": %s, \"max_seq\": %d, \"seed\": %ld,\n",
+               cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits, fused_mlp ? "true" : "false",
+               lm_argmax ? "true" : "false", c.max_seq_length, o->seed);
         printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "
                "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f,\n",
                P, gen, req.num_output, finish, (long long)st.num_steps, nprefill, ndec, ctx);
@@ -461,8 +501,10 @@ static int cmd_bench(options *o) {
         for (int i = 0; i < ndec; i++) printf("%s%.4f", i ? ", " : "", dec[i]);
         printf("]}\n");
     } else {
-        printf("pk bench: %s (%s), %s backend, %d workers, T = %d, attention split %d\n", o->model,
-               info.architecture, cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits);
+        printf("pk bench: %s (%s), %s backend, %d workers, T = %d, attention split %d, fused MLP %s, LM head + argmax "
+               "as %s\n",
+               o->model, info.architecture, cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits,
+               fused_mlp ? "on" : "off", lm_argmax ? "one layer" : "two layers");
         printf("prompt        %d random tokens (seed %ld): %d prefill step%s, %.3f ms\n", P, o->seed, nprefill,
                nprefill == 1 ? "" : "s", prefill_ms);
         printf("generated     %d of %d tokens (%s); %d decode steps at context %d .. %d\n", req.num_output, gen, finish,
@@ -524,7 +566,7 @@ static int cmd_inspect(options *o) {
     pk_config c = make_config(o, 1, NULL);
     c.max_seq_length = 2;
     c.backend = PK_BACKEND_CPU;
-    pk_model *m = load_model(o->model, &c);
+    pk_model *m = load_model(o, &c);
     const pk_model_info *i = pk_model_get_info(m);
     pk_kernel *k = pk_model_kernel(m);
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
@@ -540,6 +582,9 @@ static int cmd_inspect(options *o) {
            i->has_qk_norm ? ", q/k norm" : "");
     printf("embeddings   %s\n", i->tie_word_embeddings ? "tied" : "untied");
     printf("weights read %.1f MB per decode step\n", (double)i->weight_bytes / 1e6);
+    printf("graph        fused MLP %s, LM head + argmax as %s, attention split %d\n",
+           has_layer_kind(k, "rmsnorm_swiglu_down") ? "on" : "off",
+           has_layer_kind(k, "rmsnorm_linear_argmax") ? "one layer" : "two layers", i->attention_kv_splits);
     printf("task graph   %d graph layers, %d tasks, %d events, %d workers (written to %s)\n", st.num_layers,
            st.num_tasks, st.num_events, st.num_workers, path);
     printf("\n%-8s %-32s %6s %10s\n", "layer", "kind", "grid", "first task");
@@ -559,7 +604,7 @@ static int cmd_compile(options *o) {
     c.backend = PK_BACKEND_CUDA;
     c.max_seq_length = 2;
     if (!c.num_workers) c.num_workers = 132;
-    pk_model *m = load_model(o->model, &c);
+    pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);
     pk_compile_options opts = {.output_dir = o->out};
     if (pk_compile(k, &opts) != PK_OK) die("%s", pk_kernel_error(k));

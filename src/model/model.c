@@ -1,39 +1,31 @@
 /* model.c — a Hugging Face model directory as a pk graph: Qwen3ForCausalLM and
- * LlamaForCausalLM, built only through pk.h's public layer API.
+ * LlamaForCausalLM, built only through pk.h (layers, tensors, pk_kernel_config and what the
+ * backend reports: pk_kernel_device_info, pk_kernel_attention_reach).
  *
- * Per decoder layer (T rows, H hidden, fused weights without copies):
+ * Per decoder layer (T rows, H hidden, I intermediate; fused weights without copies):
  *   qkv  = rmsnorm_linear(h, input_layernorm, [Wq|Wk|Wv] grouped by KV head)
- *   att  = attention(qkv, caches, q_norm/k_norm for Qwen3)
+ *   att  = attention(qkv, caches, q_norm / k_norm for Qwen3), split over the KV length where
+ *          kv_splits_for says so
  *   h'   = linear_with_residual(att, o_proj, h)
  *   a    = rmsnorm_linear_swiglu(h', post_attention_layernorm, [gate|up] in blocks of I / grid rows)
  *   h''  = linear_with_residual(a, down_proj, h')
- *          or, with PK_MLP_SPLITK=1, split over K (linear_splitk_with_residual, the gate / up
- *          layer's grid): task i adds its I / grid features' share to an fp32 accumulator right
- *          after gate / up task i on the same worker, and the layer's last task writes h''
- *          (measured slower on the H200 as it stands: docs/PERF.md session 17)
- *          or, by default on the GPU where its tiles stage whole (mlp_fused_auto; PK_MLP_FUSED=1 / 0
- *          forces it on / off, on either backend), for every layer but the last, both as one layer
- *          (rmsnorm_swiglu_down): task i adds down's partial sums over its I / grid features to an
- *          int64 fixed-point accumulator acc; h'' is never stored: the next layer's qkv is
- *          rmsnorm_linear_acc(h', acc) (which writes h'' = h' + acc for its o_proj's residual) and
- *          its o_proj zeroes acc (linear_with_residual_clear)
- * (PK_MLP_SWIGLU=0 in the environment: gu = rmsnorm_linear(h', ..., [gate|up]) and
- * h'' = silu_mul_linear_with_residual(gu, down_proj, h'), where every down_proj task computes the
- * whole silu(gate) · up for itself: the same bits, kept to compare the two.)
- * then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax: as one layer
- * (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, and the last
- * to finish reduces) by default on the CPU and on the GPU where the layers' MLP tiles stage whole
- * (mlp_fused_auto: the Qwen3-0.6B shape) and the attention is unsplit (short contexts), or as two
- * (argmax_partial reads the logits tile by tile after the LM head's tasks signal it) elsewhere on
- * the GPU: lm_argmax_auto (PK_LM_HEAD_ARGMAX=1 / 0 forces one / two on either backend).
+ * or, with the fused MLP (pk_model_options.fused_mlp; mlp_fused_auto) for every layer but the
+ * last, the MLP as one layer (rmsnorm_swiglu_down): task i adds down's partial sums over its
+ * I / grid features to an int64 fixed-point accumulator acc, and h'' is never stored: the next
+ * layer's qkv is rmsnorm_linear_acc(h', acc), which writes h'' = h' + acc for its o_proj's
+ * residual, and that o_proj zeroes acc (linear_with_residual_clear).
+ * Then logits = rmsnorm_linear(h, norm, lm_head or the tied embedding) and argmax over them, as
+ * one layer (rmsnorm_linear_argmax: each LM-head task finds the best of the logits it wrote, the
+ * last to finish reduces) or as two (argmax_partial after the LM head): pk_model_options.
+ * lm_head_argmax, lm_argmax_auto.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"            /* PK_ATTN_SPLIT_BLOCK */
 #include "model/hf_config.h"
 #include "model/weights.h"
-#include "pk_internal.h"
+#include "pk.h"
 
 struct pk_model {
     pk_kernel *k;
@@ -50,44 +42,35 @@ static int pick_grid(int64_t n, int target) {
     return 1;
 }
 
-/* The attention's split over the KV length: the config's, or on the GPU, when max_seq_length
- * exceeds what the unsplit staged decode path holds (attention_decode_layout.h: 336 positions at
- * D 128, G 2; 320 with G 4; 288 with G 8; 164 at D 256; 652 at D 64; beside the weight ring,
- * PK_WRING=1: 276, 260, 228, 132, 540; PK_SPLIT_MIN_SEQ for shapes that path does not take), as many splits as leave every worker one attention task (132 SMs / 8 KV heads: 16),
- * no more than the 32-position blocks of max_seq_length. Unsplit, a decode row's attention is
- * grid (= KV heads) tasks on as many SMs, and past that reach it runs the general kernel, from
- * L2 / DRAM. Measured on the H200 (docs/PERF.md): split 16 at context 4096 took the Qwen3-0.6B
- * shape from 7.44 to 1.99 ms/token, 8B from 15.84 to 7.29; at context 160 it costs 0.6B 4 %
- * (1.534 -> 1.598), 8B 4 % (6.378 -> 6.616): the decode attention task's time there is mostly
- * fixed cost, which splitting does not shrink. So kernels for contexts the unsplit staged path
- * holds stay unsplit. */
+/* The attention's split over the KV length: the config's, or where max_seq_length exceeds what
+ * one unsplit decode-attention task holds on chip (pk_kernel_attention_reach; for a head shape
+ * the backend's staged path does not take, PK_SPLIT_MIN_SEQ, about the reach of the shapes it
+ * does), as many splits as give every worker one attention task, and no more than the
+ * PK_ATTN_SPLIT_BLOCK-position blocks of max_seq_length. Past the reach an unsplit task reads
+ * the cache from L2 / DRAM on one SM per KV head, and the split spreads that over every SM.
+ * Within the reach splitting costs more than it saves: the task's time there is mostly fixed
+ * cost, which splitting does not shrink. A backend with no reach (0: the CPU reads the cache in
+ * place) is not split. */
 #define PK_SPLIT_MIN_SEQ 320
 static int kv_splits_for(const pk_kernel *k, int grid, int head_dim, int group) {
     const pk_config *c = pk_kernel_config(k);
     if (c->attention_kv_splits > 0) return c->attention_kv_splits;
     const int r = pk_kernel_attention_reach(k, head_dim, group), reach = r < 0 ? PK_SPLIT_MIN_SEQ : r;
-    if (c->backend != PK_BACKEND_CUDA || grid < 1 || c->max_seq_length <= reach) return 1;
+    if (reach == 0 || grid < 1 || c->max_seq_length <= reach) return 1;
     int s = c->num_workers / grid, blocks = (c->max_seq_length + PK_ATTN_SPLIT_BLOCK - 1) / PK_ATTN_SPLIT_BLOCK;
     if (s > blocks) s = blocks;
     return s >= 2 ? s : 1;
 }
 
-/* The qkv projection's grid on the GPU. A worker that runs a qkv tile and then an attention task
- * stages that task's KV cache during the tile (runtime.cuh, pk_att_early) only when the tile is
- * staged whole (<= PK_WSTAGE_BYTES, 96 KB; the Qwen3-0.6B shape): a streamed tile's
- * rings leave no room, and such attention tasks start after their tile (Qwen3-8B: +6.9 us per
- * layer). So when the tiles at `target` would stream, the grid drops to at most target -
- * att_tasks tiles, leaving the attention tasks workers of their own (the schedule puts them
- * there), as long as that keeps at least half the tiles. Measured (session 13, same call):
- * Qwen3-8B 4.5658 -> 4.5060 ms/token (96 tiles), Qwen3-1.7B 1.6523 -> 1.6346 (64 tiles).
- * With uneven tiles (PK_UNEVEN_TILES=1; the linear family takes any grid, layers.c) the grid is
- * target - att_tasks itself: 124 tiles of 33-34 rows for the Qwen3-1.7B's 4096 instead of 64 of
- * 64, 49-50 of the 8B's 6144 instead of 64 of 96. Measured no faster (docs/PERF.md session 22,
- * same call: 1.7B +0.5-1 %, 8B +0-0.8 %): the layer is not bound by what one SM pulls. */
-static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int uneven, int64_t stage_bytes) {
+/* The qkv projection's grid on a backend that stages weight tiles (stage_bytes > 0). A worker
+ * that runs a qkv tile and then an attention task stages that task's KV cache during the tile
+ * only when the tile is staged whole (<= stage_bytes): a streamed tile's rings leave no room, and
+ * such attention tasks start after their tile. So when the tiles at `target` would stream, the
+ * grid drops to at most target - att_tasks tiles, leaving the attention tasks workers of their
+ * own (the schedule puts them there), as long as that keeps at least half the tiles. */
+static int qkv_grid_for(int64_t rows, int64_t K, int target, int att_tasks, int64_t stage_bytes) {
     const int g = pick_grid(rows, target);
     if (rows / g * K * 2 <= stage_bytes || att_tasks >= target) return g;
-    if (uneven) return rows < target - att_tasks ? (int)rows : target - att_tasks;
     const int g2 = pick_grid(rows, target - att_tasks);
     return 2 * g2 >= g ? g2 : g;
 }
@@ -97,17 +80,11 @@ typedef struct builder {
     const pk_hf_config *c;
     char *err;
     size_t err_len;
-    int target;     /* tasks per layer to aim for */
-    int qkv_target; /* PK_QKV_GRID in the environment: the qkv projection's at most (0: qkv_grid_for's) */
-    int uneven;     /* PK_UNEVEN_TILES=1: GPU GEMV grids need not divide N (off: no gain measured, session 22) */
-    int oproj_grid; /* PK_OPROJ_GRID in the environment, with uneven tiles: the o_proj's grid (0: pick_grid's) */
-    int cuda;       /* the kernel's backend is CUDA */
-    int swiglu; /* the MLP's first half as rmsnorm_linear_swiglu (PK_MLP_SWIGLU=0: the old pair) */
-    int splitk; /* with swiglu, PK_MLP_SPLITK=1: down_proj split over K, task i after gate / up task i */
-    int fused;  /* the MLP as one layer (rmsnorm_swiglu_down): PK_MLP_FUSED=1 on, 0 off, unset -1: mlp_fused_auto */
-    int lm_argmax; /* the LM head and the argmax as one layer (rmsnorm_linear_argmax): PK_LM_HEAD_ARGMAX=1 on,
-                    * 0 off, unset -1: lm_argmax_auto */
-    int64_t stage_bytes; /* pk_device_info's */
+    const pk_config *cfg;  /* the kernel's, num_workers resolved */
+    int target;            /* tasks per layer to aim for */
+    int cuda;              /* the kernel's backend is CUDA */
+    int64_t stage_bytes;   /* pk_device_info's: the largest weight tile a task stages whole (0: none) */
+    pk_model_options opts; /* each -1 (the rule), 0 or 1 */
     int failed; /* err holds the first failure: later lookups must not overwrite (or clear) it */
 } builder;
 
@@ -127,15 +104,20 @@ static pk_tensor *weight(builder *b, const char *name, int ndim, int64_t d0, int
     return t;
 }
 
-static pk_tensor *activation(builder *b, const char *name, int64_t cols) {
+/* A pk-owned tensor [T, cols] of dtype (T = max_tokens_per_step). */
+static pk_tensor *step_tensor(builder *b, const char *name, pk_dtype dtype, int64_t cols) {
     if (b->failed) return NULL;
-    int64_t dims[2] = {b->m->k->cfg.max_tokens_per_step, cols};
-    pk_tensor *t = pk_new_tensor(b->m->k, name, PK_DTYPE_BF16, 2, dims, PK_IO_LOCAL);
+    int64_t dims[2] = {b->cfg->max_tokens_per_step, cols};
+    pk_tensor *t = pk_new_tensor(b->m->k, name, dtype, 2, dims, PK_IO_LOCAL);
     if (!t) {
         snprintf(b->err, b->err_len, "%s", pk_kernel_error(b->m->k));
         b->failed = 1;
     }
     return t;
+}
+
+static pk_tensor *activation(builder *b, const char *name, int64_t cols) {
+    return step_tensor(b, name, PK_DTYPE_BF16, cols);
 }
 
 /* Copies the kernel's message into err when a layer call fails. */
@@ -147,31 +129,22 @@ static int layer_ok(builder *b, pk_status s) {
     return s == PK_OK;
 }
 
-/* The default for the MLP as one layer: on the GPU where its task's tile — gate, up and down rows,
- * 3 · I / grid rows of H — stages whole in shared memory (runtime.cuh's pk_stage_mlp: from ~4.6 KB
- * up, below the H100 / H200's 227 KB per block, with room for the task's gu and act): the
- * Qwen3-0.6B's 144 KB (measured 0.840-0.845 -> 0.827-0.830 ms/token, docs/PERF.md session 30). Where
- * its tiles stream (the 1.7B's 576 KB, the 8B's 2.4 MB) the down part copies its block after the
- * GEMV (mlp_fused.cuh's pk_dev_mlp_down_stream) and the layer stays slower than gate_up and down
- * apart (session 32: the 1.7B 1.47 against 1.46 ms/token, the 8B 4.53 against 4.23): the block
- * cannot come in during the GEMV, whose stream fills the shared memory. Session 49 streamed it in
- * the GEMV's rings as they free, with the GEMV's first stages before the wait: the fused task then
- * runs at its share of the bandwidth, yet the layer ends no sooner than gate_up and down apart and
- * the next qkv pays for the accumulator (1.7B +1.1 to +2.9 %; docs/experiments/session49-*).
- * Not on the CPU backend: the fixed-point sum is the GPU's answer to unordered adds the CPU does
- * not have (PK_MLP_FUSED=1 builds it there too). */
+/* The rule for the MLP as one layer: on the GPU where its task's tile (gate, up and down rows,
+ * 3 · I / grid rows of H) stages whole in shared memory: the Qwen3-0.6B shape's 144 KB (192 KB
+ * leaves room for the task's gu and act in the 227 KB a block has). A tile that streams (the
+ * 1.7B's 576 KB) copies its down block after the GEMV, whose stream fills the shared memory, and
+ * then the layer is slower than gate_up and down apart. Not on the CPU: the fixed-point sum is
+ * the GPU's answer to unordered adds, which the CPU's tasks do not make. */
 #define MLP_FUSED_AUTO_BYTES (192 << 10)
 static int mlp_fused_auto(const builder *b, int64_t I, int64_t H, int grid) {
-    return b->cuda && b->swiglu && !b->splitk && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
+    return b->cuda && 3 * (I / grid) * H * 2 <= MLP_FUSED_AUTO_BYTES;
 }
 
-/* The default for the LM head and the argmax as one layer: always on the CPU; on the GPU where the
- * MLP's tiles stage whole (the Qwen3-0.6B shape) and the attention is unsplit. There each LM-head
- * task's own argmax saves the second layer's hand-off: the 0.6B at context 160 -0.4 % on the H200
- * (docs/PERF.md session 39), -0.6 to -1.0 % and -0.9 % on H100s (sessions 41 and 44). Not where the
- * attention is split (the 0.6B at 4096 +0.5 %, session 44) nor for larger shapes (the 1.7B +0.4 %
- * on the H200, -0.2 to +0.7 % on an H100: sessions 39 and 41). Called after the decoder layers:
- * it reads their attention split. */
+/* The rule for the LM head and the argmax as one layer: always on the CPU; on the GPU where the
+ * MLP's tiles stage whole (the Qwen3-0.6B shape) and the attention is unsplit, where each LM-head
+ * task's own argmax saves the second layer's hand-off. With a split attention or for larger
+ * shapes the two layers are as fast or faster. Called after the decoder layers: it reads their
+ * attention split. */
 static int lm_argmax_auto(const builder *b, int64_t I, int64_t H) {
     return !b->cuda || (mlp_fused_auto(b, I, H, pick_grid(I, b->target)) && b->m->info.attention_kv_splits <= 1);
 }
@@ -205,13 +178,13 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
         return 0;
     snprintf(n, sizeof n, "%sself_attn.qkv_proj.weight(fused)", p);
     pk_tensor *wqkv = pk_fuse_tensors(k, n, qkv_parts, 3, 0, (int)Hkv);
-    /* The fused MLP layer's tasks each take a gate block and its up block (one group per task). */
-    const int swiglu = b->swiglu, t = b->target, gu_grid = swiglu ? pick_grid(I, t) : 0;
+    /* The MLP's tasks each take a gate block and its up block (one group per task). */
+    const int t = b->target, gu_grid = pick_grid(I, t);
     snprintf(n, sizeof n, "%smlp.gate_up_proj.weight(fused)", p);
-    pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, swiglu ? gu_grid : 1) : NULL;
+    pk_tensor *wgu = wqkv ? pk_fuse_tensors(k, n, gu_parts, 2, 0, gu_grid) : NULL;
     if (!wqkv || !wgu) return layer_ok(b, pk_kernel_status(k));
 
-    int64_t cache_dims[4] = {k->cfg.num_pages, k->cfg.page_size, Hkv, D};
+    int64_t cache_dims[4] = {b->cfg->num_pages, b->cfg->page_size, Hkv, D};
     /* Check each cache at once: a later successful pk_new_tensor clears the kernel's error. */
     snprintf(n, sizeof n, "%sk_cache", p);
     pk_tensor *kc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
@@ -219,11 +192,12 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
     snprintf(n, sizeof n, "%sv_cache", p);
     pk_tensor *vc = pk_new_tensor(k, n, PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
     if (!vc) return layer_ok(b, pk_kernel_status(k));
-    pk_tensor *qkv = A("qkv", Hkv * (Hq / Hkv + 2) * D), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
+    const int64_t qkv_cols = Hkv * (Hq / Hkv + 2) * D;
+    pk_tensor *qkv = A("qkv", qkv_cols), *att = A("attn_out", Hq * D), *h_attn = A("h_attn", H);
     /* the MLP as one layer leaves its sum in an accumulator (every layer but the last) */
-    const int fused = l + 1 < c->num_hidden_layers && swiglu &&
-                      (b->fused > 0 || (b->fused < 0 && mlp_fused_auto(b, I, H, gu_grid)));
-    pk_tensor *gu = fused ? NULL : swiglu ? A("mlp_act", I) : A("gate_up", 2 * I);
+    const int fused = l + 1 < c->num_hidden_layers &&
+                      (b->opts.fused_mlp > 0 || (b->opts.fused_mlp < 0 && mlp_fused_auto(b, I, H, gu_grid)));
+    pk_tensor *gu = fused ? NULL : A("mlp_act", I);
     pk_tensor *h_mlp = fused ? NULL : A("h_mlp", H);
     pk_tensor *h_in = *acc ? A("h_in", H) : *h; /* the layer's input as bf16: o_proj's residual */
     if (!qkv || !att || !h_attn || (!fused && (!gu || !h_mlp)) || !h_in) return 0; /* activation() wrote err */
@@ -233,11 +207,11 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
     pk_hf_config_attention_params(c, &ap);
     const int att_grid = pick_grid(Hkv, t);
     ap.kv_splits = b->m->info.attention_kv_splits = kv_splits_for(k, att_grid, (int)D, (int)(Hq / Hkv));
-    float eps = (float)c->rms_norm_eps;
-    const int qkv_grid = b->qkv_target ? (b->uneven ? b->qkv_target : pick_grid(qkv->dims[1], b->qkv_target))
-                         : b->cuda    ? qkv_grid_for(qkv->dims[1], H, t, att_grid * ap.kv_splits, b->uneven, b->stage_bytes)
-                                      : pick_grid(qkv->dims[1], t);
-    const int oproj_grid = b->oproj_grid ? b->oproj_grid : pick_grid(H, t);
+    const float eps = (float)c->rms_norm_eps;
+    const int qkv_grid = b->stage_bytes > 0
+                             ? qkv_grid_for(qkv_cols, H, t, att_grid * ap.kv_splits, b->stage_bytes)
+                             : pick_grid(qkv_cols, t);
+    const int oproj_grid = pick_grid(H, t);
     if (!layer_ok(b, *acc ? pk_rmsnorm_linear_acc_layer(k, *h, *acc, attn_norm, wqkv, qkv, h_in, eps, qkv_grid)
                           : pk_rmsnorm_linear_layer(k, *h, attn_norm, wqkv, qkv, eps, qkv_grid)) ||
         !layer_ok(b, pk_attention_layer(k, qkv, kc, vc, q_norm, k_norm, att, &ap, att_grid)) ||
@@ -245,20 +219,14 @@ static int build_decoder_layer(builder *b, int l, pk_tensor **h, pk_tensor **acc
                           : pk_linear_with_residual_layer(k, att, wo, h_in, h_attn, oproj_grid)))
         return 0;
     if (fused) {
-        int64_t dims[2] = {k->cfg.max_tokens_per_step, H};
         snprintf(n, sizeof n, "%smlp_acc", p);
-        pk_tensor *a = pk_new_tensor(k, n, PK_DTYPE_INT64, 2, dims, PK_IO_LOCAL);
-        if (!a || !layer_ok(b, pk_rmsnorm_swiglu_down_layer(k, h_attn, mlp_norm, wgu, wd, a, eps, gu_grid)))
-            return layer_ok(b, pk_kernel_status(k));
+        pk_tensor *a = step_tensor(b, n, PK_DTYPE_INT64, H);
+        if (!a || !layer_ok(b, pk_rmsnorm_swiglu_down_layer(k, h_attn, mlp_norm, wgu, wd, a, eps, gu_grid))) return 0;
         *h = h_attn, *acc = a;
         return 1;
     }
-    if (swiglu ? !layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps,
-                                                             gu_grid)) ||
-                     !layer_ok(b, b->splitk ? pk_linear_splitk_with_residual_layer(k, gu, wd, h_attn, h_mlp, gu_grid)
-                                            : pk_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t)))
-               : !layer_ok(b, pk_rmsnorm_linear_layer(k, h_attn, mlp_norm, wgu, gu, eps, pick_grid(2 * I, t))) ||
-                     !layer_ok(b, pk_silu_mul_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
+    if (!layer_ok(b, pk_rmsnorm_linear_swiglu_layer(k, h_attn, mlp_norm, wgu, (int)(I / gu_grid), gu, eps, gu_grid)) ||
+        !layer_ok(b, pk_linear_with_residual_layer(k, gu, wd, h_attn, h_mlp, pick_grid(H, t))))
         return 0;
     *h = h_mlp, *acc = NULL;
     return 1;
@@ -286,7 +254,8 @@ static int build(builder *b) {
     if (!norm || !head || !logits) return 0;
     int g = pick_grid(V, b->target);
     const float eps = (float)c->rms_norm_eps;
-    const int lm_argmax = b->lm_argmax >= 0 ? b->lm_argmax : lm_argmax_auto(b, c->intermediate_size, H);
+    const int lm_argmax =
+        b->opts.lm_head_argmax >= 0 ? b->opts.lm_head_argmax : lm_argmax_auto(b, c->intermediate_size, H);
     if (lm_argmax ? !layer_ok(b, pk_rmsnorm_linear_argmax_layer(k, h, norm, head, logits, pk_step_output(k), eps, g))
                   : !layer_ok(b, pk_rmsnorm_linear_layer(k, h, norm, head, logits, eps, g)) ||
                         !layer_ok(b, pk_argmax_layer(k, logits, pk_step_output(k), g)))
@@ -390,20 +359,12 @@ pk_model *pk_model_load_with(const char *dir, const pk_config *cfg_in, const pk_
     }
     /* Tasks per layer: one per worker on the GPU (one CTA per SM), two per thread on the CPU.
      * The kernel's config has num_workers resolved (0 means one per core / SM). */
-    int workers = pk_kernel_config(m->k)->num_workers;
-    const char *mlp = getenv("PK_MLP_SWIGLU"), *qkv_grid = getenv("PK_QKV_GRID"), *splitk = getenv("PK_MLP_SPLITK");
-    const char *uneven = getenv("PK_UNEVEN_TILES"), *oproj = getenv("PK_OPROJ_GRID"), *fused = NULL;
-    const char *lm_argmax = NULL;
-    (void)fused, (void)lm_argmax;
-    const int cuda = cfg.backend == PK_BACKEND_CUDA, target = cuda ? workers : 2 * workers;
-    const int qkv_target = qkv_grid ? atoi(qkv_grid) : 0;
-    const int swiglu = !(mlp && strcmp(mlp, "0") == 0);
-    builder b = {m, &c, err, err_len, target, qkv_target > 0 && qkv_target < target ? qkv_target : 0,
-                 cuda && uneven && strcmp(uneven, "1") == 0, 0, cuda, swiglu,
-                 swiglu && splitk && strcmp(splitk, "1") == 0, opts.fused_mlp, opts.lm_head_argmax, 0, 0};
+    const pk_config *kc = pk_kernel_config(m->k);
+    const int cuda = kc->backend == PK_BACKEND_CUDA;
+    builder b = {.m = m, .c = &c, .err = err, .err_len = err_len, .cfg = kc,
+                 .target = cuda ? kc->num_workers : 2 * kc->num_workers, .cuda = cuda, .opts = opts};
     pk_device_info dev;
     if (pk_kernel_device_info(m->k, &dev) == PK_OK) b.stage_bytes = dev.stage_bytes;
-    if (b.uneven && oproj && atoi(oproj) > 0) b.oproj_grid = atoi(oproj);
     if (!build(&b)) {
         pk_model_free(m);
         return NULL;
