@@ -47,16 +47,18 @@ pk_tiny_split_ids() { seq -s, 7 37 3700; }
 # compares the logits (relative L2 <= 1e-2, argmax equal wherever the CPU's top-2 gap is
 # decisive). Where the backends sum in different orders (the tensor cores) greedy tokens may part
 # at a near tie; this check says whether every step's logits still agree. Usage:
-# pk_tiny_logits_check PK THREADS OUTDIR [KV_SPLITS] (THREADS "": CUDA's default, one worker per
-# SM); prints one line, returns its status.
+# pk_tiny_logits_check PK THREADS OUTDIR [KV_SPLITS [ARGS]] (THREADS "": CUDA's default, one
+# worker per SM; ARGS: more `pk` arguments for both backends' runs, e.g. "--fused-mlp off"); prints
+# one line, returns its status.
 pk_tiny_logits_check() {
-    local pk=$1 threads=$2 out=$3 splits=${4:-0} be
+    local pk=$1 threads=$2 out=$3 splits=${4:-0} args=${5:-} be
     local -a thr
+    # shellcheck disable=SC2086 # the extra arguments are words of their own
     for be in cpu cuda; do # the CPU's result does not depend on its thread count: 8 of them
         thr=()
         if [ $be = cpu ]; then thr=(--threads 8); elif [ -n "$threads" ]; then thr=(--threads "$threads"); fi
         timeout 300 "$pk" generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
-            --kv-splits "$splits" --logits "$out/tf_${splits}_$be.bin" --backend $be "${thr[@]}" \
+            --kv-splits "$splits" --logits "$out/tf_${splits}_$be.bin" --backend $be "${thr[@]}" $args \
             >/dev/null 2>"$out/tf_${splits}_$be.err" || { echo "pk-tiny decode logits (splits $splits): $be run FAILED: $(tail -n 1 "$out/tf_${splits}_$be.err")"; return 1; }
     done
     local line rc
