@@ -13,7 +13,7 @@ source file, and the top N source lines with their three largest stall reasons. 
 kernel's profile covers the whole launch (prefill steps and the LM head too), and a sample is a
 warp's state, not the critical path: a warp waiting at a barrier while thread 0 polls counts as
 "barrier". Line numbers are those of the files pk compiled (the kernel cache folder's copies, the
-same as src/ for the commit that built it). docs/PERF.md, session 20, has a reading of one.
+same as src/ for the commit that built it).
 """
 import argparse
 import collections

@@ -2,7 +2,7 @@
 # precompile_table.sh — on the build machine (nvcc, no GPU): every kernel bench/run_bench.sh will
 # load (the gate's, pk-tiny's, one per model and context with --max-seq = context + GEN as
 # run_bench.py passes it), packed as .dev/gpu.tar.xz for the device tool's 64 MiB carry
-# (docs/PERF.md "Running it"): bench/precompile.sh with the table's settings.
+# (docs/PERF.md "Running the benchmark"): bench/precompile.sh with the table's settings.
 # Usage: bash bench/precompile_table.sh; then, on the device:
 #   tar -xJf .dev/gpu.tar.xz && PK_THREADS=132 PK_COMMIT=<commit> bash bench/run_bench.sh
 #   carry ["build/pk", "build/tests/gpu/test_cuda_e2e", ".dev/gpu.tar.xz"]

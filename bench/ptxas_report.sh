@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # ptxas_report.sh — on the build machine (nvcc, no GPU): the register, stack and spill report of
 # the persistent kernel pk generates for a model, without the device. Device code that makes the
-# static kernel spill slows every task (docs/PERF.md "Session 19": 52 bytes of spills cost the 8B
-# 3 % with the new path never taken), so check this before spending device time on a change.
+# static kernel spill slows every task, the paths that never run included (52 bytes of spills cost
+# the 8B 3 %), so check this before spending device time on a change.
 #   1. pk generates kernel.cu for the model (PK_CUDA_ARCH=sm_90a) with a stand-in nvcc that
 #      answers --version and fails the compile, so the sources stay in a fresh cache folder;
 #   2. nvcc -cubin -Xptxas -v on that kernel.cu with the flags pk would use (nvcc.cmd).
 # Prints the static kernel's (pk_gen_kernel's) stack frame and spills and its out-of-line callees', and keeps
 # the full report in $OUT (default /tmp/ptxas_report).
 # Usage: bash bench/ptxas_report.sh [MODEL_DIR] (default /tmp/z-qwen3-0.6b: bench/shape_model.py's
-#        zero-weight stand-in); PK_NVCC_DEFINES as for pk (e.g. -DPK_LIN_MMA=0); CONTEXT (160),
+#        zero-weight stand-in); CONTEXT (160),
 #        MAX_SEQ (288), THREADS (132); PK: the pk binary (default build/pk; e.g. build-exp/pk from
 #        `make BUILD=build-exp` for a tree whose headers differ). ~1 minute for the 0.6B, more for larger models.
 set -eu

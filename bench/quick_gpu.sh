@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# quick_gpu.sh — one short GPU call for a tuning step (what session 2 ran after every change):
+# quick_gpu.sh — one short GPU call for a tuning step:
 #   1. correctness: tests/cuda's kernel harness (if built: .dev/cuda/test_cuda_kernels), the quick
 #      CPU-vs-CUDA end-to-end check, pk-tiny's greedy tokens and decode-step logits against the CPU;
-#   2. `pk bench` on random Qwen3-shaped models (bench/shape_model.py) for every variant of the
-#      device code (PK_NVCC_DEFINES values, "" = the default), with a trace summary
-#      (bench/trace_summary.py) of the default variant.
-# Usage (device tool, after precompiling the kernels here: docs/PERF.md "Running it"):
-#   MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|-DPK_WSTAGE_BYTES=0" bash bench/quick_gpu.sh
+#   2. `pk bench` on random Qwen3-shaped models (bench/shape_model.py) for every variant (more
+#      `pk` arguments, "" = the default), with a trace summary (bench/trace_summary.py) of the
+#      default variant.
+# Usage (device tool, after precompiling the kernels here with bench/precompile.sh and the same
+# MODELS / VARIANTS / SPLITS / CONTEXTS / MAX_SEQ):
+#   MODELS="qwen3-0.6b qwen3-8b" VARIANTS="|--fused-mlp off" bash bench/quick_gpu.sh
 #   carry ["build/pk", "build/tests/gpu/test_cuda_e2e", ".gpu", ".dev/cuda/test_cuda_kernels"]
 # Env: MODELS (qwen3-0.6b qwen3-8b), CONTEXT (160), GEN (128), MAX_SEQ (4224: run_bench's, so
 #      the precompiled kernels serve both), THREADS (132), VARIANTS ('|'-separated, default ""),
@@ -60,7 +61,7 @@ echo "pk-tiny --kv-splits 3 greedy tokens, cuda vs cpu: $(pk_tokens_compare "$OU
 IFS='|' read -r -a variants <<<"$VARIANTS"
 [ ${#variants[@]} -eq 0 ] && variants=("")
 for v in "${variants[@]}"; do # decode steps' logits under teacher forcing, per variant
-    for s in 0 3; do PK_NVCC_DEFINES="$v" pk_tiny_logits_check build/pk "$THREADS" "$OUT" "$s" | sed "s/\$/${v:+ ($v)}/"; done
+    for s in 0 3; do pk_tiny_logits_check build/pk "$THREADS" "$OUT" "$s" "$v" | sed "s/\$/${v:+ ($v)}/"; done
 done
 # at 8 workers the qkv tiles' workers run attention tasks, which then stage during the tile
 # (runtime.cuh pk_att_early); at 132 pk-tiny's attention tasks all land on workers without one
@@ -72,7 +73,8 @@ for m in $MODELS; do
         for v in "${variants[@]}"; do
             for s in $SPLITS; do
                 echo "== $m @ $ctx, kv-splits $s ${v:+($v)}"
-                PK_NVCC_DEFINES="$v" $B --context "$ctx" --kv-splits "$s" --model "/tmp/$m" 2>&1 |
+                # shellcheck disable=SC2086 # $B and the variant are words of their own
+                $B --context "$ctx" --kv-splits "$s" --model "/tmp/$m" $v 2>&1 |
                     grep -E "decode |floor|compiling|^pk: .*(error|no CUDA|failed)"
             done
         done

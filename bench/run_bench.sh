@@ -13,7 +13,7 @@
 #      transformers) at context 160 and 4096: `pk bench --backend cuda --json` and
 #      bench/hf_baseline.py's run() (eager and CUDA graph), then one table: pk ms/token (median),
 #      % of the floor, HF eager, HF CUDA graph, speedups, and issue 5's targets at context 160.
-# Usage: bash bench/run_bench.sh                    (about 8-10 min on one H200, see docs/PERF.md)
+# Usage: bash bench/run_bench.sh                    (about 5 min with the kernels precompiled: docs/PERF.md)
 #        MODELS="qwen3-0.6b qwen3-1.7b" CONTEXTS="160" bash bench/run_bench.sh
 #        bash bench/run_bench.sh --table [results.jsonl ...]   # print the table again
 # Env: BENCH_DIR (work directory: models, logs, results.jsonl, table.txt; default /tmp/pk-bench,
@@ -51,8 +51,7 @@ finish() {
     [ -n "$PK_CACHE_DIR" ] && rm -rf "$PK_CACHE_DIR"
     if [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ]; then
         # the table and the results as files of their own, every log in one archive: the device
-        # tool brings back at most 8 files from $OUT, and the gate's logs alone were more than that
-        # (session 41 and 42 lost table.txt and results.jsonl so)
+        # tool brings back at most 8 files from $OUT, and the gate's logs alone are more than that
         mkdir -p "$OUT" && cp "$W"/table.txt "$W"/results.jsonl "$OUT"/ 2>/dev/null
         (cd "$W" && shopt -s nullglob && logs=(*.jsonl *.txt *.log *.err) && [ -d gate ] && logs+=(gate)
             tar -czf "$OUT/run_bench_logs.tar.gz" "${logs[@]}" 2>/dev/null)
@@ -85,7 +84,7 @@ else
 fi
 
 pk_private_cache
-unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS PK_COPY_PROBE_MB
+unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_COPY_PROBE_MB
 
 GATE=${GATE:-quick}
 gate="skipped (GATE=0)"

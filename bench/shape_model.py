@@ -7,14 +7,14 @@ written in plain Python (no torch, no numpy), for timing pk.
 --zeros writes sparse files of zero weights at once (no disk space used): enough to compile the
 model's kernel ahead of time (`pk bench ... --threads 132` with PK_CUDA_ARCH=sm_90a), not to time it.
 
-Why not bench/random_models.py (transformers' own init and save): this one needs no GPU and no
-torch, so the same directory can be made on the build machine and on the GPU machine, and the
-kernel pk compiles for it (which depends on config.json only) can be compiled ahead of time into
-.gpu/cache (docs/PERF.md). Timing does not depend on the values; they only need to be ordinary:
+No GPU and no torch are needed, so the same directory can be made on the build machine and on
+the GPU machine, and the kernel pk compiles for it (which depends on config.json only) can be
+compiled ahead of time into .gpu/cache (docs/PERF.md). Timing does not depend on the values; they only need to be ordinary:
 every weight element is a random bf16 of magnitude 2^-9 .. 2^-6 (about HF's init std 0.02) with a
 random sign, norm weights are 1.0. To write 16 GB quickly the elements come from one 64 MiB random
 pool, each tensor starting at its own random offset (no two tensors share bytes at the same
-place, so no cache can profit). Correctness checks use random_models.py.
+place, so no cache can profit). The correctness checks make their models with transformers
+(scripts/gpu_teacher_forcing.py).
 
 config.json is the Qwen3Config transformers would write for the shape (hf_baseline.CFGS, vocab
 151936, head_dim 128, eps 1e-6, theta 1e6, max_position_embeddings 40960) without EOS, so a

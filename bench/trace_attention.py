@@ -21,7 +21,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--end", type=int, default=None,
                     help="the window's last step (default: the run's last; its longest contexts, where the "
-                         "attention's stage may no longer fit beside a qkv tile: docs/PERF.md session 18)")
+                         "attention's stage may no longer fit beside a qkv tile)")
     ap.add_argument("--groups", action="store_true",
                     help="also: the tasks split by what their worker ran before (a task of the layer before, "
                          "or something earlier) and by their index in the layer: count, start and duration means")

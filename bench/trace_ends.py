@@ -9,9 +9,8 @@ times relative to the instance's last end; per layer kind (numbers replaced by #
 the instances (us): `first` (the first end before the last), `half` (the median task's end before
 the last), `2nd` (the second-to-last end before the last), and `next+` (the next kind's last end
 after this kind's last end, its `end+` in trace_summary.py). A consumer that waited for producer
-task i alone could start on task i's piece `first`..`2nd` µs earlier than one that waits for all.
-Session 37 (docs/PERF.md next steps): the attention's 8 tasks and o_proj, whose K chunks are the
-attention's KV-head groups.
+task i alone could start on task i's piece `first`..`2nd` µs earlier than one that waits for all
+(e.g. o_proj, whose K chunks are the attention's KV-head groups, after the attention's 8 tasks).
 """
 import argparse
 import collections

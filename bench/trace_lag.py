@@ -9,7 +9,7 @@ layer that started last before it: its producer in pk's decode graphs). Per task
 task's trace start is when it saw its event), busy = how long its worker's own previous task ran
 past E, lag = start − max(E, that end). Printed per layer kind: p10 / p50 / p90 / max over the
 workers' means, and the six latest workers. busy 0 everywhere means every late start is a late
-poll (docs/PERF.md "Session 36": a poll returns behind the SM's own copies in flight).
+poll (a poll returns behind the SM's own copies in flight).
 """
 import argparse
 import collections

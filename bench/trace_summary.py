@@ -22,7 +22,7 @@ and the step time (first task start to last task end, and from step to step), so
 step = Σ span + Σ gap over the layers in order. --layers prints every layer of the last step too.
 The window is the run's LAST steps, its longest contexts, unless --end moves it: a decode step
 grows with its position (the attention's rows; on the Qwen3-0.6B at --max-seq 288 the steps from
-position 252 on run 10-14 % longer, docs/PERF.md session 18), so the last line compares the
+position 252 on run 10-14 % longer), so the last line compares the
 window's steps with all of the trace's (`pk bench` reports the median over all decode steps).
 """
 import re

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# gpu_env.sh — sourced (from the repository root) by the scripts that run on the GPU machine:
-# scripts/gpu_check.sh, bench/run_bench.sh, bench/quick_gpu.sh.
+# gpu_env.sh — sourced (from the repository root) by the scripts that run on the GPU machine
+# (scripts/gpu_check.sh, bench/run_bench.sh, bench/quick_gpu.sh, bench/ab_run.sh) and by those that
+# prepare their kernels here (bench/precompile.sh, bench/ab_prepare.sh, bench/ptxas_report.sh).
 
 # The libraries of prebuilt binaries (.gpu/lib: libcjson, libpcre2, which the GPU image may
 # lack) and nvcc on PATH.
@@ -20,7 +21,7 @@ pk_private_cache() {
 
 # Kernels from the carried cache only: PK_NVCC becomes a stand-in that answers --version as nvcc
 # does (the cache key holds it) and fails every compile, so on the device a cache miss ends the run
-# at once instead of spending device time on nvcc (session 29 lost a call's traces that way), and
+# at once instead of spending device time on nvcc (~90 s per kernel), and
 # here a dry run of each command a call will make says, before packing, whether .gpu/cache holds
 # its kernel ("kernel not in the cache" on stderr); bench/ptxas_report.sh uses it to have pk write
 # kernel.cu without compiling it. Needs nvcc on PATH (pk_gpu_paths). Usage: pk_nvcc_cached [FILE]
@@ -46,16 +47,18 @@ pk_tiny_split_ids() { seq -s, 7 37 3700; }
 # compares the logits (relative L2 <= 1e-2, argmax equal wherever the CPU's top-2 gap is
 # decisive). Where the backends sum in different orders (the tensor cores) greedy tokens may part
 # at a near tie; this check says whether every step's logits still agree. Usage:
-# pk_tiny_logits_check PK THREADS OUTDIR [KV_SPLITS] (THREADS "": CUDA's default, one worker per
-# SM); prints one line, returns its status.
+# pk_tiny_logits_check PK THREADS OUTDIR [KV_SPLITS [ARGS]] (THREADS "": CUDA's default, one
+# worker per SM; ARGS: more `pk` arguments for both backends' runs, e.g. "--fused-mlp off"); prints
+# one line, returns its status.
 pk_tiny_logits_check() {
-    local pk=$1 threads=$2 out=$3 splits=${4:-0} be
+    local pk=$1 threads=$2 out=$3 splits=${4:-0} args=${5:-} be
     local -a thr
+    # shellcheck disable=SC2086 # the extra arguments are words of their own
     for be in cpu cuda; do # the CPU's result does not depend on its thread count: 8 of them
         thr=()
         if [ $be = cpu ]; then thr=(--threads 8); elif [ -n "$threads" ]; then thr=(--threads "$threads"); fi
         timeout 300 "$pk" generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
-            --kv-splits "$splits" --logits "$out/tf_${splits}_$be.bin" --backend $be "${thr[@]}" \
+            --kv-splits "$splits" --logits "$out/tf_${splits}_$be.bin" --backend $be "${thr[@]}" $args \
             >/dev/null 2>"$out/tf_${splits}_$be.err" || { echo "pk-tiny decode logits (splits $splits): $be run FAILED: $(tail -n 1 "$out/tf_${splits}_$be.err")"; return 1; }
     done
     local line rc
@@ -83,78 +86,29 @@ PY
 # The settings of a same-call A/B (bench/ab_prepare.sh compiles the kernels, bench/ab_run.sh runs
 # them): both must use the same ones, since they are part of what each kernel is compiled for.
 # Sets MODELS, CONTEXTS, MAX_SEQ, GEN, THREADS and VARIANTS from the environment or the defaults.
+# MAX_SEQ "context" (the default): each context's kernel has max_seq_length context + GEN, as
+# bench/run_bench.py builds it (pk_ab_max_seq); a number: one max_seq_length for every context.
 pk_ab_settings() {
     MODELS=${MODELS:-qwen3-0.6b}
     CONTEXTS=${CONTEXTS:-160}
-    MAX_SEQ=${MAX_SEQ:-288}
+    MAX_SEQ=${MAX_SEQ:-context}
     GEN=${GEN:-128}
     THREADS=${THREADS:-132}
     VARIANTS=${VARIANTS:-}
 }
 
-# Runs "$@" as variant $1 of an A/B (VARIANTS' entries): "env NAME=VALUE ..." runs it with those
-# environment variables (a model-builder knob such as PK_QKV_GRID, which changes the graph and so
-# the kernel); anything else is PK_NVCC_DEFINES (device-code macros); "" is the build's default.
+# The --max-seq of CONTEXT's kernel under pk_ab_settings' MAX_SEQ. Usage: pk_ab_max_seq CONTEXT
+pk_ab_max_seq() {
+    if [ "$MAX_SEQ" = context ]; then echo $(($1 + GEN)); else echo "$MAX_SEQ"; fi
+}
+
+# Runs "$@" (a pk command line) as variant $1 of an A/B (VARIANTS' entries): the variant's words
+# are more arguments of that command (e.g. "--fused-mlp off"); "" is the build's default.
 pk_with_variant() {
     local v=$1
     shift
-    # shellcheck disable=SC2086 # the env variant's assignments are words of their own
-    case $v in
-    "env "*) env ${v#env } PK_NVCC_DEFINES= "$@" ;;
-    *) PK_NVCC_DEFINES="$v" "$@" ;;
-    esac
-}
-
-# The experiment scripts' runs (docs/experiments/session45-call*.sh): `pk bench` of MODEL at CONTEXT
-# (--max-seq CONTEXT + 128, one worker per SM) with PK_NVCC_DEFINES=DEFINES; and pk-tiny's CUDA
-# decode steps (pk_tiny_split_ids, one-row steps, KV split SPLITS) at THREADS workers, whose run on
-# the build machine compiles the kernel for the pack. Usage: pk_exp_bench MODEL CONTEXT DEFINES
-# [ARGS...]; pk_exp_tiny THREADS SPLITS DEFINES
-pk_exp_bench() {
-    local m=$1 c=$2 d=$3
-    shift 3
-    PK_NVCC_DEFINES="$d" build/pk bench --model "$m" --backend cuda --threads 132 --context "$c" \
-        --max-seq $((c + 128)) "$@"
-}
-pk_exp_tiny() {
-    PK_NVCC_DEFINES="$3" build/pk generate --prompt-ids "$(pk_tiny_split_ids)" --max-tokens 1 --step-tokens 1 \
-        --kv-splits "$2" --logits /dev/null --backend cuda --threads "$1"
-}
-# An experiment script's --precompile mode: kernels for sm_90a into .gpu/cache-NAME, which
-# pk_pack_cache NAME then packs. Usage: pk_exp_precompile_cache NAME
-pk_exp_precompile_cache() {
-    export PK_CUDA_ARCH=sm_90a PK_CACHE_DIR=$PWD/.gpu/cache-$1
-    mkdir -p "$PK_CACHE_DIR" && chmod 700 "$PK_CACHE_DIR"
-}
-# The Qwen3 shapes an experiment runs, each made once (bench/shape_model.py): random weights at
-# /tmp/qwen3-SIZE (the device), or with --zeros all-zero ones at /tmp/z-qwen3-SIZE (the build
-# machine, where only the shapes matter). Usage: pk_exp_models [--zeros] SIZE...
-pk_exp_models() {
-    local dir=/tmp/qwen3- zeros=
-    if [ "${1:-}" = --zeros ]; then dir=/tmp/z-qwen3- zeros=1; shift; fi
-    local m
-    for m in "$@"; do
-        [ -d "$dir$m" ] || python3 bench/shape_model.py "qwen3-$m" "$dir$m" ${zeros:+--zeros} >/dev/null
-    done
-}
-
-# One line of a same-call round (docs/experiments' device calls): label, then a `pk bench` command
-# line; prints its decode median, mean and p90 and the floor and copy bandwidth measured in the
-# same run, or its last lines when it printed no decode line. Env before it reaches the command.
-pk_bench_round() {
-    local label=$1 out
-    shift
-    out=$("$@" 2>&1)
-    echo "$label: $(printf '%s\n' "$out" | awk '/^decode /{print $3 " median, " $6 " mean, p90 " $10}') $(printf '%s\n' "$out" | awk '/^floor /{f=$2} /^copy b\/w/{b=$3} END{print "floor", f, "copy b/w", b, "GB/s"}')"
-    printf '%s\n' "$out" | grep -q "^decode " || printf '%s\n' "$out" | tail -3
-}
-
-# A trace's report in the experiment scripts' form (docs/PERF.md's `dur` / skew / `end+` tables):
-# bench/trace_summary.py over the run's last STEPS steps (16) without its per-task lines, then
-# the first 16 lines of bench/trace_lag.py. Usage: pk_trace_report FILE [STEPS]
-pk_trace_report() {
-    python3 bench/trace_summary.py "$1" --steps "${2:-16}" 2>&1 | grep -v "^task "
-    python3 bench/trace_lag.py "$1" 2>&1 | head -16
+    # shellcheck disable=SC2086 # the variant's arguments are words of their own
+    "$@" $v
 }
 
 # The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
@@ -178,25 +132,4 @@ pk_cache_strip() {
         rm -rf "$d"kernel.cu "$d"common "$d"kernels "$d"runtime "$d"pk.h "$d"pk_abi.h
         [ -f "$d"kernel.so ] || { echo "pk_cache_strip: no kernel.so in $d" >&2; return 1; }
     done
-}
-
-# An experiment's kernels as one pack for the device tool: .gpu/cache-NAME (compiled here with
-# PK_CACHE_DIR there), stripped, with .gpu/lib, into .dev/gpu-NAME.tar.xz. Usage: pk_pack_cache NAME
-pk_pack_cache() {
-    local name=$1 tmp=/tmp/pack-$1
-    pk_gpu_libs || return 1
-    rm -rf "$tmp" && mkdir -p "$tmp/.gpu" && cp -r .gpu/lib ".gpu/cache-$name" "$tmp/.gpu/" || return 1
-    pk_cache_strip "$tmp/.gpu/cache-$name" || return 1
-    mkdir -p .dev && (cd "$tmp" && tar -cf - .gpu | xz -T0 -6) >".dev/gpu-$name.tar.xz" || return 1
-    echo "packed $(ls ".gpu/cache-$name" | wc -l) kernels: .dev/gpu-$name.tar.xz"
-}
-
-# On the device: unpacks .dev/gpu-NAME.tar.xz, then puts its .gpu/lib on LD_LIBRARY_PATH (only now
-# does it exist), sets PK_CACHE_DIR to .gpu/cache-NAME and PK_NVCC to a stand-in that fails on a
-# kernel missing from the pack. Usage: pk_unpack_cache NAME || exit 1
-pk_unpack_cache() {
-    mkdir -p .gpu && tar -xJf ".dev/gpu-$1.tar.xz" || { echo "unpack failed: .dev/gpu-$1.tar.xz" >&2; return 1; }
-    pk_gpu_paths
-    chmod 700 ".gpu/cache-$1" && export PK_CACHE_DIR="$PWD/.gpu/cache-$1"
-    pk_nvcc_cached "/tmp/nvcc-standin-$1"
 }
