@@ -164,7 +164,7 @@ void pk_cpu_attention(const pk_layer_params *p, const pk_attn_step *s, int kv0, 
                       const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
                       int64_t out_stride);
 
-/* Attention split over the KV length (flash-decoding; docs/PERF.md): positions in blocks of
+/* Attention split over the KV length (flash-decoding): positions in blocks of
  * PK_ATTN_SPLIT_BLOCK go round-robin to nsplit splits (block b to split b mod nsplit), so every
  * cache row is written and read by one split's task, prefill chunks included.
  * pk_cpu_attention_partial: pk_cpu_attention restricted to split `split`: K / V written for the

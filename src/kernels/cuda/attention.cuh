@@ -7,8 +7,8 @@
  *   fp32(pow(double)), the correctly rounded value glibc's powf returns); barrier.
  * Phase A: per (row, KV head) one item writes K and V to the cache and, when every row's q heads
  *   fit in shared memory (decode), G more items rotate one q head each into q_all; warps take the
- *   items round-robin, so the K / V write and the q rotations run in parallel (measured: the
- *   serial version spent 12 of its 21 us at context 0 here). Lane i holds the RoPE pairs
+ *   items round-robin, so the K / V write and the q rotations run in parallel (serially they
+ *   are most of the task's time at short contexts). Lane i holds the RoPE pairs
  *   (i, i + D/2), (i + 32, i + 32 + D/2), ...; cos / sin = bf16(fp32(cos / sin(double))) of
  *   fp32(pos) · inv_freq; K (and q) are normalised (k_norm / q_norm: warp sum of squares, fixed
  *   butterfly), rotated with the CPU's bf16 rounding points; barrier (K / V of every row are in
@@ -106,7 +106,7 @@ __device__ __forceinline__ int64_t pk_att_slot(const pk_attn_step *s, int req, i
  * NP (pairs per lane, >= D / 64) is a template parameter everywhere: unrolled loops of the largest
  * head size (8 pairs, D 512) made the code 4x longer than D 128 needs, and in the persistent kernel,
  * where the attention code runs once per layer between other kinds, its instruction fetches
- * come cold (measured: phase A 15 us there against 4 us in a loop on its own). */
+ * come cold. */
 template <int NP>
 __device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half, int pos, int lane,
                                                float *cs, float *sn) {

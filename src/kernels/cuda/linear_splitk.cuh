@@ -14,8 +14,7 @@
  * The weight is stored transposed on the GPU (cuda_backend.c uploads W^T [K, N] for a split-K
  * layer's weight): task i's block is rows [i · kc, (i + 1) · kc) of W^T, one contiguous range,
  * read in 16-byte chunks of 8 columns with consecutive lanes on consecutive chunks (a column block
- * of the row-major W, 2 · kc bytes of every row, streamed at half the rate: docs/PERF.md
- * session 17). The x block is staged in shared memory as fp32 (NT rows of a token block at a
+ * of the row-major W, 2 · kc bytes of every row, streams at half the rate). The x block is staged in shared memory as fp32 (NT rows of a token block at a
  * time, k chunks of at most PK_SPLITK_KC). The order of the adds to acc is the order the tasks
  * get there: not fixed.
  * Shared memory: xs [NT][PK_SPLITK_KC] f32, 16 KB at most.

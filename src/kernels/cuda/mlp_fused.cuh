@@ -61,8 +61,8 @@ __device__ inline void pk_dev_mlp_down_add(const pk_bf16 *gu, int64_t gu_stride,
 /* A one-token step whose tile streamed instead of staging whole (the Qwen3-1.7B's 576 KB): the
  * column block wd [N][ib] (contiguous, in global memory) comes into shared memory in chunks of nc
  * outputs through two buffers, chunk c + 1's 16-byte cp.async copies in flight while chunk c's sums
- * run — instead of each thread's dependent global loads after the GEMV (session 31: the 1.7B's
- * fused task 24.8 µs against gate_up's 11.9 + down's 7.0). The same sums, in the same order, as
+ * run — instead of each thread's dependent global loads after the GEMV, which made the fused
+ * task slower than gate_up and down apart. The same sums, in the same order, as
  * pk_dev_mlp_down_add. smem [0, smem_bytes): the kernels' area and the staging area
  * above it, both free once the GEMV is done: act_s [ib] fp32 at 0, the two buffers above it.
  * gu: the GEMV's gate / up sums in global memory. Returns false, having done nothing, when wd's

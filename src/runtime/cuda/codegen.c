@@ -329,8 +329,7 @@ static int attn_pairs(const pk_layer_params *p) {
 /* Query heads per KV head as a compile-time argument of the decode attention (0: unknown, decided
  * at run time): the staged path then compiles only the code its group size takes (the tensor-core
  * or the scalar block loop, attention_decode.cuh), not both in one function: less code, and at
- * the 128-register cap (dynamic mode's kernel; static mode's until session 7) both loops together
- * spilled (ptxas: 604 bytes of spill stores, 236 without the tensor-core loop). */
+ * the 128-register cap (dynamic mode's kernel) both loops together spill. */
 static int attn_group(const pk_layer_params *p) {
     const int Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     return Hkv > 0 && Hq % Hkv == 0 && Hq / Hkv <= PK_ATTD_G_MAX ? Hq / Hkv : 0;
@@ -723,7 +722,8 @@ static const char *buffer_kind_name(int kind) {
  *     with one bulk copy (faster there, slower for the other shapes);
  *   debug_spin_limit_ms / debug_stall_task: PK_CUDA_DEBUG=1 (PK_CUDA_SPIN_LIMIT_MS, default 5000;
  *     PK_CUDA_DEBUG_STALL_TASK): every wait reports and traps past the limit instead of hanging.
- * docs/PERF.md has the measurements behind each rule. */
+ * Each rule is the faster choice on the H100 / H200 for the shapes it names (git log has the
+ * measurements). */
 pk_gen_tuning_values pk_cuda_tuning_of(const pk_kernel *k) {
     pk_gen_tuning_values t = {0, 48, 0, 0, 0xffffffffu};
     const int small_model = stages_whole(k), paced_shape = small_model && streamed_layers(k) > 1;
@@ -777,7 +777,7 @@ pk_status pk_cuda_codegen(pk_kernel *k, pk_strbuf *o) {
     pk_sb_printf(o, "#define PK_GEN_BEGIN_EVENT %uu\n#define PK_GEN_END_EVENT %uu\n", g->begin_event, g->end_event);
     pk_sb_printf(o, "#define PK_GEN_STEP_INFO_BUF %du /* the step info tensor's buffer */\n", k->t_step_info);
     /* Only a graph with uneven weight tiles compiles runtime.cuh's branch for them: with it in
-     * pk_task_tile every kernel ran slower (session 22, same call: Qwen3-0.6B +1.8 %, 8B +1.8 %). */
+     * pk_task_tile every kernel is slower. */
     const int uneven_tiles = has_uneven_tiles(k);
     pk_sb_printf(o, "#define PK_GEN_UNEVEN %d /* uneven weight tiles: pk_gen_splits */\n", uneven_tiles);
     /* Every END_OF_GRAPH trigger a task of one argmax layer: that layer's last task to finish (its
