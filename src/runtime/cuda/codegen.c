@@ -90,25 +90,7 @@ pk_status pk_cuda_plan_buffers(pk_kernel *k, pk_cuda_buffers *b) {
         pk_cuda_buffers_free(b);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_compile: out of memory planning GPU buffers");
     }
-    for (int l = 0; l < k->nlayers; l++) {
-        const pk_layer *L = &k->layers[l];
-        for (int v = 0; v < L->ninputs + L->noutputs; v++) {
-            int id = pk_cuda_view_tensor(k, L, v);
-            if (id < 0) continue;
-            const pk_tensor *t = k->tensors[id];
-            int kind = PK_CUDA_BUF_WORK;
-            if (t->storage != PK_STORAGE_OWNED)
-                kind = PK_CUDA_BUF_WEIGHT;
-            else if ((L->kind == PK_TASK_ATTENTION || L->kind == PK_TASK_ATTENTION_PARTIAL) &&
-                     (v == PK_V_ATT_K_CACHE || v == PK_V_ATT_V_CACHE))
-                kind = PK_CUDA_BUF_KV;
-            if (b->kind[id] == PK_CUDA_BUF_NONE || kind == PK_CUDA_BUF_KV) b->kind[id] = (uint8_t)kind;
-        }
-    }
-    const int state[] = {k->t_step_tokens, k->t_step_output, k->t_step_info,
-                         k->t_token_pos,   k->t_token_req,   k->t_page_table};
-    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
-        if (b->kind[state[i]] == PK_CUDA_BUF_NONE) b->kind[state[i]] = PK_CUDA_BUF_WORK;
+    pk_graph_buffer_kinds(k, b->kind); /* the graph's plan: PK_BUFFER_* are PK_CUDA_BUF_*'s values */
     for (int id = 0; id < b->n; id++) {
         if (b->kind[id] == PK_CUDA_BUF_NONE) continue;
         const pk_tensor *t = k->tensors[id];

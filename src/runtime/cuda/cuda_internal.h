@@ -33,7 +33,12 @@ extern const int pk_cuda_embedded_count;
 /* What lives on the GPU: one buffer per tensor id that a layer names (fused tensors as one
  * buffer in fused row order; inputs used only through a fusion stay on the host) plus the
  * decode-state tensors. kind: 0 none, 1 weight (uploaded), 2 KV cache, 3 workspace. */
-enum { PK_CUDA_BUF_NONE = 0, PK_CUDA_BUF_WEIGHT = 1, PK_CUDA_BUF_KV = 2, PK_CUDA_BUF_WORK = 3 };
+enum {
+    PK_CUDA_BUF_NONE = PK_BUFFER_NONE,
+    PK_CUDA_BUF_WEIGHT = PK_BUFFER_WEIGHT,
+    PK_CUDA_BUF_KV = PK_BUFFER_KV,
+    PK_CUDA_BUF_WORK = PK_BUFFER_WORK
+};
 typedef struct pk_cuda_buffers {
     int n;            /* = k->ntensors */
     uint64_t *bytes;  /* [n] */
