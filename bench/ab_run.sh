@@ -6,7 +6,8 @@
 # floor. AA=1 runs build/pk-old twice in every round (labelled pk-old and pk-old2): an A/A pair,
 # whose spread is the noise a difference between pk and pk-old must exceed. With CHECK=1 first
 # pk-tiny's decode-step logits, CUDA against the CPU, for both builds (unsplit and split 3, THREADS
-# and 8 workers: run_bench.sh's gate without cuda_e2e, whose kernels ab_prepare.sh does not compile).
+# and 8 workers: run_bench.sh's gate without cuda_e2e, whose kernels ab_prepare.sh does not compile),
+# and whether the two builds' CUDA logits are bit-equal.
 # Usage: MODELS="qwen3-0.6b qwen3-1.7b qwen3-8b" CONTEXTS="160 4096" ROUNDS=3 AA=1 CHECK=1 OUT=$OUT bash bench/ab_run.sh
 #   carry ["build/pk", "build/pk-old", ".dev/gpu.tar.xz", ".dev/gpu-old.tar.xz"]
 # Env: the same MODELS, CONTEXTS, MAX_SEQ, GEN, THREADS, VARIANTS as ab_prepare.sh (else the
@@ -28,12 +29,18 @@ export PK_CACHE_DIR=$PWD/.gpu/cache
 for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null & done
 { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"; } | head -1 | tee "$txt"
 if [ "${CHECK:-0}" = 1 ]; then
-    mkdir -p /tmp/ab_check
-    for b in pk pk-old; do
-        for s in 0 3; do
-            for w in "$THREADS" 8; do
-                pk_tiny_logits_check "build/$b" "$w" /tmp/ab_check "$s" | sed "s/\$/ ($b, $w workers)/" | tee -a "$txt"
+    for s in 0 3; do
+        for w in "$THREADS" 8; do
+            for b in pk pk-old; do
+                mkdir -p "/tmp/ab_check/$b"
+                pk_tiny_logits_check "build/$b" "$w" "/tmp/ab_check/$b" "$s" | sed "s/\$/ ($b, $w workers)/" | tee -a "$txt"
             done
+            # the two builds' CUDA logits, every one-row step: the same bits where the arithmetic is the same
+            if cmp -s "/tmp/ab_check/pk/tf_${s}_cuda.bin" "/tmp/ab_check/pk-old/tf_${s}_cuda.bin"; then
+                echo "pk-tiny CUDA logits of pk and pk-old (splits $s, $w workers): bit-equal" | tee -a "$txt"
+            else
+                echo "pk-tiny CUDA logits of pk and pk-old (splits $s, $w workers): DIFFER" | tee -a "$txt"
+            fi
         done
     done
 fi
