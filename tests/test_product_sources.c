@@ -4,7 +4,8 @@
  *      the generated graph facts (PK_GEN_*): per-shape choices reach the device code as the one
  *      generated constexpr struct pk_gen_tuning (gen_api.h), never as macros a build could set;
  *   2. no comment under src/ retells measurement history: numbered sessions or calls, dates,
- *      before -> after figures, pointers into PERF.md's log. History lives in git.
+ *      before -> after figures, pointers into PERF.md's log. History lives in git;
+ *   3. docs/PERF.md is a summary of the present (at most 200 lines), not a diary.
  * Each finding is printed as file:line with the offending text. Runs from the repository root
  * (tests/run.sh does), and checks that it found the files it expects, so it cannot pass by
  * reading nothing.
@@ -193,5 +194,12 @@ int main(void) {
     CHECK(nftw("src", visit, 16, FTW_PHYS) == 0, "walk src/ (run from the repository root)");
     CHECK(g_files >= 50, "src/ holds %d source files", g_files);
     for (int i = 0; i < 5; i++) regfree(&g_history[i]);
+
+    /* 3. */
+    char *perf = read_file("docs/PERF.md");
+    int lines = 0;
+    for (const char *c = perf; c && *c; c++) lines += *c == '\n';
+    CHECK(perf && lines > 20 && lines <= 200, "docs/PERF.md: %d lines (at most 200)", lines);
+    free(perf);
     return check_report("product_sources");
 }
