@@ -268,7 +268,10 @@ static int big_write_model(const shape *sh, const char *dir, int zeros) {
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
-    if (!f) return perror(path), -1;
+    if (!f) {
+        perror(path);
+        return -1;
+    }
     fprintf(f,
             "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": %d, "
             "\"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
@@ -390,7 +393,10 @@ static void big_check(const shape *sh, int workers, int precompile) {
     double t0 = e2e_now_ms();
     int wrote = big_write_model(sh, dir, precompile) == 0;
     CHECK(wrote, "%s: writing the model directory %s", sh->name, dir);
-    if (!wrote) return big_remove(dir);
+    if (!wrote) {
+        big_remove(dir);
+        return;
+    }
     printf("%s: %s written in %.1f s\n", sh->name, dir, (e2e_now_ms() - t0) / 1e3);
     if (precompile) {
         pk_model *m = big_load(dir, sh, &big_rows[1], workers);
@@ -401,7 +407,8 @@ static void big_check(const shape *sh, int workers, int precompile) {
             printf("precompiled %s (%d workers) in %.1f s\n", sh->name, workers, (e2e_now_ms() - t0) / 1e3);
         }
         pk_model_free(m);
-        return big_remove(dir);
+        big_remove(dir);
+        return;
     }
     int32_t pr[BIG_NREQ][32];
     uint64_t seed = 5;
