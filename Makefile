@@ -60,7 +60,7 @@ $(BUILD)/gen/cuda_embedded.o: $(BUILD)/gen/cuda_embedded.c
 $(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h tests/e2e_table.h
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libpk.a $(LDLIBS) -o $@
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the CUDA backend's check on a GPU machine, in one go (docs/CUDA.md):
 #   1. build pk and tests/gpu/test_cuda_e2e (or use binaries built elsewhere: see PREBUILT);
-#   2. the end-to-end check: CUDA vs CPU backend on a 2-layer Qwen3-shaped model (tokens
-#      identical, logits within bf16 tolerance), static and dynamic mode, 4 and 16 workers, the
-#      src/kernels/cuda task kernels and the runtime's placeholder kernels, 100 repeated
-#      generations bit-identical, EOS, a Perfetto trace;
+#   2. the end-to-end test table (tests/e2e_table.h): a 2-layer Qwen3-shaped model on the CPU and
+#      CUDA backends × static and dynamic mode × 1 to 16 workers × variant (attention split over
+#      the KV length, down_proj split over K, fused MLP, LM head with argmax, EOS), every row
+#      against the reference forward (tokens identical, logits within bf16 tolerance, the same
+#      bits within a graph); 100 repeated generations bit-identical, a Perfetto trace;
 #   3. the debug build: a wait stalled on purpose must be reported, not hang;
-#   4. with BIG="qwen3-0.6b qwen3-8b" (or qwen3-1.7b): random-weight models of those shapes (132 workers), CUDA
-#      static and dynamic vs the CPU backend: tokens and logits;
+#   4. with BIG="qwen3-0.6b qwen3-8b" (or qwen3-1.7b): random-weight model directories of those shapes,
+#      loaded through pk_model_load_with (132 workers), CUDA static and dynamic vs the CPU backend:
+#      tokens and logits;
 #   5. every CUDA task kernel against its CPU kernel over a shape sweep (tests/cuda; KERNELS=0 skips);
 #   6. logits against transformers under teacher forcing, pk-tiny and the BIG shapes
 #      (scripts/gpu_teacher_forcing.py; TF=0 skips);
@@ -144,7 +146,7 @@ fi
 
 echo
 echo "== results ($(( $(date +%s) - T0 )) s)"
-[ -f "$OUT/e2e.log" ] && grep -A 20 -E '^run +compile s' "$OUT/e2e.log" | grep -v -E '^(cuda_e2e|FAIL)'
-for shape in ${BIG:-}; do grep -E '^qwen3|^(0\.6b|8b) ' "$OUT/big_$shape.log" | grep -v -E 'request|last step|weights drawn'; done
+[ -f "$OUT/e2e.log" ] && grep -A 60 -E '^row +compile s' "$OUT/e2e.log" | grep -E '^(cpu|cuda) '
+for shape in ${BIG:-}; do grep -E '^(0\.6b|1\.7b|8b) ' "$OUT/big_$shape.log"; done
 printf '%s\n' "${results[@]}"
 rm -rf "$PK_CACHE_DIR"

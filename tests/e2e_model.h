@@ -1,12 +1,16 @@
-/* e2e_model.h — the small random Qwen3-shaped model that the end-to-end tests build through pk.h:
- * tests/test_e2e_graph.c (CPU, against a reference written out in C) and tests/gpu/test_cuda_e2e.c
- * (CUDA against CPU). 2 layers, hidden 80, 4 query / 2 KV heads of 32, MLP 200, vocabulary 97;
- * weights from a fixed seed, so both tests build the same model.
+/* e2e_model.h — the small random Qwen3-shaped model of the end-to-end table (tests/e2e_table.h), built
+ * through pk.h, and its reference forward written out in C. 2 layers, hidden 80, 4 query / 2 KV heads
+ * of 32, MLP 200, vocabulary 97; weights from a fixed seed. The one builder is e2e_add_layers: the
+ * table's variants (attention split over the KV length, down_proj split over K, fused MLP, LM head
+ * with argmax) are its arguments. The reference (e2e_ref_next) recomputes the whole sequence, one
+ * position at a time, fp32 math rounded to bf16 where torch stores bf16: no cache, no tasks.
  */
 #ifndef PK_TEST_E2E_MODEL_H
 #define PK_TEST_E2E_MODEL_H
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "common/bf16.h"
@@ -89,16 +93,26 @@ static inline pk_tensor *e2e_act(pk_kernel *k, const char *name, int64_t T, int6
  * tasks, pk_rmsnorm_linear_swiglu_layer), final norm + LM head, argmax into pk_step_output. Odd grids on
  * purpose, and the linear family's uneven ones (tiles of ⌊N/grid⌋ or ⌈N/grid⌉ rows): qkv 6 (256 rows;
  * tiles cross the fused KV groups' and q / k / v's boundaries, and the attention's two events take
- * three tiles each), o_proj 6, gate|up 9, down 7 and 3, LM head 3; kv_splits: the attention's split over the KV length (0: none); mlp
- * E2E_MLP_SPLITK: layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer, the gate/up
- * layer's grid 5: each task follows one gate/up task), else by rows; E2E_MLP_FUSED: layer 0's MLP as
- * one layer of 5 tasks (pk_rmsnorm_swiglu_down_layer) whose sum stays in an accumulator: layer 1's
- * qkv reads h + acc (pk_rmsnorm_linear_acc_layer) and its o_proj clears acc. With E2E_LM_ARGMAX or'd
- * into mlp, the LM head and the argmax are one layer (pk_rmsnorm_linear_argmax_layer, grid 3).
- * Returns the logits tensor [T, V]. */
-enum { E2E_MLP_ROWS = 0, E2E_MLP_SPLITK = 1, E2E_MLP_FUSED = 2, E2E_MLP_MASK = 3, E2E_LM_ARGMAX = 4 };
-static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, int kv_splits,
-                                        int mlp) {
+ * three tiles each), o_proj 6, gate|up 9, down 7 and 3, LM head 3. The variant v: kv_splits, the
+ * attention's split over the KV length; mlp E2E_MLP_SPLITK: layer 1's down_proj split over K (the
+ * gate/up layer's grid 5: each task follows one gate/up task); E2E_MLP_FUSED: layer 0's MLP as one
+ * layer of 5 tasks whose sum stays in an accumulator: layer 1's qkv reads h + acc
+ * (pk_rmsnorm_linear_acc_layer) and its o_proj clears acc; lm_argmax: the LM head and the argmax as
+ * one layer (grid 3). Returns the logits tensor [T, V]. */
+typedef enum e2e_mlp {
+    E2E_MLP_ROWS = 0,   /* gate|up then down, each by rows */
+    E2E_MLP_SPLITK = 1, /* layer 1's down_proj split over K (pk_linear_splitk_with_residual_layer) */
+    E2E_MLP_FUSED = 2,  /* layer 0's MLP as one layer (pk_rmsnorm_swiglu_down_layer) */
+} e2e_mlp;
+
+/* The model options that change the graph: one column group of the table. */
+typedef struct e2e_variant {
+    int kv_splits; /* pk_attention_params.kv_splits: the attention's split over the KV length; 0, 1: none */
+    e2e_mlp mlp;
+    int lm_argmax; /* 1: the LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer) */
+} e2e_variant;
+
+static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk_config *c, const e2e_variant *v) {
     const int64_t T = c->max_tokens_per_step;
     char name[64];
     pk_tensor *h = e2e_act(k, "h0", T, H), *acc = NULL; /* the layer's input: h (+ acc) */
@@ -121,7 +135,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
         pk_tensor *vc = pk_new_tensor(k, NAME("v_cache%d"), PK_DTYPE_BF16, 4, cache_dims, PK_IO_LOCAL);
         pk_tensor *att = e2e_act(k, NAME("att%d"), T, HQ * D);
         pk_attention_params ap = {.num_q_heads = HQ, .num_kv_heads = HKV, .head_dim = D, .rope_theta = THETA,
-                                  .qk_norm_eps = EPS, .kv_splits = kv_splits};
+                                  .qk_norm_eps = EPS, .kv_splits = v->kv_splits};
         pk_tensor *qn = e2e_attach(k, NAME("q_norm%d"), w->q_norm[l], D, 0);
         pk_tensor *kn = e2e_attach(k, NAME("k_norm%d"), w->k_norm[l], D, 0);
         pk_attention_layer(k, qkv, kc, vc, qn, kn, att, &ap, 2);
@@ -136,7 +150,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
                                e2e_attach(k, NAME("wu%d"), w->wu[l], I, H)};
         pk_tensor *mlp_norm = e2e_attach(k, NAME("mlp_norm%d"), w->mlp_norm[l], H, 0);
         pk_tensor *wd = e2e_attach(k, NAME("wd%d"), w->wd[l], H, I);
-        if (l == 0 && (mlp & E2E_MLP_MASK) == E2E_MLP_FUSED) { /* 5 tasks of 40 features: gate, up and down rows each */
+        if (l == 0 && v->mlp == E2E_MLP_FUSED) { /* 5 tasks of 40 features: gate, up and down rows each */
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, 5);
             int64_t acc_dims[2] = {T, H};
             acc = pk_new_tensor(k, NAME("acc%d"), PK_DTYPE_INT64, 2, acc_dims, PK_IO_LOCAL);
@@ -154,7 +168,7 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
             pk_tensor *wgu = pk_fuse_tensors(k, NAME("wgu%d"), gu_in, 2, 0, I / 8);
             pk_tensor *act = e2e_act(k, NAME("act%d"), T, I);
             pk_rmsnorm_linear_swiglu_layer(k, h2, mlp_norm, wgu, 8, act, EPS, 5);
-            if ((mlp & E2E_MLP_MASK) == E2E_MLP_SPLITK)
+            if (v->mlp == E2E_MLP_SPLITK)
                 pk_linear_splitk_with_residual_layer(k, act, wd, h2, h3, 5);
             else
                 pk_linear_with_residual_layer(k, act, wd, h2, h3, 3);
@@ -165,13 +179,109 @@ static inline pk_tensor *e2e_add_layers(pk_kernel *k, const weights *w, const pk
     pk_tensor *logits = e2e_act(k, "logits", T, V);
     pk_tensor *final_norm = e2e_attach(k, "final_norm", w->final_norm, H, 0);
     pk_tensor *lm_head = e2e_attach(k, "lm_head", w->lm_head, V, H);
-    if (mlp & E2E_LM_ARGMAX) {
+    if (v->lm_argmax) {
         pk_rmsnorm_linear_argmax_layer(k, h, final_norm, lm_head, logits, pk_step_output(k), EPS, 3);
     } else {
         pk_rmsnorm_linear_layer(k, h, final_norm, lm_head, logits, EPS, 3);
         pk_argmax_layer(k, logits, pk_step_output(k), 1);
     }
     return logits;
+}
+
+/* Layers e2e_add_layers adds for v: the embedding, 5 per transformer layer (qkv, attention, o_proj,
+ * gate|up, down; the fused MLP is one), the LM head and the argmax (one layer with lm_argmax). The
+ * split attention is one layer too: its last tasks fold. */
+static inline int e2e_num_layers(const e2e_variant *v) {
+    return 1 + 5 * NL + 2 - (v->mlp == E2E_MLP_FUSED) - (v->lm_argmax != 0);
+}
+
+/* ---- the reference: one sequence at a time, fp32 math, bf16 where torch stores bf16 ---- */
+
+static inline float e2e_b(pk_bf16 x) { return pk_bf16_to_f32(x); }
+static inline float e2e_r(float x) { return pk_round_bf16(x); }
+
+static inline void e2e_ref_rmsnorm(const float *x, const pk_bf16 *w, int n, float *out) {
+    float ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + EPS);
+    for (int i = 0; i < n; i++) out[i] = e2e_r(e2e_r(x[i] * inv) * e2e_b(w[i]));
+}
+
+static inline void e2e_ref_matvec(const float *x, const pk_bf16 *w, int n, int k, float *out) {
+    for (int j = 0; j < n; j++) {
+        float acc = 0;
+        for (int i = 0; i < k; i++) acc += x[i] * e2e_b(w[(size_t)j * k + i]);
+        out[j] = e2e_r(acc);
+    }
+}
+
+static inline void e2e_ref_rope(float *x, int pos) {
+    for (int i = 0; i < D / 2; i++) {
+        float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
+        float c = e2e_r(cosf((float)pos * inv)), s = e2e_r(sinf((float)pos * inv));
+        float a = x[i], bb = x[i + D / 2];
+        x[i] = e2e_r(e2e_r(a * c) - e2e_r(bb * s));
+        x[i + D / 2] = e2e_r(e2e_r(bb * c) + e2e_r(a * s));
+    }
+}
+
+/* Greedy next token after seq[0 .. len) (len <= MAXLEN); the last position's logits [V] into logits. */
+static inline int e2e_ref_next(const weights *w, const int32_t *seq, int len, float *logits) {
+    static float h[MAXLEN][H], q[MAXLEN][HQ * D], kk[MAXLEN][HKV * D], vv[MAXLEN][HKV * D];
+    static float att[MAXLEN][HQ * D], tmp[H], xn[H], g[I], u[I], m[I];
+    for (int t = 0; t < len; t++)
+        for (int i = 0; i < H; i++) h[t][i] = e2e_b(w->embed[(size_t)seq[t] * H + i]);
+    for (int l = 0; l < NL; l++) {
+        for (int t = 0; t < len; t++) {
+            e2e_ref_rmsnorm(h[t], w->attn_norm[l], H, xn);
+            e2e_ref_matvec(xn, w->wq[l], HQ * D, H, q[t]);
+            e2e_ref_matvec(xn, w->wk[l], HKV * D, H, kk[t]);
+            e2e_ref_matvec(xn, w->wv[l], HKV * D, H, vv[t]);
+            for (int hh = 0; hh < HQ; hh++) {
+                e2e_ref_rmsnorm(&q[t][hh * D], w->q_norm[l], D, tmp);
+                memcpy(&q[t][hh * D], tmp, D * sizeof(float));
+                e2e_ref_rope(&q[t][hh * D], t);
+            }
+            for (int hh = 0; hh < HKV; hh++) {
+                e2e_ref_rmsnorm(&kk[t][hh * D], w->k_norm[l], D, tmp);
+                memcpy(&kk[t][hh * D], tmp, D * sizeof(float));
+                e2e_ref_rope(&kk[t][hh * D], t);
+            }
+        }
+        for (int t = 0; t < len; t++)
+            for (int hh = 0; hh < HQ; hh++) {
+                int kv = hh / G;
+                float sc[MAXLEN], mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    float dot = 0;
+                    for (int i = 0; i < D; i++) dot += q[t][hh * D + i] * kk[j][kv * D + i];
+                    sc[j] = dot / sqrtf((float)D);
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (int j = 0; j <= t; j++) sum += (sc[j] = expf(sc[j] - mx));
+                for (int i = 0; i < D; i++) {
+                    float acc = 0;
+                    for (int j = 0; j <= t; j++) acc += sc[j] / sum * vv[j][kv * D + i];
+                    att[t][hh * D + i] = e2e_r(acc);
+                }
+            }
+        for (int t = 0; t < len; t++) {
+            e2e_ref_matvec(att[t], w->wo[l], H, HQ * D, tmp);
+            for (int i = 0; i < H; i++) h[t][i] = e2e_r(tmp[i] + h[t][i]);
+            e2e_ref_rmsnorm(h[t], w->mlp_norm[l], H, xn);
+            e2e_ref_matvec(xn, w->wg[l], I, H, g);
+            e2e_ref_matvec(xn, w->wu[l], I, H, u);
+            for (int i = 0; i < I; i++) m[i] = e2e_r(e2e_r(g[i] / (1.0f + expf(-g[i]))) * u[i]);
+            e2e_ref_matvec(m, w->wd[l], H, I, tmp);
+            for (int i = 0; i < H; i++) h[t][i] = e2e_r(tmp[i] + h[t][i]);
+        }
+    }
+    e2e_ref_rmsnorm(h[len - 1], w->final_norm, H, xn);
+    e2e_ref_matvec(xn, w->lm_head, V, H, logits);
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    return best;
 }
 
 #endif /* PK_TEST_E2E_MODEL_H */
