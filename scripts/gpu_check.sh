@@ -53,7 +53,7 @@ else
 fi
 
 pk_private_cache
-unset PK_CUDA_ARCH PK_CUDA_DEBUG PK_CUDA_FALLBACK_KERNELS
+unset PK_CUDA_ARCH PK_CUDA_DEBUG
 
 if [ "${E2E_DEBUG:-1}" != 0 ]; then
     echo "== end-to-end, debug build first (a stuck wait reports itself instead of hanging)"
