@@ -5,6 +5,7 @@
  * absent key (transformers writes "head_dim": null, "rope_scaling": null).
  */
 #include "model/hf_config.h"
+#include "model/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -415,34 +416,10 @@ pk_status pk_hf_config_load(const char *dir, pk_hf_config *out, char *err, size_
         return PK_ERR_NO_MEMORY;
     }
     snprintf(path, plen, "%s/config.json", dir);
-    ctx c = {path, err, err_len};
-    pk_status s = PK_OK;
     char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        s = fail(&c, PK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-        goto done;
-    }
-    size_t cap = 1 << 16, n = 0;
-    buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap > MAX_CONFIG_BYTES) break; /* the parser reports the size */
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) { free(buf); buf = NULL; break; }
-        buf = bigger;
-        cap *= 2;
-    }
-    if (!buf) {
-        s = fail(&c, PK_ERR_NO_MEMORY, "out of memory reading %s", path);
-    } else if (ferror(f)) {
-        s = fail(&c, PK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    } else {
-        s = pk_hf_config_parse(buf, n, path, out, err, err_len);
-    }
-    fclose(f);
-done:
+    size_t n = 0;
+    pk_status s = pk_file_read_capped(path, MAX_CONFIG_BYTES, "a config.json", &buf, &n, err, err_len);
+    if (s == PK_OK) s = pk_hf_config_parse(buf, n, path, out, err, err_len);
     free(buf);
     free(path);
     return s;

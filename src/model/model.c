@@ -327,6 +327,11 @@ pk_model *pk_model_load_with(const char *dir, const pk_config *cfg_in, const pk_
                  opts.fused_mlp < -1 || opts.fused_mlp > 1 ? opts.fused_mlp : opts.lm_head_argmax);
         return NULL;
     }
+    if (opts.check_tensors != 0 && opts.check_tensors != 1) {
+        snprintf(err, err_len, "pk_model_load: check_tensors is %d; it must be 0 (off) or 1 (scan every weight for NaN "
+                 "and infinity)", opts.check_tensors);
+        return NULL;
+    }
     pk_hf_config c;
     if (pk_hf_config_load(dir, &c, err, err_len) != PK_OK) return NULL;
     pk_config cfg = cfg_in ? *cfg_in : pk_config_default();
@@ -351,6 +356,7 @@ pk_model *pk_model_load_with(const char *dir, const pk_config *cfg_in, const pk_
         free(m);
         return NULL;
     }
+    pk_weights_set_check_finite(m->w, opts.check_tensors);
     m->k = pk_kernel_new(&cfg);
     if (!m->k || pk_kernel_status(m->k) != PK_OK) {
         snprintf(err, err_len, "%s", m->k ? pk_kernel_error(m->k) : "out of memory");

@@ -6,6 +6,7 @@
  * every integer is checked to be integral, >= 0 and <= 2^53 before it is used.
  */
 #include "model/safetensors.h"
+#include "model/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -422,35 +423,23 @@ pk_status pk_safetensors_open(const char *path, pk_safetensors **out, char *err,
         return PK_ERR_INVALID_ARGUMENT;
     }
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        set_err(err, err_len, "cannot open %s: %s", path, strerror(errno));
-        return PK_ERR_IO;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        set_err(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+    int fd;
+    uint64_t size;
+    pk_status os = pk_file_open_regular(path, &fd, &size, err, err_len);
+    if (os != PK_OK) return os;
+    if (size < 8) {
         close(fd);
-        return PK_ERR_IO;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        set_err(err, err_len, "%s is not a regular file", path);
-        close(fd);
-        return PK_ERR_IO;
-    }
-    if (sb.st_size < 8) {
-        close(fd);
-        set_err(err, err_len, "%s: %lld bytes is too short for a safetensors file (need 8 for "
-                "the header length)", path, (long long)sb.st_size);
+        set_err(err, err_len, "%s: %llu bytes is too short for a safetensors file (need 8 for "
+                "the header length)", path, (unsigned long long)size);
         return PK_ERR_FORMAT;
     }
-    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+    if (size > (uint64_t)SIZE_MAX) {
         close(fd);
-        set_err(err, err_len, "%s: %lld bytes does not fit in memory", path,
-                (long long)sb.st_size);
+        set_err(err, err_len, "%s: %llu bytes does not fit in memory", path,
+                (unsigned long long)size);
         return PK_ERR_IO;
     }
-    size_t len = (size_t)sb.st_size;
+    size_t len = (size_t)size;
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);

@@ -2,25 +2,31 @@
  *
  * entries[] (sorted by name) is the directory's tensor list: every tensor of model.safetensors,
  * or exactly the tensors the index's weight_map lists, each pointing into its shard. A tensor
- * that needs conversion gets one malloc'd bf16 copy, made on first request and kept.
+ * that needs conversion gets one malloc'd bf16 copy, made on first request and kept. With
+ * check_finite each tensor's bf16 values are scanned once, at its first hand-out: what the
+ * kernel will read, so an F32 value beyond bf16's range (rounded to infinity) is caught too.
  */
 #include "model/weights.h"
+#include "model/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_INDEX_BYTES (64u << 20)
+/* The index of a 1T-parameter model is a few MB; refuse anything near this. */
+#define MAX_INDEX_BYTES ((size_t)64 << 20)
 
 typedef struct weight_entry {
     const char *name;        /* the shard's copy of the name */
     const pk_st_tensor *t;   /* in shards[shard] */
     int shard;
     int handed_out;          /* counted in bytes_handed_out */
+    int checked;             /* scanned for NaN / Inf (check_finite) */
     pk_bf16 *copy;           /* converted/realigned data, or NULL */
 } weight_entry;
 
@@ -31,6 +37,7 @@ struct pk_weights {
     weight_entry *entries;   /* [n], sorted by name */
     int n;
     int64_t bytes_handed_out, bytes_copied;
+    int check_finite;        /* pk_weights_set_check_finite */
 };
 
 static pk_status set_err(char *err, size_t err_len, pk_status s, const char *fmt, ...)
@@ -66,37 +73,6 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const weight_entry *)a)->name, ((const weight_entry *)b)->name);
 }
 
-/* Reads a whole (small) file into a malloc'd buffer. */
-static pk_status read_small_file(const char *path, size_t max, char **out, size_t *out_len,
-                                 char *err, size_t err_len) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return set_err(err, err_len, PK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    pk_status s = PK_OK;
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap > max) {
-            s = set_err(err, err_len, PK_ERR_FORMAT, "%s is larger than %zu bytes", path, max);
-            break;
-        }
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) { free(buf); buf = NULL; break; }
-        buf = bigger;
-        cap *= 2;
-    }
-    if (s == PK_OK && !buf) s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory reading %s", path);
-    if (s == PK_OK && ferror(f))
-        s = set_err(err, err_len, PK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    fclose(f);
-    if (s != PK_OK) { free(buf); return s; }
-    *out = buf;
-    *out_len = n;
-    return PK_OK;
-}
-
 static pk_status open_single(pk_weights *w, const char *path, char *err, size_t err_len) {
     w->shards = calloc(1, sizeof *w->shards);
     if (!w->shards) return set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
@@ -123,7 +99,8 @@ static int bad_shard_name(const char *s) {
 static pk_status open_index(pk_weights *w, const char *index_path, char *err, size_t err_len) {
     char *text = NULL;
     size_t len = 0;
-    pk_status s = read_small_file(index_path, MAX_INDEX_BYTES, &text, &len, err, err_len);
+    pk_status s = pk_file_read_capped(index_path, MAX_INDEX_BYTES, "a " PK_WEIGHTS_INDEX_FILE, &text, &len,
+                                      err, err_len);
     if (s != PK_OK) return s;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -287,6 +264,44 @@ const char *pk_weights_name(const pk_weights *w, int i) {
     return w->entries[i].name;
 }
 
+void pk_weights_set_check_finite(pk_weights *w, int on) {
+    if (w) w->check_finite = on != 0;
+}
+
+/* The first NaN or infinity of e's bf16 values p (its data as handed out), as an error naming
+ * the tensor, the file, the element (with its row and column for a matrix) and, where the file
+ * holds a finite F32 value that rounds to infinity, that value. */
+static pk_status check_finite(const weight_entry *e, const char *file, const pk_bf16 *p, char *err,
+                              size_t err_len) {
+    const pk_st_tensor *t = e->t;
+    const size_t n = (size_t)t->numel;
+    size_t i = 0;
+    while (i < n && (p[i] & 0x7f80u) != 0x7f80u) i++; /* exponent all ones: Inf or NaN */
+    if (i == n) return PK_OK;
+    char where[96] = "";
+    if (t->ndim == 2 && t->dims[1] > 0)
+        snprintf(where, sizeof where, " (row %lld, column %lld)", (long long)(i / (size_t)t->dims[1]),
+                 (long long)(i % (size_t)t->dims[1]));
+    char shape[160];
+    pk_st_format_dims(shape, sizeof shape, t->ndim, t->dims);
+    const char *what = (p[i] & 0x7fu) ? "NaN" : (p[i] & 0x8000u) ? "-inf" : "+inf";
+    if (t->dtype == PK_DTYPE_FP32) {
+        const uint8_t *b = (const uint8_t *)t->data + 4 * i;
+        uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        if (isfinite(f))
+            return set_err(err, err_len, PK_ERR_FORMAT,
+                           "tensor '%s' %s in %s: element %zu%s is %g, beyond bf16's range (it rounds to "
+                           "%s); check_tensors refuses non-finite weights",
+                           e->name, shape, file, i, where, (double)f, what);
+    }
+    return set_err(err, err_len, PK_ERR_FORMAT,
+                   "tensor '%s' %s in %s holds %s at element %zu%s (%s); check_tensors refuses non-finite "
+                   "weights",
+                   e->name, shape, file, what, i, where, pk_st_dtype_str(t->dtype));
+}
+
 pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const int64_t *dims,
                               const pk_bf16 **data, char *err, size_t err_len) {
     if (err && err_len) err[0] = '\0';
@@ -326,6 +341,11 @@ pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const i
         pk_st_tensor_to_bf16(t, e->copy); /* dtype checked above: cannot fail */
         w->bytes_copied += (int64_t)bytes;
         result = e->copy;
+    }
+    if (w->check_finite && !e->checked) {
+        pk_status cs = check_finite(e, file, result, err, err_len);
+        if (cs != PK_OK) return cs;
+        e->checked = 1;
     }
     if (!e->handed_out) {
         e->handed_out = 1;

@@ -52,6 +52,12 @@ const char *pk_weights_name(const pk_weights *w, int i);
 pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const int64_t *dims,
                               const pk_bf16 **data, char *err, size_t err_len);
 
+/* on 1: pk_weights_get_bf16 scans each tensor's bf16 values at its first hand-out (a full read
+ * of the tensor) and fails with PK_ERR_FORMAT "tensor 'X' [dims] in FILE holds NaN at element
+ * i (row r, column c) (BF16)" for the first NaN or infinity, or an F32 value that rounds to
+ * infinity. 0 (the default): nothing is scanned and BF16 tensors stay in the mapping untouched. */
+void pk_weights_set_check_finite(pk_weights *w, int on);
+
 /* Bytes of bf16 data handed out by pk_weights_get_bf16, each tensor counted once however
  * often it was asked for (tied embeddings). */
 int64_t pk_weights_bytes_handed_out(const pk_weights *w);

@@ -19,6 +19,9 @@
 
 #define PK_TOK_MAX_ID (1 << 24) /* ids (and so table sizes) are bounded: 16M tokens */
 #define PK_TOK_ERR_LEN 320
+/* tokenizer.json files above this are refused: real ones are 2-35 MB (Qwen3 11 MB, Llama 3 9 MB,
+ * Gemma 3 33 MB), and the parse holds the text, the JSON tree and the tables at once. */
+#define PK_TOK_MAX_FILE_BYTES ((uint64_t)256 << 20)
 
 /* ---- growable byte buffer and small vectors (map.c) ---------------------------------------- */
 
