@@ -434,9 +434,11 @@ typedef struct pk_model_options {
     int lm_head_argmax; /* the LM head and the argmax as one layer (pk_rmsnorm_linear_argmax_layer)
                          * instead of pk_rmsnorm_linear_layer + pk_argmax_layer. Rule: always on the
                          * CPU; on CUDA where the fused MLP's rule holds and the attention is unsplit */
-    int check_tensors;  /* 1: pk_model_load_with reads every weight once and fails naming the first
-                         * tensor that holds a NaN or an infinity (a full read of the weights: off by
-                         * default, which keeps loading lazy); 0: not checked */
+    int check_tensors;  /* 1: pk_model_load_with reads every weight it attaches once, as the bf16 the
+                         * kernel gets, and fails naming the first tensor that holds a NaN or an
+                         * infinity (or an F32 value that rounds to one), its file and the element
+                         * (a full read of the weights: off by default, which keeps loading lazy and
+                         * memory-mapped); 0: nothing is read. Only 0 or 1: -1 is an error here */
 } pk_model_options;
 
 /* fused_mlp and lm_head_argmax -1 (auto), check_tensors 0. */

@@ -2,13 +2,17 @@
  * Writes small safetensors files (bytes assembled here), config.json files and sharded model
  * directories under a mkdtemp dir; checks the good parses (bf16/f16/f32 → bf16 bit-exact
  * against pk_f32_to_bf16, zero copy from the mapping, sharded index) and every error path:
- * its status and that the message names the file, tensor, key or number. */
+ * its status and that the message names the file, tensor, key or number. Special files (a FIFO,
+ * a directory, a device) in place of each file must fail at once, not block: alarm() ends the
+ * program if one hangs. pk_model_options.check_tensors on tiny models with a NaN or an Inf in
+ * BF16, F16 and F32 files. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -866,6 +870,217 @@ static void test_weights_sharded(void) {
     W_ERR(NULL, PK_ERR_INVALID_ARGUMENT, NULL, NULL);
 }
 
+/* ---- special and oversize files ----------------------------------------------------------- */
+
+/* A sparse file of `size` bytes (no disk blocks). */
+static void write_sparse(const char *path, off_t size) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0, "create %s", path);
+    if (fd < 0) return;
+    CHECK(ftruncate(fd, size) == 0, "ftruncate %s", path);
+    close(fd);
+}
+
+static void expect_cfg_load_error(int line, const char *dir, pk_status want, const char *n1, const char *n2) {
+    pk_hf_config c;
+    char err[1024] = "";
+    pk_status s = pk_hf_config_load(dir, &c, err, sizeof err);
+    CHECK(s == want, "line %d: status %d, want %d (%s)", line, (int)s, (int)want, err);
+    CHECK(!n1 || strstr(err, n1), "line %d: message '%s' lacks '%s'", line, err, n1);
+    CHECK(!n2 || strstr(err, n2), "line %d: message '%s' lacks '%s'", line, err, n2);
+}
+#define CFG_LOAD_ERR(dir, want, n1, n2) expect_cfg_load_error(__LINE__, dir, want, n1, n2)
+
+static void test_special_files(void) {
+    char want[1024];
+    /* config.json */
+    char *d = make_dir("fifo_config");
+    CHECK(mkfifo(path_in(d, "config.json"), 0644) == 0, "mkfifo");
+    snprintf(want, sizeof want, "%s/config.json is a FIFO, not a regular file", d);
+    CFG_LOAD_ERR(d, PK_ERR_IO, want, NULL);
+    char err[1024] = "";
+    CHECK(pk_model_load(d, NULL, err, sizeof err) == NULL && strstr(err, want), "pk_model_load: %s", err);
+    d = make_dir("dir_config");
+    make_dir("dir_config/config.json");
+    CFG_LOAD_ERR(d, PK_ERR_IO, "config.json is a directory, not a regular file", NULL);
+    d = make_dir("dev_config");
+    CHECK(symlink("/dev/zero", path_in(d, "config.json")) == 0, "symlink");
+    CFG_LOAD_ERR(d, PK_ERR_IO, "config.json is a character device, not a regular file", NULL);
+    d = make_dir("big_config");
+    write_sparse(path_in(d, "config.json"), (16 << 20) + 1);
+    CFG_LOAD_ERR(d, PK_ERR_FORMAT, "config.json is 16777217 bytes, more than a config.json can be", NULL);
+    d = make_dir("link_config"); /* a symlink to a regular file is fine */
+    write_text(path_in(d, "real.json"), LLAMA_MIN);
+    CHECK(symlink("real.json", path_in(d, "config.json")) == 0, "symlink");
+    pk_hf_config c;
+    CHECK(pk_hf_config_load(d, &c, err, sizeof err) == PK_OK, "symlinked config.json: %s", err);
+
+    /* model.safetensors, the index, a shard */
+    d = make_dir("fifo_single");
+    CHECK(mkfifo(path_in(d, "model.safetensors"), 0644) == 0, "mkfifo");
+    W_ERR(d, PK_ERR_IO, "fifo_single/model.safetensors is a FIFO, not a regular file", NULL);
+    d = make_dir("dir_single");
+    make_dir("dir_single/model.safetensors");
+    W_ERR(d, PK_ERR_IO, "dir_single/model.safetensors is a directory, not a regular file", NULL);
+    d = make_dir("dev_single");
+    CHECK(symlink("/dev/zero", path_in(d, "model.safetensors")) == 0, "symlink");
+    W_ERR(d, PK_ERR_IO, "model.safetensors is a character device", NULL);
+    d = make_dir("fifo_index");
+    CHECK(mkfifo(path_in(d, "model.safetensors.index.json"), 0644) == 0, "mkfifo");
+    W_ERR(d, PK_ERR_IO, "fifo_index/model.safetensors.index.json is a FIFO, not a regular file", NULL);
+    d = make_dir("dir_index");
+    make_dir("dir_index/model.safetensors.index.json");
+    W_ERR(d, PK_ERR_IO, "model.safetensors.index.json is a directory", NULL);
+    d = make_dir("big_index");
+    write_sparse(path_in(d, "model.safetensors.index.json"), (64 << 20) + 1);
+    W_ERR(d, PK_ERR_FORMAT, "model.safetensors.index.json is 67108865 bytes",
+          "more than a model.safetensors.index.json can be");
+    d = make_dir("fifo_shard");
+    CHECK(mkfifo(path_in(d, "s2.safetensors"), 0644) == 0, "mkfifo");
+    uint16_t a[2] = {1, 2};
+    spec s1[] = {{"a", "BF16", 1, {2}, a, sizeof a}};
+    write_shard(d, "s1.safetensors", s1, 1);
+    write_text(path_in(d, "model.safetensors.index.json"),
+               "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s2.safetensors\"}}");
+    W_ERR(d, PK_ERR_IO, "fifo_shard/s2.safetensors is a FIFO, not a regular file", NULL);
+    d = make_dir("dir_shard");
+    make_dir("dir_shard/s1.safetensors");
+    write_text(path_in(d, "model.safetensors.index.json"), "{\"weight_map\": {\"a\": \"s1.safetensors\"}}");
+    W_ERR(d, PK_ERR_IO, "dir_shard/s1.safetensors is a directory, not a regular file", NULL);
+    pk_safetensors *st = (pk_safetensors *)1;
+    CHECK(pk_safetensors_open(path_in(g_tmp, "fifo_shard/s2.safetensors"), &st, err, sizeof err) == PK_ERR_IO &&
+              st == NULL && strstr(err, "is a FIFO"), "pk_safetensors_open on a FIFO: %s", err);
+}
+
+/* ---- check_tensors ------------------------------------------------------------------------ */
+
+/* A one-layer Qwen3 of hidden size 8 whose tensors are all of dtype ("BF16", "F16", "F32"),
+ * small random values; element bad_index of tensor bad_name (NULL: none) gets the value whose
+ * bits are bad_bits (in that dtype). Tied embeddings: the embedding is also the LM head. */
+enum { TM_V = 16, TM_H = 8, TM_I = 16, TM_HQ = 2, TM_HKV = 1, TM_D = 8 };
+static const char *TINY_NAMES[] = {
+    "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
+    "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+    "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+    "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
+    "model.layers.0.post_attention_layernorm.weight", "model.layers.0.mlp.gate_proj.weight",
+    "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight", "model.norm.weight",
+};
+static const int64_t TINY_DIMS[][2] = {
+    {TM_V, TM_H}, {TM_H, 0}, {TM_HQ * TM_D, TM_H}, {TM_HKV * TM_D, TM_H}, {TM_HKV * TM_D, TM_H},
+    {TM_H, TM_HQ * TM_D}, {TM_D, 0}, {TM_D, 0}, {TM_H, 0}, {TM_I, TM_H}, {TM_I, TM_H}, {TM_H, TM_I}, {TM_H, 0},
+};
+enum { TINY_N = (int)(sizeof TINY_NAMES / sizeof TINY_NAMES[0]) };
+
+static char *write_tiny_model(const char *name, const char *dtype, const char *bad_name, int64_t bad_index,
+                              uint32_t bad_bits) {
+    char *dir = make_dir(name);
+    const size_t esize = strcmp(dtype, "F32") == 0 ? 4 : 2;
+    spec s[TINY_N];
+    unsigned char *bufs[TINY_N];
+    uint64_t seed = 7;
+    for (int i = 0; i < TINY_N; i++) {
+        const int nd = TINY_DIMS[i][1] ? 2 : 1;
+        const int64_t numel = TINY_DIMS[i][0] * (nd == 2 ? TINY_DIMS[i][1] : 1);
+        bufs[i] = malloc((size_t)numel * esize);
+        for (int64_t j = 0; j < numel; j++) {
+            float v = check_rand_f32(&seed) * 0.1f;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            if (esize == 2) u = strcmp(dtype, "BF16") == 0 ? pk_f32_to_bf16(v) : 0x2000u | (u >> 16 & 0x83ffu);
+            if (bad_name && strcmp(bad_name, TINY_NAMES[i]) == 0 && j == bad_index) u = bad_bits;
+            memcpy(bufs[i] + (size_t)j * esize, &u, esize); /* little-endian host */
+        }
+        s[i] = (spec){TINY_NAMES[i], dtype, nd, {TINY_DIMS[i][0], TINY_DIMS[i][1]}, bufs[i], (size_t)numel * esize};
+    }
+    blob b = build_st(s, TINY_N, 0);
+    write_file(path_in(dir, "model.safetensors"), b.bytes, b.len);
+    free(b.bytes);
+    for (int i = 0; i < TINY_N; i++) free(bufs[i]);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": %d, \"hidden_size\": %d, "
+             "\"intermediate_size\": %d, \"num_hidden_layers\": 1, \"num_attention_heads\": %d, "
+             "\"num_key_value_heads\": %d, \"head_dim\": %d, \"max_position_embeddings\": 64, "
+             "\"tie_word_embeddings\": true}",
+             TM_V, TM_H, TM_I, TM_HQ, TM_HKV, TM_D);
+    write_text(path_in(dir, "config.json"), cfg);
+    return dir;
+}
+
+/* Loads dir on the CPU with check_tensors; returns whether it loaded, err the reason. */
+static int load_checked(const char *dir, int check, char *err, size_t err_len) {
+    pk_config cfg = pk_config_default();
+    cfg.backend = PK_BACKEND_CPU;
+    cfg.num_workers = 1;
+    cfg.max_seq_length = 64;
+    pk_model_options o = pk_model_options_default();
+    o.check_tensors = check;
+    pk_model *m = pk_model_load_with(dir, &cfg, &o, err, err_len);
+    pk_model_free(m);
+    return m != NULL;
+}
+
+static void expect_bad_weight(int line, const char *dir, const char *n1, const char *n2) {
+    char err[1024] = "";
+    CHECK(load_checked(dir, 0, err, sizeof err), "line %d: %s must load unchecked: %s", line, dir, err);
+    CHECK(!load_checked(dir, 1, err, sizeof err), "line %d: %s must fail with check_tensors", line, dir);
+    CHECK(strstr(err, n1) && strstr(err, n2) && strstr(err, "model.safetensors"),
+          "line %d: message '%s' lacks '%s' / '%s' / the file", line, err, n1, n2);
+}
+#define BAD_WEIGHT(dir, n1, n2) expect_bad_weight(__LINE__, dir, n1, n2)
+
+static void test_check_tensors(void) {
+    char err[1024] = "";
+    const char *dtypes[] = {"BF16", "F16", "F32"};
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tiny_clean_%s", dtypes[i]);
+        char *d = write_tiny_model(name, dtypes[i], NULL, 0, 0);
+        CHECK(load_checked(d, 1, err, sizeof err), "clean %s model with check_tensors: %s", dtypes[i], err);
+        CHECK(load_checked(d, 0, err, sizeof err), "clean %s model: %s", dtypes[i], err);
+    }
+    BAD_WEIGHT(write_tiny_model("tiny_nan_bf16", "BF16", "model.layers.0.mlp.up_proj.weight", 21, 0x7fc0u),
+               "tensor 'model.layers.0.mlp.up_proj.weight' [16, 8]",
+               "holds NaN at element 21 (row 2, column 5) (BF16)");
+    BAD_WEIGHT(write_tiny_model("tiny_inf_bf16", "BF16", "model.norm.weight", 3, 0xff80u), "'model.norm.weight'",
+               "holds -inf at element 3 (BF16)");
+    BAD_WEIGHT(write_tiny_model("tiny_nan_f32", "F32", "model.layers.0.self_attn.k_proj.weight", 0, 0x7fc00001u),
+               "'model.layers.0.self_attn.k_proj.weight'", "holds NaN at element 0 (row 0, column 0) (F32)");
+    BAD_WEIGHT(write_tiny_model("tiny_inf_f32", "F32", "model.embed_tokens.weight", 127, 0x7f800000u),
+               "'model.embed_tokens.weight' [16, 8]", "holds +inf at element 127 (row 15, column 7) (F32)");
+    BAD_WEIGHT(write_tiny_model("tiny_big_f32", "F32", "model.layers.0.mlp.down_proj.weight", 9, 0x7f7fffffu),
+               "'model.layers.0.mlp.down_proj.weight'", "element 9 (row 0, column 9) is 3.40282e+38, beyond bf16");
+    BAD_WEIGHT(write_tiny_model("tiny_inf_f16", "F16", "model.layers.0.self_attn.o_proj.weight", 17, 0x7c00u),
+               "'model.layers.0.self_attn.o_proj.weight'", "holds +inf at element 17 (row 1, column 1) (F16)");
+    BAD_WEIGHT(write_tiny_model("tiny_nan_f16", "F16", "model.layers.0.input_layernorm.weight", 7, 0xfe00u),
+               "'model.layers.0.input_layernorm.weight'", "holds NaN at element 7 (F16)");
+    /* the option itself: only 0 or 1 */
+    char *d = path_in(g_tmp, "tiny_clean_BF16");
+    const int bad[] = {-1, 2, 1000};
+    for (int i = 0; i < 3; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "check_tensors is %d", bad[i]);
+        CHECK(!load_checked(d, bad[i], err, sizeof err) && strstr(err, want), "check_tensors %d: %s", bad[i], err);
+    }
+    CHECK(pk_model_options_default().check_tensors == 0, "check_tensors is off by default");
+
+    /* pk_weights: with the check off a BF16 tensor is served from the mapping untouched */
+    pk_weights *w = NULL;
+    d = path_in(g_tmp, "tiny_nan_bf16");
+    CHECK(pk_weights_open(d, &w, err, sizeof err) == PK_OK, "open: %s", err);
+    if (w) {
+        int64_t dims[2] = {TM_I, TM_H};
+        const pk_bf16 *p = NULL;
+        CHECK(pk_weights_get_bf16(w, "model.layers.0.mlp.up_proj.weight", 2, dims, &p, err, sizeof err) == PK_OK &&
+                  p == pk_weights_find(w, "model.layers.0.mlp.up_proj.weight")->data, "unchecked: zero copy");
+        pk_weights_set_check_finite(w, 1); /* the check applies to tensors not yet checked */
+        CHECK(pk_weights_get_bf16(w, "model.layers.0.mlp.up_proj.weight", 2, dims, &p, err, sizeof err) ==
+                  PK_ERR_FORMAT && p == NULL && strstr(err, "NaN at element 21"), "checked: %s", err);
+        pk_weights_close(w);
+    }
+}
+
 /* Removes a directory tree written by this test (lstat: a symlink is removed, not followed). */
 static void remove_tree(const char *path) {
     struct stat sb;
@@ -957,6 +1172,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
+    alarm(120); /* a special file that blocks open() or read() ends the test instead of hanging it */
     test_safetensors_good();
     test_safetensors_errors();
     test_config_good();
@@ -966,6 +1182,8 @@ int main(void) {
     test_weights_sharded();
     test_model_load_first_error();
     test_model_load_kv_cache_error();
+    test_special_files();
+    test_check_tensors();
     remove_tree(g_tmp);
     return check_report("model_files");
 }

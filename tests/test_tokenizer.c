@@ -8,10 +8,14 @@
  * 2. Tiny hand-written tokenizer.json files with ids HF gave for them (added-token rules, the
  *    five Split behaviors), the lossy UTF-8 rules of the stream decoder, malformed files that
  *    must fail with a message naming the key, API misuse, and 1 MB of text for speed.
+ * 3. tokenizer.json as a FIFO, a directory or a device fails at once naming the file (alarm()
+ *    ends the program if one blocks); a file over PK_TOK_MAX_FILE_BYTES (sparse) is refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -612,16 +616,53 @@ static void test_errors(void) {
     pk_decoder_free(NULL);
 }
 
+/* Special and oversize files in place of tokenizer.json. */
+static void expect_file_error(const char *path, const char *needle) {
+    char err[512] = "";
+    pk_tokenizer *t = pk_tokenizer_load(path, err, sizeof err);
+    CHECK(t == NULL && strstr(err, path) && strstr(err, needle), "%s: message \"%s\" should name the file and \"%s\"",
+          path, err, needle);
+    pk_tokenizer_free(t);
+}
+
+static void test_special_files(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/fifo.json", tmp_dir);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo %s", path);
+    expect_file_error(path, "is a FIFO, not a regular file");
+    snprintf(path, sizeof path, "%s/dir.json", tmp_dir);
+    CHECK(mkdir(path, 0755) == 0, "mkdir %s", path);
+    expect_file_error(path, "is a directory, not a regular file");
+    snprintf(path, sizeof path, "%s/dev.json", tmp_dir);
+    CHECK(symlink("/dev/zero", path) == 0, "symlink %s", path);
+    expect_file_error(path, "is a character device, not a regular file");
+    snprintf(path, sizeof path, "%s/big.json", tmp_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, (off_t)PK_TOK_MAX_FILE_BYTES + 1) == 0, "sparse %s", path);
+    if (fd >= 0) close(fd);
+    expect_file_error(path, "is 268435457 bytes, more than a tokenizer.json can be (268435456)");
+    /* a symlink to a regular file loads */
+    snprintf(path, sizeof path, "%s/link.json", tmp_dir);
+    write_tmp("target.json", "{" MODEL_OK "}");
+    CHECK(symlink("target.json", path) == 0, "symlink %s", path);
+    char err[512] = "";
+    pk_tokenizer *t = pk_tokenizer_load(path, err, sizeof err);
+    CHECK(t != NULL, "symlinked tokenizer.json: %s", err);
+    pk_tokenizer_free(t);
+}
+
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/pk_test_tokenizer_XXXXXX");
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;
     }
+    alarm(300); /* a tokenizer.json that blocks open() or read() ends the test instead of hanging it */
     test_goldens();
     test_tiny();
     test_decoder_utf8();
     test_errors();
+    test_special_files();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
