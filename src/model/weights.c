@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The index of a 1T-parameter model is a few MB; refuse anything near this. */
+/* The largest models' indexes (about 100 bytes per tensor) are near 10 MB. */
 #define MAX_INDEX_BYTES ((size_t)64 << 20)
 
 typedef struct weight_entry {
