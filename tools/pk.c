@@ -188,7 +188,7 @@ static void print_command_help(const command *c) {
         snprintf(left, sizeof left, "%s%s%s", OPTS[i].name, OPTS[i].arg ? " " : "", OPTS[i].arg ? OPTS[i].arg : "");
         printf("  %-26s %s\n", left, OPTS[i].help);
     }
-    printf("  %-26s %s\n", "-h, --help", "this text");
+    printf("  %-26s %s\n", "-h, --help", "print this help and exit");
 }
 
 /* auto|on|off → -1 / 1 / 0 (pk_model_options). */
