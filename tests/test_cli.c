@@ -1,7 +1,10 @@
 /* test_cli.c — the pk command end to end, as a user runs it: `pk generate --prompt-ids ...
  * --print-ids` reproduces transformers' greedy tokens on the golden model directories, text
  * generation and tokenize/detokenize work on the shipped model, and every bad input ends with a
- * non-zero exit and one line on stderr naming the problem. Runs $BUILD/pk (default build/pk).
+ * non-zero exit and one line on stderr naming the problem. Also the surface a user meets: help and
+ * --version on stdout, options per command, --opt=value, output paths checked before the run, a
+ * full stdout, --prompt-file, --system, the stats line and `pk chat` on piped input (SIGINT
+ * included). Runs $BUILD/pk (default build/pk).
  */
 #include <cjson/cJSON.h>
 #include <limits.h>
