@@ -1,9 +1,15 @@
 /* test_cli.c — the pk command end to end, as a user runs it: `pk generate --prompt-ids ...
  * --print-ids` reproduces transformers' greedy tokens on the golden model directories, text
  * generation and tokenize/detokenize work on the shipped model, and every bad input ends with a
- * non-zero exit and one line on stderr naming the problem. Runs $BUILD/pk (default build/pk).
+ * non-zero exit and one line on stderr naming the problem. Also the surface a user meets: help and
+ * --version on stdout, options per command, --opt=value, output paths checked before the run, a
+ * full stdout, --prompt-file, --system, the stats line and `pk chat` on piped input (SIGINT
+ * included). Runs $BUILD/pk (default build/pk).
  */
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,11 +34,10 @@ static size_t slurp(const char *path, char *buf, size_t cap) {
     return n;
 }
 
-/* Runs `pk <args>` through the shell (arguments are the test's own, quoted by the caller). */
-static void run(result *r, const char *args) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s >/tmp/pk_cli_out.%d 2>/tmp/pk_cli_err.%d", pk_bin, args, (int)getpid(),
-             (int)getpid());
+/* Runs a shell command line, its stdout and stderr captured into r. */
+static void run_sh(result *r, const char *cmdline) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "{ %s ; } >/tmp/pk_cli_out.%d 2>/tmp/pk_cli_err.%d", cmdline, (int)getpid(), (int)getpid());
     int st = system(cmd);
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     char p[64];
@@ -42,6 +47,13 @@ static void run(result *r, const char *args) {
     snprintf(p, sizeof p, "/tmp/pk_cli_err.%d", (int)getpid());
     slurp(p, r->err, sizeof r->err);
     unlink(p);
+}
+
+/* Runs `pk <args>` through the shell (arguments are the test's own, quoted by the caller). */
+static void run(result *r, const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s", pk_bin, args);
+    run_sh(r, cmd);
 }
 
 static int count_lines(const char *s) {
@@ -119,6 +131,247 @@ static void check_logits_dump(void) {
     unlink(a);
 }
 
+/* A successful command whose output goes to stdout, nothing on stderr. */
+static void expect_help(const char *args, const char *needle) {
+    static result r;
+    run(&r, args);
+    CHECK(r.status == 0 && r.err[0] == '\0' && strstr(r.out, needle), "pk %s: exit %d, stdout lacks '%s' (%s), stderr %s",
+          args, r.status, needle, r.out, r.err);
+}
+
+/* pk --version, pk help, pk help CMD, pk CMD --help / -h: stdout, exit 0; every option line has
+ * words after its name; each command lists only its own options. */
+static void check_help(void) {
+    static const char *cmds[] = {"generate", "chat", "bench", "tokenize", "detokenize", "inspect", "compile"};
+    static result r;
+    run(&r, "--version");
+    CHECK(r.status == 0 && !strncmp(r.out, "pk ", 3) && r.out[3] >= '0' && r.out[3] <= '9', "--version: %d '%s'", r.status,
+          r.out);
+    run(&r, "help");
+    CHECK(r.status == 0 && r.err[0] == '\0', "pk help: exit %d, stderr %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char line[64], args[64];
+        snprintf(line, sizeof line, "\n  %s ", cmds[i]);
+        CHECK(strstr(r.out, line) != NULL, "pk help does not list %s: %s", cmds[i], r.out);
+        snprintf(args, sizeof args, "help %s", cmds[i]);
+        expect_help(args, "--model DIR");
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        expect_help(args, "options");
+        snprintf(args, sizeof args, "%s -h", cmds[i]);
+        expect_help(args, "usage: pk");
+        run(&r, args);
+        for (const char *p = strstr(r.out, "\n  -"); p; p = strstr(p + 1, "\n  -")) {
+            const char *end = strchr(p + 1, '\n');
+            int len = end ? (int)(end - p - 1) : (int)strlen(p + 1);
+            CHECK(len > 28 + 10, "pk %s: the option line '%.*s' says nothing", args, len, p + 1);
+        }
+        run(&r, "help");
+    }
+    expect_help("--help", "commands:");
+    expect_help("help generate", "--prompt-file FILE");
+    expect_help("help generate", "--system TEXT");
+    expect_help("help chat", "--max-seq N");
+    expect_help("help bench", "--gen N");
+    run(&r, "help tokenize");
+    CHECK(r.status == 0 && !strstr(r.out, "--backend") && !strstr(r.out, "--max-tokens"), "pk help tokenize: %s", r.out);
+    expect_error("help frobnicate", 1, "frobnicate");
+}
+
+/* Options a command does not take, stray arguments, --opt=value, missing values. */
+static void check_arguments(void) {
+    expect_error("tokenize --backend cuda hi", 1, "does not take --backend");
+    expect_error("generate --prompt In the beginning", 1, "'the'");
+    expect_error("generate --prompt In the beginning", 1, "quote");
+    expect_error("tokenize In the beginning", 1, "'the'");
+    expect_error("inspect extra", 1, "'extra'");
+    expect_error("generate --prompt", 1, "--prompt needs a value");
+    expect_error("generate --prompt --max-tokens 4", 1, "--prompt needs a value");
+    expect_error("generate --prompt-ids=1 --chat=yes", 1, "--chat takes no value");
+    expect_error("generate --prompt-ids=1 --max-tokens=0", 1, "--max-tokens");
+    expect_error("generate --prompt-ids 1 --frob=2", 1, "'--frob'");
+    expect_error("generate --prompt-ids 1 -x", 1, "'-x'");
+    expect_error("tokenize --check-tensors hi", 1, "does not take --check-tensors");
+    static result a, b;
+    run(&a, "generate --model=tests/data/golden/qwen3_untied --prompt-ids=5,17,3 --max-tokens=4 --print-ids --threads=2");
+    run(&b, "generate --model tests/data/golden/qwen3_untied --prompt-ids 5,17,3 --max-tokens 4 --print-ids --threads 2");
+    CHECK(a.status == 0 && b.status == 0 && !strcmp(a.out, b.out) && a.out[0] >= '0' && a.out[0] <= '9',
+          "--opt=value: '%s' (%s) against '%s'", a.out, a.err, b.out);
+    /* --check-tensors sets pk_model_options.check_tensors; finite weights load */
+    run(&a, "generate --prompt-ids 5,17,3 --max-tokens 2 --print-ids --check-tensors");
+    CHECK(a.status == 0, "--check-tensors on the shipped model: exit %d: %s", a.status, a.err);
+    run(&a, "inspect --check-tensors");
+    CHECK(a.status == 0, "inspect --check-tensors: exit %d: %s", a.status, a.err);
+    /* A text that starts with '-' after --. */
+    run(&a, "tokenize -- '-x'");
+    CHECK(a.status == 0 && a.out[0] >= '0' && a.out[0] <= '9', "tokenize -- -x: exit %d '%s' %s", a.status, a.out, a.err);
+}
+
+/* Errors that named the wrong problem. */
+static void check_messages(void) {
+    expect_error("generate --model /nonexistent --prompt hi", 1, "does not exist");
+    expect_error("tokenize --model /nonexistent hi", 1, "does not exist");
+    expect_error("chat --model /nonexistent", 1, "does not exist");
+    expect_error("generate --model tests/data/golden/qwen3_tied --prompt hi", 1, "--prompt-ids");
+    expect_error("generate --model tests/data/golden/qwen3_tied/config.json --prompt-ids 1", 1, "not a directory");
+    /* compile without a GPU names --arch; it writes nothing into the current directory */
+    char out[96], cmd[3 * PATH_MAX + 64];
+    snprintf(out, sizeof out, "/tmp/pk_cli_compile.%d", (int)getpid());
+    static result r;
+    snprintf(cmd, sizeof cmd, "compile --out %s", out);
+    run(&r, cmd);
+    CHECK(r.status == 0 || !strstr(r.err, "libcuda.so.1 cannot be loaded") || strstr(r.err, "pk compile --arch"),
+          "compile without a GPU: %s", r.err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", out);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    /* inspect writes task_graph.json only where --task-graph says */
+    char dir[] = "/tmp/pk_cli_cwd_XXXXXX", bin[PATH_MAX], model[PATH_MAX], tg[PATH_MAX + 32];
+    CHECK(mkdtemp(dir) && realpath(pk_bin, bin) && realpath("models/pk-tiny", model), "temp dir, paths");
+    snprintf(cmd, sizeof cmd, "cd %s && %s inspect --model %s", dir, bin, model);
+    run_sh(&r, cmd);
+    snprintf(tg, sizeof tg, "%s/task_graph.json", dir);
+    CHECK(r.status == 0 && access(tg, F_OK) != 0, "inspect: exit %d, task_graph.json in the cwd: %s", r.status,
+          access(tg, F_OK) == 0 ? "written" : "not written");
+    unlink(tg);
+    rmdir(dir);
+}
+
+/* Output paths fail before the run, in one line; a write error on stdout exits non-zero. */
+static void check_output_paths(void) {
+    expect_error("generate --prompt-ids 1 --trace /nonexistent/dir/trace.json", 1, "--trace");
+    expect_error("generate --prompt-ids 1 --logits /nonexistent/dir/l.bin", 1, "--logits");
+    expect_error("generate --prompt-ids 1 --logits /tmp", 1, "is a directory");
+    expect_error("bench --gen 2 --trace /nonexistent/t.json", 1, "--trace");
+    expect_error("inspect --task-graph /nonexistent/dir/tg.json", 1, "--task-graph");
+    expect_error("compile --out /dev/null/kernel", 1, "--out");
+    static result r;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s generate --prompt-ids 1 --max-tokens 400 --trace /nonexistent/t.json", pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 1 && !strstr(r.err, "ms/token"), "--trace checked after the run: %s", r.err);
+    snprintf(cmd, sizeof cmd, "%s generate --prompt hi --max-tokens 4 >/dev/full", pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 1 && strstr(r.err, "standard output"), ">/dev/full: exit %d, %s", r.status, r.err);
+    snprintf(cmd, sizeof cmd, "%s tokenize hi >/dev/full", pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 1 && strstr(r.err, "standard output"), "tokenize >/dev/full: exit %d, %s", r.status, r.err);
+    snprintf(cmd, sizeof cmd, "%s help >/dev/full", pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 1 && strstr(r.err, "standard output"), "help >/dev/full: exit %d, %s", r.status, r.err);
+}
+
+/* detokenize takes 1,2,3 as --prompt-ids does, and '1 2 3', and 1 2 3. */
+static void check_detokenize_forms(void) {
+    static result a, b, c;
+    run(&a, "detokenize 400,401,402");
+    run(&b, "detokenize 400 401 402");
+    run(&c, "detokenize '400 401 402'");
+    CHECK(a.status == 0 && a.out[0] && !strcmp(a.out, b.out) && !strcmp(a.out, c.out),
+          "detokenize 1,2,3: '%s' '%s' '%s' (%s)", a.out, b.out, c.out, a.err);
+    expect_error("detokenize 1,x", 1, "bad token id");
+}
+
+/* --prompt-file FILE and -, --system, the stats line. */
+static void check_prompts(void) {
+    char path[96], cmd[1024];
+    snprintf(path, sizeof path, "/tmp/pk_cli_prompt.%d.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs("In the beginning\n", f);
+    fclose(f);
+    static result a, b, c;
+    run(&a, "generate --prompt 'In the beginning' --max-tokens 12 --threads 2");
+    snprintf(cmd, sizeof cmd, "generate --prompt-file %s --max-tokens 12 --threads 2", path);
+    run(&b, cmd);
+    snprintf(cmd, sizeof cmd, "printf 'In the beginning' | %s generate --prompt-file - --max-tokens 12 --threads 2", pk_bin);
+    run_sh(&c, cmd);
+    CHECK(a.status == 0 && b.status == 0 && c.status == 0 && !strcmp(a.out, b.out) && !strcmp(a.out, c.out),
+          "--prompt-file: '%s' / '%s' / '%s' (%s %s)", a.out, b.out, c.out, b.err, c.err);
+    /* the stats line */
+    CHECK(strstr(a.err, "prompt 3 tokens") && strstr(a.err, "prefill") && strstr(a.err, "first token") &&
+              strstr(a.err, "generated 12 tokens") && strstr(a.err, "ms/token") && strstr(a.err, "tokens/s") &&
+              strstr(a.err, "load") && count_lines(a.err) == 1,
+          "stats line: %s", a.err);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "generate --prompt-file %s", path);
+    expect_error(cmd, 1, path);
+    expect_error("generate --prompt hi --prompt-file -", 1, "exactly one");
+    expect_error("generate --prompt-ids 1 --system hi", 1, "--system");
+    /* --system goes first in the chat template: more prompt tokens, and --chat's answer changes */
+    run(&a, "generate --chat --prompt hello --max-tokens 8 --threads 2");
+    run(&b, "generate --system 'You answer in verse.' --prompt hello --max-tokens 8 --threads 2");
+    CHECK(a.status == 0 && b.status == 0, "--system: %s %s", a.err, b.err);
+    int na = 0, nb = 0;
+    const char *pa = strstr(a.err, "prompt "), *pb = strstr(b.err, "prompt ");
+    CHECK(pa && pb && sscanf(pa, "prompt %d", &na) == 1 && sscanf(pb, "prompt %d", &nb) == 1 && nb > na + 4,
+          "--system: prompt %d tokens, without %d", nb, na);
+}
+
+/* pk chat with piped stdin: answers stream, the template is generate --chat's, /exit and the end
+ * of input leave, the oldest turns go when the context is full, SIGINT stops an answer only. */
+static void check_chat(void) {
+    static result r, g;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "printf 'hello\\n' | %s chat --max-tokens 12 --threads 2", pk_bin);
+    run_sh(&r, cmd);
+    run(&g, "generate --chat --prompt hello --max-tokens 12 --threads 2");
+    size_t n = strlen(r.out);
+    CHECK(r.status == 0 && n > 1 && r.out[n - 1] == '\n' && !strncmp(g.out, r.out, n - 1) && !strstr(r.out, "> "),
+          "chat's answer '%s' (exit %d, %s) is not generate --chat's '%s'", r.out, r.status, r.err, g.out);
+    snprintf(cmd, sizeof cmd, "printf 'hello\\nwho are you\\n/exit\\nnot read\\n' | %s chat --max-tokens 16 --threads 2",
+             pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 0 && count_lines(r.out) >= 2 && r.err[0] == '\0', "chat, two turns: exit %d '%s' %s", r.status,
+          r.out, r.err);
+    snprintf(cmd, sizeof cmd,
+             "printf 'In the beginning\\nAnd God said\\nLet there be light\\nhello\\n' | %s chat --max-seq 96 "
+             "--max-tokens 30 --system 'Be brief.' --threads 2",
+             pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 0 && strstr(r.err, "dropped the") && strstr(r.err, "oldest turn"),
+          "chat over the context: exit %d, stderr %s", r.status, r.err);
+    snprintf(cmd, sizeof cmd, "printf 'hello\\n' | %s chat --max-seq 32 --max-tokens 30", pk_bin);
+    run_sh(&r, cmd);
+    CHECK(r.status == 0 && strstr(r.err, "does not fit"), "chat, a message over the context: %d %s", r.status, r.err);
+    expect_error("chat --max-seq 64 --max-tokens 63 </dev/null", 1, "--max-tokens");
+    expect_error("chat --prompt hi", 1, "does not take --prompt");
+
+    /* SIGINT during an answer (400 tokens, long enough to be hit): the answer stops, the next
+     * turn still runs, exit 0. */
+    int in[2], out[2];
+    CHECK(pipe(in) == 0 && pipe(out) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0), dup2(out[1], 1);
+        char errp[64];
+        snprintf(errp, sizeof errp, "/tmp/pk_cli_sigint.%d", (int)getppid());
+        if (!freopen(errp, "w", stderr)) _exit(126);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        execl(pk_bin, pk_bin, "chat", "--max-tokens", "400", "--threads", "2", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]), close(out[1]);
+    static const char first[] = "In the beginning\n", second[] = "hello\n/exit\n";
+    CHECK(write(in[1], first, sizeof first - 1) == (ssize_t)(sizeof first - 1), "write");
+    char buf[4096];
+    ssize_t got = read(out[0], buf, sizeof buf); /* the answer has started */
+    kill(pid, SIGINT);
+    CHECK(write(in[1], second, sizeof second - 1) == (ssize_t)(sizeof second - 1), "write");
+    close(in[1]);
+    size_t total = got > 0 ? (size_t)got : 0;
+    while ((got = read(out[0], buf, sizeof buf)) > 0) total += (size_t)got;
+    close(out[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    char errp[64], err[4096];
+    snprintf(errp, sizeof errp, "/tmp/pk_cli_sigint.%d", (int)getpid());
+    slurp(errp, err, sizeof err);
+    unlink(errp);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(err, "answer stopped") && total > 0,
+          "chat and SIGINT: %s %d, %zu bytes out, stderr %s", WIFEXITED(st) ? "exit" : "signal",
+          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), total, err);
+}
+
 int main(void) {
     const char *build = getenv("BUILD");
     snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
@@ -173,6 +426,13 @@ int main(void) {
     expect_error("generate --model /nonexistent --prompt-ids 1,2", 1, "/nonexistent");
     expect_error("generate --model tests/data/golden/qwen3_tied --prompt-ids 1,99999 --print-ids", 1, "99999");
     expect_error("generate --model tests/data/golden/qwen3_tied --prompt 'hi'", 1, "tokenizer.json");
+    check_help();
+    check_arguments();
+    check_messages();
+    check_output_paths();
+    check_detokenize_forms();
+    check_prompts();
+    check_chat();
     expect_error("generate --prompt-ids 1,x", 1, "bad token id");
     expect_error("generate --prompt-ids 1 --max-tokens 0", 1, "--max-tokens");
     expect_error("generate --prompt-ids 1 --backend tpu", 1, "tpu");

@@ -1,9 +1,12 @@
-/* pk.c — the pk command: generate, bench, tokenize, detokenize, inspect, compile.
+/* pk.c — the pk command: generate, chat, bench, tokenize, detokenize, inspect, compile, help.
  *
- * Uses only pk.h. Every error ends the program with exit status 1 and one line on stderr
- * ("pk: <reason>"); usage errors exit with 2.
+ * Uses only pk.h. Each command takes the options its table row names; an option another command
+ * takes, or a stray argument, is an error naming it. Every error ends the program with exit
+ * status 1 and one line on stderr ("pk: <reason>"); `pk` alone prints the usage and exits 2.
+ * Paths the run will write are checked before it starts; a failed write to stdout exits 1.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pk.h"
+#include "cli.h"
 
-#define MAX_IDS 65536
+static int stdout_errno; /* the first failed write to stdout (0: none) */
 
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
+void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("pk: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -28,53 +31,164 @@ static void die(const char *fmt, ...) {
     exit(1);
 }
 
-static void usage(void) {
-    fputs("usage: pk generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N]\n"
-          "                   [--backend cpu|cuda] [--threads N] [--chat] [--print-ids] [--trace FILE]\n"
-          "                   [--step-tokens T] [--kv-splits S] [--logits FILE] [GRAPH OPTIONS]\n"
-          "       pk bench [--model DIR] [--backend cpu|cuda] [--prompt-len N | --context N] [--gen N]\n"
-          "                [--threads N] [--step-tokens T] [--kv-splits S] [--max-seq N] [--seed S] [--json]\n"
-          "                [--trace FILE] [GRAPH OPTIONS]\n"
-          "       pk tokenize [--model DIR] TEXT\n"
-          "       pk detokenize [--model DIR] ID...\n"
-          "       pk inspect [--model DIR] [--task-graph FILE] [--threads N] [GRAPH OPTIONS]\n"
-          "       pk compile [--model DIR] --out DIR [--arch sm_90a] [--threads N] [GRAPH OPTIONS]\n"
-          "Graph options (how the model's graph is built; auto: pk's rule for the shape and backend):\n"
-          "  --fused-mlp auto|on|off   each MLP but the last as one layer, its sum in an accumulator\n"
-          "  --lm-argmax auto|on|off   the LM head and the argmax as one layer\n"
-          "Without --model, pk uses the small model that ships with it (models/pk-tiny), or $PK_MODEL.\n",
-          stderr);
-    exit(2);
-}
-
-static double now_s(void) {
+double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+void out_write(const void *p, size_t n) {
+    if (stdout_errno) return;
+    if ((n && fwrite(p, 1, n, stdout) != n) || fflush(stdout) != 0) stdout_errno = errno ? errno : EIO;
 }
 
-/* models/pk-tiny next to the binary's build folder, else relative to the working directory. */
-static const char *default_model_dir(void) {
-    static char path[PATH_MAX + 32];
-    const char *env = getenv("PK_MODEL");
-    if (env && *env) return env;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(path, sizeof path, "%s/../models/pk-tiny", exe);
-            if (is_dir(path)) return path;
-        }
+/* Flushes and closes stdout; 0, or 1 after one line naming the write error. */
+static int close_stdout(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_errno) stdout_errno = errno ? errno : EIO;
+    if (ferror(stdout) && !stdout_errno) stdout_errno = EIO;
+    if (fclose(stdout) != 0 && !stdout_errno) stdout_errno = errno ? errno : EIO;
+    if (!stdout_errno) return 0;
+    fprintf(stderr, "pk: cannot write to standard output: %s\n", strerror(stdout_errno));
+    return 1;
+}
+
+/* ---- commands and options ---------------------------------------------------------------- */
+
+enum {
+    C_GENERATE = 1 << 0, C_CHAT = 1 << 1, C_BENCH = 1 << 2, C_TOKENIZE = 1 << 3, C_DETOKENIZE = 1 << 4,
+    C_INSPECT = 1 << 5, C_COMPILE = 1 << 6, C_HELP = 1 << 7,
+    C_ALL = 0xff,
+    C_RUNS = C_GENERATE | C_CHAT | C_BENCH,             /* run the model */
+    C_GRAPH = C_RUNS | C_INSPECT | C_COMPILE,           /* build its graph */
+    C_LOADS = C_GENERATE | C_CHAT | C_BENCH | C_INSPECT, /* load the weights on this machine */
+};
+
+typedef enum opt_id {
+    O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
+    O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_SEED,
+    O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
+} opt_id;
+
+typedef struct opt_spec {
+    const char *name;
+    opt_id id;
+    const char *arg; /* the value's placeholder, NULL for a flag */
+    unsigned cmds;   /* the commands that take it */
+    const char *help;
+} opt_spec;
+
+static const opt_spec OPTS[] = {
+    {"--model", O_MODEL, "DIR", C_ALL & ~C_HELP,
+     "model directory (config.json, model.safetensors, tokenizer.json); default $PK_MODEL, else models/pk-tiny"},
+    {"--prompt", O_PROMPT, "TEXT", C_GENERATE, "the prompt as text (quote it: --prompt 'In the beginning')"},
+    {"--prompt-file", O_PROMPT_FILE, "FILE", C_GENERATE, "the prompt read from FILE (- : standard input), one final newline dropped"},
+    {"--prompt-ids", O_PROMPT_IDS, "IDS", C_GENERATE, "the prompt as token ids: 1,2,3 or '1 2 3'"},
+    {"--system", O_SYSTEM, "TEXT", C_GENERATE | C_CHAT, "a system prompt, first in the chat template (generate: implies --chat)"},
+    {"--chat", O_CHAT, NULL, C_GENERATE, "wrap the prompt in the model's chat template as one user turn"},
+    {"--max-tokens", O_MAX_TOKENS, "N", C_GENERATE | C_CHAT, "most tokens to generate (generate: 64; chat: 256 per answer)"},
+    {"--print-ids", O_PRINT_IDS, NULL, C_GENERATE, "print the generated token ids instead of the text"},
+    {"--backend", O_BACKEND, "cpu|cuda", C_RUNS, "where the model runs (default cpu)"},
+    {"--threads", O_THREADS, "N", C_GRAPH, "workers: CPU threads (default one per core), CUDA blocks (default one per SM)"},
+    {"--step-tokens", O_STEP_TOKENS, "T", C_RUNS, "most prompt tokens one step carries (default 64)"},
+    {"--kv-splits", O_KV_SPLITS, "S", C_RUNS, "attention splits over the KV length (default 0: pk picks)"},
+    {"--max-seq", O_MAX_SEQ, "N", C_CHAT | C_BENCH,
+     "positions in the KV cache: chat's context (default the model's, at most 4096), bench's (prompt + --gen)"},
+    {"--trace", O_TRACE, "FILE", C_GENERATE | C_BENCH, "write a Perfetto/Chrome trace of the run's tasks to FILE"},
+    {"--logits", O_LOGITS, "FILE", C_GENERATE, "write the prompt's logits to FILE, float32 [prompt tokens, vocab]"},
+    {"--prompt-len", O_PROMPT_LEN, "N", C_BENCH, "tokens of the random prompt (default 32)"},
+    {"--context", O_CONTEXT, "N", C_BENCH, "the same as --prompt-len: the context the timed decode starts from"},
+    {"--gen", O_GEN, "N", C_BENCH, "tokens to generate and time (default 128)"},
+    {"--seed", O_SEED, "S", C_BENCH, "seed of the random prompt (default 1234)"},
+    {"--json", O_JSON, NULL, C_BENCH, "print the results as one JSON object"},
+    {"--task-graph", O_TASK_GRAPH, "FILE", C_INSPECT, "write the task graph as JSON to FILE"},
+    {"--out", O_OUT, "DIR", C_COMPILE, "where kernel.cu, task_graph.json and the compiled kernel go (created)"},
+    {"--arch", O_ARCH, "SM", C_COMPILE, "the GPU architecture, e.g. sm_90a: compiles without a GPU"},
+    {"--fused-mlp", O_FUSED_MLP, "auto|on|off", C_GRAPH, "each MLP but the last as one layer, its sum in an accumulator"},
+    {"--lm-argmax", O_LM_ARGMAX, "auto|on|off", C_GRAPH, "the LM head and the argmax as one layer"},
+    {"--check-tensors", O_CHECK_TENSORS, NULL, C_LOADS,
+     "read every weight at load and fail naming a tensor that holds NaN or Inf"},
+};
+#define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
+
+static int cmd_generate(options *o);
+static int cmd_bench(options *o);
+static int cmd_tokenize(options *o);
+static int cmd_detokenize(options *o);
+static int cmd_inspect(options *o);
+static int cmd_compile(options *o);
+
+typedef struct command {
+    const char *name;
+    unsigned bit;
+    const char *args;       /* the synopsis after the options */
+    int max_args;           /* positional arguments it takes (-1: any number) */
+    const char *summary;    /* one line for the global usage */
+    const char *about;      /* a few lines for pk help CMD */
+    int (*run)(options *o);
+} command;
+
+static const command CMDS[] = {
+    {"generate", C_GENERATE, "", 0, "generate text (greedy) from a prompt",
+     "Generates greedily from the prompt and streams the text to stdout; a stats line goes to stderr.\n"
+     "Give exactly one of --prompt, --prompt-file and --prompt-ids.\n",
+     cmd_generate},
+    {"chat", C_CHAT, "", 0, "talk with the model in the terminal, turn after turn",
+     "A conversation: each line on stdin is a user turn, the answer streams to stdout; the history goes\n"
+     "back to the model with the chat template of generate --chat. When it outgrows the context\n"
+     "(--max-seq), the oldest turns are dropped. Ctrl-C stops an answer; /exit or end of input leaves.\n",
+     cmd_chat},
+    {"bench", C_BENCH, "", 0, "time decoding against the memory-bandwidth floor",
+     "Times one request: a random prompt, then --gen decode steps, each step's time from the runtime;\n"
+     "prints the median, mean, min and p90 ms/token and the floor (bytes per step / copy bandwidth).\n",
+     cmd_bench},
+    {"tokenize", C_TOKENIZE, " TEXT", 1, "print the token ids of a text", "Prints the token ids of TEXT.\n",
+     cmd_tokenize},
+    {"detokenize", C_DETOKENIZE, " ID...", -1, "print the text of token ids",
+     "Prints the text of the token ids (1 2 3, 1,2,3 or '1 2 3').\n", cmd_detokenize},
+    {"inspect", C_INSPECT, "", 0, "describe the model and its task graph",
+     "Loads the model, builds its graph for the CPU and prints the shape, the graph's layers and tasks.\n",
+     cmd_inspect},
+    {"compile", C_COMPILE, "", 0, "generate and compile the model's CUDA kernel",
+     "Writes kernel.cu and task_graph.json to --out and compiles the kernel with nvcc. Without a GPU\n"
+     "give --arch (e.g. sm_90a).\n",
+     cmd_compile},
+    {"help", C_HELP, " [COMMAND]", 1, "this text, or a command's options", "Prints the usage, or COMMAND's options.\n",
+     NULL},
+};
+#define NCMDS ((int)(sizeof CMDS / sizeof CMDS[0]))
+
+static const command *find_command(const char *name) {
+    for (int i = 0; i < NCMDS; i++)
+        if (!strcmp(CMDS[i].name, name)) return &CMDS[i];
+    return NULL;
+}
+
+static const opt_spec *find_option(const char *name, size_t len) {
+    for (int i = 0; i < NOPTS; i++)
+        if (strlen(OPTS[i].name) == len && !strncmp(OPTS[i].name, name, len)) return &OPTS[i];
+    return NULL;
+}
+
+static void print_usage(FILE *f) {
+    fprintf(f, "usage: pk COMMAND [OPTIONS]   (pk %s)\n\ncommands:\n", PK_VERSION_STRING);
+    for (int i = 0; i < NCMDS; i++) fprintf(f, "  %-11s %s\n", CMDS[i].name, CMDS[i].summary);
+    fputs("\n'pk help COMMAND' or 'pk COMMAND --help' lists a command's options; 'pk --version' prints the version.\n"
+          "Without --model, pk runs the small model that ships with it (models/pk-tiny), or $PK_MODEL.\n",
+          f);
+}
+
+static void print_command_help(const command *c) {
+    printf("usage: pk %s [OPTIONS]%s\n\n%s", c->name, c->args, c->about);
+    if (c->bit == C_HELP) return;
+    printf("\noptions (--opt VALUE or --opt=VALUE):\n");
+    for (int i = 0; i < NOPTS; i++) {
+        if (!(OPTS[i].cmds & c->bit)) continue;
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", OPTS[i].name, OPTS[i].arg ? " " : "", OPTS[i].arg ? OPTS[i].arg : "");
+        printf("  %-26s %s\n", left, OPTS[i].help);
     }
-    return "models/pk-tiny";
+    printf("  %-26s %s\n", "-h, --help", "print this help and exit");
 }
 
 /* auto|on|off → -1 / 1 / 0 (pk_model_options). */
@@ -93,18 +207,42 @@ static long parse_long(const char *s, const char *what, long lo, long hi) {
     return v;
 }
 
-typedef struct options {
-    const char *model, *prompt, *prompt_ids, *trace, *task_graph, *out, *arch, *logits;
-    const char *backend;
-    int max_tokens, threads, chat, print_ids, step_tokens, kv_splits;
-    int prompt_len, gen, context, max_seq, json; /* bench */
-    long seed;
-    pk_model_options model_opts; /* --fused-mlp, --lm-argmax */
-    int nargs;
-    char **args; /* positional arguments */
-} options;
+static void set_option(options *o, const opt_spec *s, const char *v) {
+    const char *n = s->name;
+    switch (s->id) {
+    case O_MODEL: o->model = v; break;
+    case O_PROMPT: o->prompt = v; break;
+    case O_PROMPT_FILE: o->prompt_file = v; break;
+    case O_PROMPT_IDS: o->prompt_ids = v; break;
+    case O_SYSTEM: o->system = v; break;
+    case O_CHAT: o->chat = 1; break;
+    case O_MAX_TOKENS: o->max_tokens = (int)parse_long(v, n, 1, 1 << 20), o->max_tokens_set = 1; break;
+    case O_PRINT_IDS: o->print_ids = 1; break;
+    case O_BACKEND:
+        if (strcmp(v, "cpu") && strcmp(v, "cuda")) die("unknown backend '%s' (cpu or cuda)", v);
+        o->backend = v;
+        break;
+    case O_THREADS: o->threads = (int)parse_long(v, n, 1, 1024); break;
+    case O_STEP_TOKENS: o->step_tokens = (int)parse_long(v, n, 1, 65536); break;
+    case O_KV_SPLITS: o->kv_splits = (int)parse_long(v, n, 0, 4096); break;
+    case O_MAX_SEQ: o->max_seq = (int)parse_long(v, n, 2, 1 << 24); break;
+    case O_TRACE: o->trace = v; break;
+    case O_LOGITS: o->logits = v; break;
+    case O_PROMPT_LEN: o->prompt_len = (int)parse_long(v, n, 1, 1 << 24); break;
+    case O_CONTEXT: o->context = (int)parse_long(v, n, 1, 1 << 24); break;
+    case O_GEN: o->gen = (int)parse_long(v, n, 2, 1 << 24); break;
+    case O_SEED: o->seed = parse_long(v, n, 0, LONG_MAX); break;
+    case O_JSON: o->json = 1; break;
+    case O_TASK_GRAPH: o->task_graph = v; break;
+    case O_OUT: o->out = v; break;
+    case O_ARCH: o->arch = v; break;
+    case O_FUSED_MLP: o->model_opts.fused_mlp = parse_auto_on_off(v, n); break;
+    case O_LM_ARGMAX: o->model_opts.lm_head_argmax = parse_auto_on_off(v, n); break;
+    case O_CHECK_TENSORS: o->model_opts.check_tensors = 1; break;
+    }
+}
 
-static void parse(int argc, char **argv, options *o) {
+static void parse(const command *c, int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->max_tokens = 64;
     o->gen = 128;
@@ -113,45 +251,146 @@ static void parse(int argc, char **argv, options *o) {
     o->model_opts = pk_model_options_default();
     o->args = calloc((size_t)argc + 1, sizeof *o->args);
     if (!o->args) die("out of memory");
+    int only_args = 0, value_at = -1; /* value_at: index of the last option's value */
+    const char *value_of = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-#define VALUE() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), ""))
-        if (!strcmp(a, "--model")) o->model = VALUE();
-        else if (!strcmp(a, "--prompt")) o->prompt = VALUE();
-        else if (!strcmp(a, "--prompt-ids")) o->prompt_ids = VALUE();
-        else if (!strcmp(a, "--max-tokens")) o->max_tokens = (int)parse_long(VALUE(), "--max-tokens", 1, 1 << 20);
-        else if (!strcmp(a, "--backend")) o->backend = VALUE();
-        else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(VALUE(), "--threads", 1, 1024);
-        else if (!strcmp(a, "--trace")) o->trace = VALUE();
-        else if (!strcmp(a, "--logits")) o->logits = VALUE();
-        else if (!strcmp(a, "--step-tokens")) o->step_tokens = (int)parse_long(VALUE(), "--step-tokens", 1, 65536);
-        else if (!strcmp(a, "--kv-splits")) o->kv_splits = (int)parse_long(VALUE(), "--kv-splits", 0, 4096);
-        else if (!strcmp(a, "--prompt-len")) o->prompt_len = (int)parse_long(VALUE(), "--prompt-len", 1, 1 << 24);
-        else if (!strcmp(a, "--gen")) o->gen = (int)parse_long(VALUE(), "--gen", 2, 1 << 24);
-        else if (!strcmp(a, "--context")) o->context = (int)parse_long(VALUE(), "--context", 1, 1 << 24);
-        else if (!strcmp(a, "--max-seq")) o->max_seq = (int)parse_long(VALUE(), "--max-seq", 2, 1 << 24);
-        else if (!strcmp(a, "--seed")) o->seed = parse_long(VALUE(), "--seed", 0, LONG_MAX);
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--task-graph")) o->task_graph = VALUE();
-        else if (!strcmp(a, "--out")) o->out = VALUE();
-        else if (!strcmp(a, "--arch")) o->arch = VALUE();
-        else if (!strcmp(a, "--fused-mlp")) o->model_opts.fused_mlp = parse_auto_on_off(VALUE(), "--fused-mlp");
-        else if (!strcmp(a, "--lm-argmax")) o->model_opts.lm_head_argmax = parse_auto_on_off(VALUE(), "--lm-argmax");
-        else if (!strcmp(a, "--chat")) o->chat = 1;
-        else if (!strcmp(a, "--print-ids")) o->print_ids = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
-        else if (a[0] == '-' && a[1] == '-') die("unknown option %s (pk --help lists them)", a);
-        else o->args[o->nargs++] = argv[i];
-#undef VALUE
+        if (!only_args && !strcmp(a, "--")) {
+            only_args = 1;
+            continue;
+        }
+        if (!only_args && a[0] == '-' && a[1]) {
+            if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                print_command_help(c);
+                exit(close_stdout());
+            }
+            const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const opt_spec *s = a[1] == '-' ? find_option(a, len) : NULL;
+            if (!s) die("unknown option '%.*s' (pk help %s lists its options)", (int)len, a, c->name);
+            if (!(s->cmds & c->bit)) die("pk %s does not take %s (pk help %s lists its options)", c->name, s->name, c->name);
+            const char *v = NULL;
+            if (s->arg) {
+                if (eq) v = eq + 1;
+                else if (i + 1 < argc) v = argv[++i];
+                else die("%s needs a value (%s)", s->name, s->arg);
+                if (!eq && v[0] == '-' && v[1] == '-' && find_option(v, strcspn(v, "=")))
+                    die("%s needs a value (%s) before %s", s->name, s->arg, v);
+                value_at = i, value_of = s->name;
+            } else if (eq) {
+                die("%s takes no value (%s)", s->name, a);
+            }
+            set_option(o, s, v);
+            continue;
+        }
+        if (c->max_args >= 0 && o->nargs >= c->max_args) {
+            if (value_at == i - 1 && value_of)
+                die("unexpected argument '%s' after %s '%s': quote a value with spaces (%s '%s %s ...')", a, value_of,
+                    argv[i - 1], value_of, argv[i - 1], a);
+            if (c->max_args == 0) die("unexpected argument '%s': pk %s takes only options (pk help %s)", a, c->name, c->name);
+            die("unexpected argument '%s': pk %s takes %d (quote a text with spaces)", a, c->name, c->max_args);
+        }
+        o->args[o->nargs++] = argv[i];
     }
-    if (!o->model) o->model = default_model_dir();
+    if (!o->model) {
+        static char path[PATH_MAX + 32];
+        const char *env = getenv("PK_MODEL");
+        o->model = "models/pk-tiny";
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (env && *env) o->model = env;
+        else if (n > 0) { /* models/pk-tiny next to the binary's build folder */
+            exe[n] = '\0';
+            char *slash = strrchr(exe, '/');
+            struct stat st;
+            if (slash) {
+                *slash = '\0';
+                snprintf(path, sizeof path, "%s/../models/pk-tiny", exe);
+                if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) o->model = path;
+            }
+        }
+    }
 }
 
-static pk_tokenizer *load_tokenizer(const char *model_dir, int required) {
+/* ---- checks before a run ----------------------------------------------------------------- */
+
+static void check_model_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            die("the model directory '%s' does not exist (give --model DIR, a folder with config.json, "
+                "model.safetensors and tokenizer.json)", dir);
+        die("cannot open the model directory '%s': %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        die("--model '%s' is not a directory (give the folder that holds config.json and model.safetensors)", dir);
+}
+
+/* The file the run will write to can be opened for writing (created, then removed, when new). */
+static void check_output_file(const char *opt, const char *path) {
+    struct stat st;
+    if (!*path) die("%s needs a file name", opt);
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) die("%s '%s' is a directory; give a file name", opt, path);
+        int fd = open(path, O_WRONLY | O_NONBLOCK);
+        if (fd < 0) die("%s '%s' cannot be written: %s", opt, path, strerror(errno));
+        close(fd);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) die("%s '%s' cannot be created: %s", opt, path, strerror(errno));
+    close(fd);
+    unlink(path);
+}
+
+/* The directory exists and takes a new file, or can be created: its nearest existing parent
+ * takes a new directory. */
+static void check_output_dir(const char *opt, const char *dir) {
+    char probe[PATH_MAX + 32], parent[PATH_MAX];
+    struct stat st;
+    if (!*dir) die("%s needs a directory", opt);
+    if (strlen(dir) >= sizeof parent - 16) die("%s '%s': the path is too long", opt, dir);
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) die("%s '%s' exists and is not a directory", opt, dir);
+        snprintf(probe, sizeof probe, "%s/.pk_probe_XXXXXX", dir);
+        int fd = mkstemp(probe);
+        if (fd < 0) die("%s '%s': cannot write there: %s", opt, dir, strerror(errno));
+        close(fd);
+        unlink(probe);
+        return;
+    }
+    snprintf(parent, sizeof parent, "%s", dir);
+    for (;;) {
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        if (!slash) {
+            snprintf(parent, sizeof parent, ".");
+            break;
+        }
+        if (slash == parent) {
+            parent[1] = '\0';
+            break;
+        }
+        *slash = '\0';
+        if (stat(parent, &st) == 0) break;
+    }
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        die("%s '%s' cannot be created: '%s' is not a directory", opt, dir, parent);
+    snprintf(probe, sizeof probe, "%s/.pk_probe_XXXXXX", parent);
+    if (!mkdtemp(probe)) die("%s '%s' cannot be created in '%s': %s", opt, dir, parent, strerror(errno));
+    rmdir(probe);
+}
+
+/* ---- shared by the commands -------------------------------------------------------------- */
+
+pk_tokenizer *load_tokenizer(const char *model_dir, const char *hint) {
     char path[PATH_MAX + 32], err[512];
     snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
     if (access(path, F_OK) != 0) {
-        if (required) die("%s has no tokenizer.json (use --prompt-ids)", model_dir);
+        if (hint) die("%s has no tokenizer.json (%s)", model_dir, hint);
         return NULL;
     }
     pk_tokenizer *t = pk_tokenizer_load(path, err, sizeof err);
@@ -159,12 +398,12 @@ static pk_tokenizer *load_tokenizer(const char *model_dir, int required) {
     return t;
 }
 
-/* "1,2,3" or "1 2 3" → ids. */
+/* "1,2,3", "1 2 3" (or tabs, newlines) → ids. */
 static int parse_ids(const char *s, int32_t *ids, int cap) {
     int n = 0;
-    const char *p = s;
+    const char *p = s, *sep = ", \t\n";
     while (*p) {
-        while (*p == ',' || *p == ' ') p++;
+        while (*p && strchr(sep, *p)) p++;
         if (!*p) break;
         char *end;
         errno = 0;
@@ -173,26 +412,37 @@ static int parse_ids(const char *s, int32_t *ids, int cap) {
         if (n == cap) die("more than %d token ids", cap);
         ids[n++] = (int32_t)v;
         p = end;
-        if (*p && *p != ',' && *p != ' ') die("bad token id near '%.20s' in '%s'", p, s);
+        if (*p && !strchr(sep, *p)) die("bad token id near '%.20s' in '%s'", p, s);
     }
-    if (n == 0) die("no token ids in '%s'", s);
     return n;
 }
 
-static int encode_or_die(pk_tokenizer *t, const char *text, int32_t *ids, int cap) {
+int encode_or_die(pk_tokenizer *t, const char *text, int32_t *ids, int cap) {
     int n = pk_tokenizer_encode(t, text, strlen(text), ids, cap);
     if (n < 0) die("tokenizer: %s", pk_tokenizer_error(t));
     if (n > cap) die("the prompt has %d tokens; pk takes at most %d", n, cap);
     return n;
 }
 
-typedef struct stream {
-    pk_decoder *dec;
-    int print_text;
-    int count;
-    double t_first, t_last;
-    char buf[1 << 16]; /* > 64 bytes + the longest token: pk_decoder_push never runs short */
-} stream;
+/* The whole file (or stdin for "-"), one final newline dropped; at most 16 MiB. */
+static char *read_prompt_file(const char *path) {
+    const size_t cap = (size_t)16 << 20;
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) die("--prompt-file '%s': %s", path, strerror(errno));
+    char *buf = malloc(cap + 1);
+    if (!buf) die("out of memory");
+    size_t n = fread(buf, 1, cap + 1, f);
+    if (ferror(f)) die("cannot read --prompt-file '%s': %s", path, strerror(errno));
+    if (n > cap) die("--prompt-file '%s' is larger than 16 MiB", path);
+    if (!is_stdin) fclose(f);
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n)) die("--prompt-file '%s' holds a NUL byte: not a text", path);
+    if (n && buf[n - 1] == '\n') buf[--n] = '\0';
+    if (n && buf[n - 1] == '\r') buf[--n] = '\0';
+    if (!n) die("--prompt-file '%s' is empty", path);
+    return buf;
+}
 
 /* Appends rows [0, nrows) of the logits tensor to f as float32. 0 on success. */
 static int write_logits(pk_kernel *k, pk_tensor *logits, int nrows, FILE *f) {
@@ -231,6 +481,14 @@ static void dump_logits(pk_kernel *k, pk_tensor *logits, const int32_t *ids, int
     if (err) die("cannot write the logits to '%s'", path);
 }
 
+typedef struct stream {
+    pk_decoder *dec;
+    int print_text;
+    int count;
+    double t_first, t_last;
+    char buf[1 << 16]; /* > 64 bytes + the longest token: pk_decoder_push never runs short */
+} stream;
+
 static void on_token(void *user, int request, int32_t token, int row) {
     stream *s = user;
     (void)request, (void)row;
@@ -239,17 +497,13 @@ static void on_token(void *user, int request, int32_t token, int row) {
     if (s->print_text && s->dec) {
         int n = pk_decoder_push(s->dec, token, s->buf, sizeof s->buf);
         if (n < 0) die("token id %d cannot be decoded by the tokenizer", (int)token);
-        if (n > 0) {
-            fwrite(s->buf, 1, (size_t)n, stdout);
-            fflush(stdout);
-        }
+        if (n > 0) out_write(s->buf, (size_t)n);
     }
 }
 
-static pk_config make_config(const options *o, int prompt_len, const pk_model_info *info) {
+pk_config make_config(const options *o, int prompt_len, const pk_model_info *info) {
     pk_config c = pk_config_default();
     if (!strcmp(o->backend, "cuda")) c.backend = PK_BACKEND_CUDA;
-    else if (strcmp(o->backend, "cpu")) die("unknown backend '%s' (cpu or cuda)", o->backend);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c.num_workers = o->threads ? o->threads : (cores > 0 ? (int)cores : 1);
     if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
@@ -263,14 +517,14 @@ static pk_config make_config(const options *o, int prompt_len, const pk_model_in
     return c;
 }
 
-static pk_model_info read_info(const char *dir) {
+pk_model_info read_info(const char *dir) {
     char err[1024];
     pk_model_info info;
     if (pk_model_read_info(dir, &info, err, sizeof err) != PK_OK) die("%s", err);
     return info;
 }
 
-static pk_model *load_model(const options *o, const pk_config *c) {
+pk_model *load_model(const options *o, const pk_config *c) {
     char err[1024];
     pk_model *m = pk_model_load_with(o->model, c, &o->model_opts, err, sizeof err);
     if (!m) die("%s", err);
@@ -278,31 +532,37 @@ static pk_model *load_model(const options *o, const pk_config *c) {
 }
 
 static int cmd_generate(options *o) {
-    if (!!o->prompt == !!o->prompt_ids) die("generate needs exactly one of --prompt TEXT and --prompt-ids 1,2,3");
-    pk_tokenizer *tok = load_tokenizer(o->model, o->prompt != NULL);
+    double t_start = now_s();
+    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->prompt_ids != NULL) != 1)
+        die("generate needs exactly one of --prompt TEXT, --prompt-file FILE and --prompt-ids 1,2,3");
+    if (o->system) o->chat = 1;
+    char *file_text = o->prompt_file ? read_prompt_file(o->prompt_file) : NULL;
+    const char *text = o->prompt ? o->prompt : file_text;
+    pk_tokenizer *tok = load_tokenizer(o->model, text ? "give the prompt as token ids: --prompt-ids 1,2,3" : NULL);
     int32_t *ids = malloc(MAX_IDS * sizeof *ids);
     if (!ids) die("out of memory");
     int n;
     if (o->prompt_ids) {
-        if (o->chat) die("--chat needs --prompt TEXT");
+        if (o->chat) die("--chat and --system need the prompt as text (--prompt or --prompt-file)");
         n = parse_ids(o->prompt_ids, ids, MAX_IDS);
+        if (n == 0) die("no token ids in --prompt-ids '%s'", o->prompt_ids);
     } else if (o->chat) {
-        char *wrapped = pk_tokenizer_chat_prompt(tok, o->prompt);
-        if (!wrapped) die("--chat: %s", pk_tokenizer_error(tok));
+        char *wrapped = chat_format(chat_template_for(tok), o->system, NULL, 0, text);
         n = encode_or_die(tok, wrapped, ids, MAX_IDS);
         free(wrapped);
     } else {
-        n = encode_or_die(tok, o->prompt, ids, MAX_IDS);
+        n = encode_or_die(tok, text, ids, MAX_IDS);
     }
     /* The model's limits come from config.json; they size the run's config. */
     pk_model_info info = read_info(o->model);
-    if (o->prompt && !o->chat && !strcmp(info.architecture, "LlamaForCausalLM") && info.bos_token_id >= 0 &&
-        ids[0] != info.bos_token_id) {
+    if (text && !o->chat && !strcmp(info.architecture, "LlamaForCausalLM") && info.bos_token_id >= 0 &&
+        (n == 0 || ids[0] != info.bos_token_id)) {
         if (n == MAX_IDS) die("the prompt has too many tokens");
         memmove(ids + 1, ids, (size_t)n * sizeof *ids); /* Llama-3 expects <|begin_of_text|> */
         ids[0] = (int32_t)info.bos_token_id;
         n++;
     }
+    if (n == 0) die("the prompt has no tokens");
     if (n >= info.max_position_embeddings)
         die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings %d, one "
             "position kept for a generated token)", n, info.max_position_embeddings - 1, info.max_position_embeddings);
@@ -318,34 +578,44 @@ static int cmd_generate(options *o) {
     if (!out) die("out of memory");
     pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
     stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
-    if (!o->print_ids && !tok) s.print_text = 0;
-    if (s.print_text && o->prompt) {
-        fputs(o->chat ? "" : o->prompt, stdout);
-        fflush(stdout);
-    }
+    if (tok && !s.dec) die("out of memory");
+    if (s.print_text && text && !o->chat) out_write(text, strlen(text));
     if (o->logits) dump_logits(k, pk_model_logits(m), ids, n, c.max_tokens_per_step == 1, o->logits);
     double t_run = now_s();
     if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
     if (s.print_text) {
         int len = pk_decoder_flush(s.dec, s.buf, sizeof s.buf);
-        if (len > 0) fwrite(s.buf, 1, (size_t)len, stdout);
-        fputc('\n', stdout);
+        if (len > 0) out_write(s.buf, (size_t)len);
+        out_write("\n", 1);
     }
     if (o->print_ids || !tok) {
-        for (int i = 0; i < req.num_output; i++) printf("%s%d", i ? " " : "", out[i]);
-        printf("\n");
+        for (int i = 0; i < req.num_output; i++) {
+            char num[16];
+            int len = snprintf(num, sizeof num, "%s%d", i ? " " : "", out[i]);
+            out_write(num, (size_t)len);
+        }
+        out_write("\n", 1);
     }
-    fflush(stdout);
-    double prefill_ms = (s.t_first - t_run) * 1e3;
+    /* prefill: the steps that carried prompt rows, timed by the runtime */
+    pk_step_times st;
+    double prefill_ms = 0;
+    if (pk_run_step_times(k, &st) == PK_OK)
+        for (int64_t i = 0; i < st.num_timed; i++)
+            if (st.prompt_rows[i] > 0) prefill_ms += st.ms[i];
+    double ttft_ms = s.count ? (s.t_first - t_run) * 1e3 : 0;
     double per_tok = req.num_output > 1 ? (s.t_last - s.t_first) * 1e3 / (req.num_output - 1) : 0;
-    fprintf(stderr, "pk: %s backend, %d workers: prompt %d tokens, generated %d (%s), prefill %.1f ms, %.2f ms/token, compile %.0f ms\n",
-            o->backend, pk_kernel_config(k)->num_workers, n, req.num_output,
-            req.finish == PK_FINISH_EOS ? "eos" : "length", prefill_ms, per_tok, (t_run - t0) * 1e3);
+    fprintf(stderr,
+            "pk: %s backend, %d workers: prompt %d tokens, prefill %.1f ms; first token after %.1f ms; generated %d "
+            "tokens (%s), %.2f ms/token, %.1f tokens/s; load %.0f ms, compile %.0f ms\n",
+            o->backend, pk_kernel_config(k)->num_workers, n, prefill_ms, ttft_ms, req.num_output,
+            req.finish == PK_FINISH_EOS ? "eos" : "length", per_tok, per_tok > 0 ? 1e3 / per_tok : 0.0,
+            (t0 - t_start) * 1e3, (t_run - t0) * 1e3);
     pk_decoder_free(s.dec);
     pk_tokenizer_free(tok);
     pk_model_free(m);
     free(out);
     free(ids);
+    free(file_text);
     return 0;
 }
 
@@ -530,8 +800,8 @@ static int cmd_bench(options *o) {
 }
 
 static int cmd_tokenize(options *o) {
-    if (o->nargs != 1) die("tokenize takes one TEXT argument");
-    pk_tokenizer *t = load_tokenizer(o->model, 1);
+    if (o->nargs != 1) die("tokenize takes one TEXT argument (quote a text with spaces)");
+    pk_tokenizer *t = load_tokenizer(o->model, "tokenize needs the model's tokenizer");
     int32_t *ids = malloc(MAX_IDS * sizeof *ids);
     if (!ids) die("out of memory");
     int n = encode_or_die(t, o->args[0], ids, MAX_IDS);
@@ -543,20 +813,24 @@ static int cmd_tokenize(options *o) {
 }
 
 static int cmd_detokenize(options *o) {
-    if (o->nargs < 1) die("detokenize takes token ids");
-    pk_tokenizer *t = load_tokenizer(o->model, 1);
+    if (o->nargs < 1) die("detokenize takes token ids (1 2 3 or 1,2,3)");
+    pk_tokenizer *t = load_tokenizer(o->model, "detokenize needs the model's tokenizer");
     pk_decoder *d = pk_decoder_new(t);
-    if (!d) die("out of memory");
+    int32_t *ids = malloc(MAX_IDS * sizeof *ids);
+    if (!d || !ids) die("out of memory");
     char buf[1 << 16];
-    for (int i = 0; i < o->nargs; i++) {
-        long id = parse_long(o->args[i], "token id", 0, INT32_MAX);
-        int n = pk_decoder_push(d, (int32_t)id, buf, sizeof buf);
-        if (n < 0) die("token id %ld is outside the vocabulary [0, %d)", id, pk_tokenizer_vocab_size(t));
-        fwrite(buf, 1, (size_t)n, stdout);
+    for (int a = 0; a < o->nargs; a++) {
+        int n = parse_ids(o->args[a], ids, MAX_IDS);
+        for (int i = 0; i < n; i++) {
+            int len = pk_decoder_push(d, ids[i], buf, sizeof buf);
+            if (len < 0) die("token id %d is outside the vocabulary [0, %d)", (int)ids[i], pk_tokenizer_vocab_size(t));
+            fwrite(buf, 1, (size_t)len, stdout);
+        }
     }
     int n = pk_decoder_flush(d, buf, sizeof buf);
     if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
     printf("\n");
+    free(ids);
     pk_decoder_free(d);
     pk_tokenizer_free(t);
     return 0;
@@ -570,8 +844,7 @@ static int cmd_inspect(options *o) {
     const pk_model_info *i = pk_model_get_info(m);
     pk_kernel *k = pk_model_kernel(m);
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
-    const char *path = o->task_graph ? o->task_graph : "task_graph.json";
-    if (pk_write_task_graph(k, path) != PK_OK) die("%s", pk_kernel_error(k));
+    if (o->task_graph && pk_write_task_graph(k, o->task_graph) != PK_OK) die("%s", pk_kernel_error(k));
     pk_graph_stats st;
     pk_kernel_stats(k, &st);
     printf("model        %s\n", o->model);
@@ -585,8 +858,9 @@ static int cmd_inspect(options *o) {
     printf("graph        fused MLP %s, LM head + argmax as %s, attention split %d\n",
            has_layer_kind(k, "rmsnorm_swiglu_down") ? "on" : "off",
            has_layer_kind(k, "rmsnorm_linear_argmax") ? "one layer" : "two layers", i->attention_kv_splits);
-    printf("task graph   %d graph layers, %d tasks, %d events, %d workers (written to %s)\n", st.num_layers,
-           st.num_tasks, st.num_events, st.num_workers, path);
+    printf("task graph   %d graph layers, %d tasks, %d events, %d workers (%s%s)\n", st.num_layers, st.num_tasks,
+           st.num_events, st.num_workers, o->task_graph ? "written to " : "--task-graph FILE writes it",
+           o->task_graph ? o->task_graph : "");
     printf("\n%-8s %-32s %6s %10s\n", "layer", "kind", "grid", "first task");
     for (int l = 0; l < st.num_layers; l++) {
         pk_layer_info li;
@@ -614,19 +888,39 @@ static int cmd_compile(options *o) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) usage();
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
+        printf("pk %s\n", PK_VERSION_STRING);
+        return close_stdout();
+    }
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) name = "help";
+    const command *c = find_command(name);
+    if (!c) {
+        if (name[0] == '-') die("'%s' is not a command: give one first (pk help lists them)", name);
+        die("unknown command '%s' (pk help lists the commands: generate, chat, bench, tokenize, detokenize, inspect, "
+            "compile)", name);
+    }
     options o;
-    parse(argc - 2, argv + 2, &o);
-    const char *cmd = argv[1];
-    int rc;
-    if (!strcmp(cmd, "generate")) rc = cmd_generate(&o);
-    else if (!strcmp(cmd, "bench")) rc = cmd_bench(&o);
-    else if (!strcmp(cmd, "tokenize")) rc = cmd_tokenize(&o);
-    else if (!strcmp(cmd, "detokenize")) rc = cmd_detokenize(&o);
-    else if (!strcmp(cmd, "inspect")) rc = cmd_inspect(&o);
-    else if (!strcmp(cmd, "compile")) rc = cmd_compile(&o);
-    else if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) usage();
-    else die("unknown command '%s' (generate, bench, tokenize, detokenize, inspect, compile)", cmd);
+    parse(c, argc - 2, argv + 2, &o);
+    int rc = 0;
+    if (c->bit == C_HELP) {
+        const command *about = o.nargs ? find_command(o.args[0]) : NULL;
+        if (o.nargs && !about) die("unknown command '%s' (pk help lists the commands)", o.args[0]);
+        if (about) print_command_help(about);
+        else print_usage(stdout);
+    } else {
+        check_model_dir(o.model);
+        if (o.trace) check_output_file("--trace", o.trace);
+        if (o.logits) check_output_file("--logits", o.logits);
+        if (o.task_graph) check_output_file("--task-graph", o.task_graph);
+        if (o.out) check_output_dir("--out", o.out);
+        rc = c->run(&o);
+    }
     free(o.args);
+    if (close_stdout() != 0 && rc == 0) rc = 1;
     return rc;
 }

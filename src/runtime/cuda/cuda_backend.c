@@ -80,8 +80,9 @@ static pk_status probe_gpu(pk_kernel *k, pk_cuda_runtime *rt) {
     if (!rt->libcuda) rt->libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!rt->libcuda)
         return pk_fail(k, PK_ERR_BACKEND,
-                       "no CUDA GPU found: the NVIDIA driver library libcuda.so.1 cannot be loaded (%s); set "
-                       "PK_CUDA_ARCH=sm_90a to generate and compile without a GPU",
+                       "no CUDA GPU found: the NVIDIA driver library libcuda.so.1 cannot be loaded (%s); to "
+                       "generate and compile without a GPU give the arch: pk compile --arch sm_90a "
+                       "(library: PK_CUDA_ARCH=sm_90a)",
                        dlerror());
     cu_init_fn cu_init = (cu_init_fn)dlsym(rt->libcuda, "cuInit");
     cu_count_fn cu_count = (cu_count_fn)dlsym(rt->libcuda, "cuDeviceGetCount");

@@ -1,0 +1,54 @@
+/* cli.h — what the pk command's files share: the parsed options, the error exit, loading a model
+ * and its tokenizer, and the chat template (chat.c) that `generate --chat` and `pk chat` both use.
+ *
+ * Every error ends the program through die(): one line "pk: <reason>" on stderr, exit status 1.
+ */
+#ifndef PK_CLI_H
+#define PK_CLI_H
+
+#include "pk.h"
+
+#define MAX_IDS 65536
+
+typedef struct options {
+    const char *model, *prompt, *prompt_file, *prompt_ids, *system, *trace, *task_graph, *out, *arch, *logits;
+    const char *backend;
+    int max_tokens, max_tokens_set, threads, chat, print_ids, step_tokens, kv_splits;
+    int prompt_len, gen, context, max_seq, json; /* bench; max_seq also chat */
+    long seed;
+    pk_model_options model_opts; /* --fused-mlp, --lm-argmax, --check-tensors */
+    int nargs;
+    char **args; /* positional arguments */
+} options;
+
+void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+double now_s(void);
+
+/* Loads model_dir/tokenizer.json; without one: NULL, or (hint != NULL) an error ending in hint. */
+pk_tokenizer *load_tokenizer(const char *model_dir, const char *hint);
+int encode_or_die(pk_tokenizer *t, const char *text, int32_t *ids, int cap);
+pk_model_info read_info(const char *dir);
+pk_config make_config(const options *o, int prompt_len, const pk_model_info *info);
+pk_model *load_model(const options *o, const pk_config *c);
+/* Writes n bytes to stdout and flushes; a write error is kept for the exit status (main). */
+void out_write(const void *p, size_t n);
+
+/* ---- chat.c ------------------------------------------------------------------------------ */
+
+typedef struct chat_template chat_template;
+typedef struct chat_turn {
+    char *user, *assistant; /* malloc'd */
+} chat_turn;
+
+/* The tokenizer's chat template: the one pk_tokenizer_chat_prompt uses (ChatML or Llama 3),
+ * extended to a system prompt and earlier turns. Dies when the tokenizer has none. */
+const chat_template *chat_template_for(pk_tokenizer *t);
+/* system (or NULL), turns[0, n) and the new user message, up to the assistant's header.
+ * A malloc'd string. */
+char *chat_format(const chat_template *ct, const char *system, const chat_turn *turns, int n, const char *user);
+/* The token that ends an assistant turn (<|im_end|>, <|eot_id|>), or -1. */
+int32_t chat_end_token(const chat_template *ct, const pk_tokenizer *t);
+
+int cmd_chat(options *o);
+
+#endif /* PK_CLI_H */
