@@ -448,7 +448,9 @@ pk_model_options pk_model_options_default(void);
  * and builds the decode graph through the layer API; the kernel is not compiled yet. cfg NULL:
  * pk_config_default() with max_seq_length capped at the model's max_position_embeddings; an
  * eos_token_id of -1 takes the model's; a max_seq_length beyond max_position_embeddings is an
- * error. opts NULL: pk_model_options_default(); an option outside -1 .. 1 is an error naming it.
+ * error. opts NULL: pk_model_options_default(); an option outside its values (-1 .. 1; check_tensors
+ * 0 or 1) is an error naming it. Every file it reads must be a regular file (a FIFO or a device
+ * is refused, never waited on) within its size cap.
  * dir, cfg and opts are not kept. Returns a model the caller frees with pk_model_free, or NULL
  * with a one-line reason naming the file, tensor or number in err (err_len bytes, may be 0;
  * "" on success). */
@@ -473,7 +475,8 @@ pk_tensor *pk_model_logits(pk_model *m);
 
 typedef struct pk_tokenizer pk_tokenizer;
 
-/* Loads tokenizer.json. On error returns NULL with a one-line reason in err. */
+/* Loads tokenizer.json (a regular file of at most 256 MiB). On error returns NULL with a one-line
+ * reason in err. */
 pk_tokenizer *pk_tokenizer_load(const char *path, char *err, size_t err_len);
 void pk_tokenizer_free(pk_tokenizer *t); /* accepts NULL */
 /* Ids are in [0, vocab_size): the largest id of the vocabulary and added tokens, plus one. */
