@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full suite, as CI runs it (README: `make check`):
-#   1. the normal build and every test;
+#   1. the normal build and every test; `make install` into the build dir and the examples built
+#      against it through pkg-config (tests/test_install.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
 #   3. the runtime and task-graph tests built with ThreadSanitizer;
@@ -27,6 +28,9 @@ if make -j"$JOBS" >"$log/build.txt" 2>&1; then
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
+
+echo "== install, pkg-config, examples"
+BUILD=build bash tests/test_install.sh | tee "$log/install.txt"; tally "$log/install.txt" install
 
 echo "== AddressSanitizer + UBSan"
 if make -j"$JOBS" SAN=address >"$log/asan-build.txt" 2>&1; then
