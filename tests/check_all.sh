@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full suite, as CI runs it (README: `make check`):
 #   1. the normal build and every test; `make install` into the build dir and the examples built
-#      against it through pkg-config (tests/test_install.sh);
+#      against it through pkg-config (tests/test_install.sh); LICENSE and the SPDX line of every
+#      source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
 #   3. the runtime and task-graph tests built with ThreadSanitizer;
@@ -29,8 +30,9 @@ else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
 
-echo "== install, pkg-config, examples"
+echo "== install, pkg-config, examples; licence"
 BUILD=build bash tests/test_install.sh | tee "$log/install.txt"; tally "$log/install.txt" install
+bash tests/test_license.sh | tee "$log/license.txt"; tally "$log/license.txt" license
 
 echo "== AddressSanitizer + UBSan"
 if make -j"$JOBS" SAN=address >"$log/asan-build.txt" 2>&1; then
