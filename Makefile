@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # pk — one build command: `make` (library, the pk tool, tests); `make test` runs the tests.
 # Variants: `make SAN=address` (ASan+UBSan), `make SAN=thread` (TSan), each into its own build dir.
 # `make deps` / `make deps-test` install the build / test dependencies (Debian, as root or through

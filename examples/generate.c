@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* generate.c — greedy text from a Hugging Face model directory through the library, streamed
  * as it is produced: pk_model_load, the tokenizer, pk_compile, pk_run with a token callback.
  *   usage: generate [MODEL_DIR [PROMPT [MAX_NEW_TOKENS]]]   (default models/pk-tiny) */

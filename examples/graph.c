@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* graph.c — a decode step built through pk's layer API and run on the CPU: embedding, then
  * RMSNorm + LM head, then argmax, over made-up bf16 weights; prints the 8 greedy tokens. */
 #include <pk.h>

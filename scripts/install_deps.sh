@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs pk's dependencies on Debian 12 (`make deps`, `make deps-test`), as root or through sudo.
 #   build: the C toolchain, cJSON (JSON), PCRE2 (tokenizer regexes), pkgconf (pk.pc);
 #   test:  build's, plus clang and the runtime of the default clang (libFuzzer), and the real

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Trains pk's shipped model, models/pk-tiny: a byte-level BPE tokenizer and a small Qwen3ForCausalLM
 on the King James Bible (public domain), for a fixed wall-clock budget on one GPU.
 

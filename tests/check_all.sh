@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The full suite, as CI runs it (README: `make check`):
 #   1. the normal build and every test; `make install` into the build dir and the examples built
 #      against it through pkg-config (tests/test_install.sh); LICENSE and the SPDX line of every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_install.sh — pk as people install and use it: `make install` into a prefix inside the
 # build dir (and with DESTDIR), the files and links it writes, the soname, pk.pc through
 # pkg-config, the exported names against pk.h, the README's C example being examples/graph.c

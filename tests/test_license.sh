@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_license.sh — pk's licence as shipped: LICENSE is the Apache License 2.0 text, the shipped
 # model's card states its terms, and every source file carries "SPDX-License-Identifier:
 # Apache-2.0" in its first 3 lines (scripts/add_spdx.sh adds it; its --list names the files).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pk.c — the pk command: generate, bench, tokenize, detokenize, inspect, compile.
  *
  * Uses only pk.h. Every error ends the program with exit status 1 and one line on stderr
