@@ -14,10 +14,10 @@ set -u
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 pass=0; fail=0
-tally() { # adds "P passed, F failed" from the last line of $1
+tally() { # adds "[NAME: ]P passed, F failed" from the last line of $1
     local line; line=$(tail -n 1 "$1")
-    if [[ "$line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-        pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+    if [[ "$line" =~ ^([A-Za-z0-9_./-]+:\ )?([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        pass=$((pass + BASH_REMATCH[2])); fail=$((fail + BASH_REMATCH[3]))
     else
         echo "$2: no summary line"; fail=$((fail + 1))
     fi
