@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ab_prepare.sh — on the build machine (nvcc, no GPU): everything a same-call A/B of this checkout
 # against an older commit needs on the device, compiled here so device time goes to running.
 #   1. build/pk here (make), and the old commit's pk in a worktree (/tmp/pk-ab-<commit>), copied

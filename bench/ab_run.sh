@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ab_run.sh — on the GPU machine: the same-call A/B that bench/ab_prepare.sh prepared. Runs
 # `pk bench` for build/pk (each variant) and build/pk-old in turn, ROUNDS times, so that both
 # builds see the same GPU in the same minutes (two calls' GPUs differ by a few %), and prints one

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ncu_source.py — where a kernel's warps stall, per CUDA source line, from Nsight Compute's source page.
 
     # on the GPU machine (ncu is there, not on the build machine):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # precompile.sh — on the build machine (nvcc, no GPU): build pk and the GPU test binaries, then
 # compile the CUDA kernels that bench/quick_gpu.sh and bench/run_bench.sh will load into
 # .gpu/cache (stripped to kernel.so files: the device tool carries 64 MiB at most), so device

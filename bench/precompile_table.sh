@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # precompile_table.sh — on the build machine (nvcc, no GPU): every kernel bench/run_bench.sh will
 # load (the gate's, pk-tiny's, one per model and context with --max-seq = context + GEN as
 # run_bench.py passes it), packed as .dev/gpu.tar.xz for the device tool's 64 MiB carry

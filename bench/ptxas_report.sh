@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ptxas_report.sh — on the build machine (nvcc, no GPU): the register, stack and spill report of
 # the persistent kernel pk generates for a model, without the device. Device code that makes the
 # static kernel spill slows every task, the paths that never run included (52 bytes of spills cost

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # quick_gpu.sh — one short GPU call for a tuning step:
 #   1. correctness: tests/cuda's kernel harness (if built: .dev/cuda/test_cuda_kernels), the quick
 #      CPU-vs-CUDA end-to-end check, pk-tiny's greedy tokens and decode-step logits against the CPU;

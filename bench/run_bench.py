@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """run_bench.py — issue 5's table: `pk bench --backend cuda` next to transformers
 (bench/hf_baseline.py, eager and CUDA graph) on random-weight models shaped like Qwen3-0.6B,
 Qwen3-1.7B and Qwen3-8B, at context 160 and 4096. bench/run_bench.sh runs the correctness gate

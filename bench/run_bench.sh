@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_bench.sh — issue 5's benchmark in one run on the GPU machine:
 #   1. the machine, the build (build/pk and tests/gpu/test_cuda_e2e, prebuilt or made here);
 #   2. the correctness gate, so that timings are only reported for a correct build:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """shape_model.py — a random-weight bf16 model directory of one of hf_baseline's Qwen3 shapes,
 written in plain Python (no torch, no numpy), for timing pk.
 

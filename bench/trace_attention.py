@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_attention.py — when each attention task of a pk trace starts, against the end of the
 layer before it (the qkv projection), and what its worker did before: shows whether the decode
 attention's staging (which runs on the worker before the task's wait) delays the task.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_balance.py — whether a task's duration is a property of the worker (SM) that runs it.
 
     python3 bench/trace_balance.py TRACE.json [--min-tasks N] [--smid LOG]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_ends.py — how spread out a layer's task ends are: what a consumer that took its input
 piece by piece (as each producer task ends) instead of all at once could overlap.
 

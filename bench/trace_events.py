@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """trace_events.py — the task events of a pk trace (Chrome trace JSON from `pk generate --trace`
 or `pk bench --trace`), as the bench/trace_*.py scripts read them."""
 import collections

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_lag.py — how long after its event each worker starts a layer, and whether it was busy.
 
     python3 bench/trace_lag.py TRACE.json [--min-tasks N]

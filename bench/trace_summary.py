@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_summary.py — where a decode step's time goes, from a pk trace (Chrome trace JSON written by
 `pk generate --trace FILE` or `pk bench --trace FILE`; one event per task, named "<layer>.<index>",
 args.step = the step).

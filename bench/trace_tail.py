@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """trace_tail.py — what sets a GEMV layer's span: late starts or long tasks.
 
     python3 bench/trace_tail.py TRACE.json [--min-tasks N]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fuzz_config.c — libFuzzer target: pk_hf_config_parse over arbitrary bytes.
  * On success the config must satisfy what the graph builder relies on (positive sizes, GQA
  * heads dividing, even head_dim <= 512, at most 8 EOS ids, a sane llama3 rope); on failure

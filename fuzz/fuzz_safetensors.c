@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fuzz_safetensors.c — libFuzzer target: pk_safetensors_parse over arbitrary bytes.
  * On success every tensor must lie inside the input, be found by name, and convert to bf16
  * (reading every byte, so ASan sees any out-of-range pointer); on failure the message must

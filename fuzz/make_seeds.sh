@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes the safetensors seed corpus (fuzz/corpus/safetensors/): a few small valid files and
 # near-misses of each check, assembled byte by byte. Rerun after changing it; commit the output.
 set -eu

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # fuzz/run.sh — builds and runs pk's fuzz targets; exits non-zero on any crash.
 #   1. replays each seed corpus through a gcc ASan/UBSan build of the target and
 #      fuzz/standalone_main.c (no libFuzzer needed);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* standalone_main.c — runs a libFuzzer target without libFuzzer: each file named on the
  * command line (or every file in a named directory) is passed once to LLVMFuzzerTestOneInput.
  * Lets any C compiler (gcc -fsanitize=address,undefined) replay the seed corpus and crash

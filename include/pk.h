@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pk.h — the one public header of pk, a persistent-kernel LLM decoder.
  *
  * A decode step is described as a graph of layers over tensors (the seed's PersistentKernel:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """compare_logits.py — two `pk generate --logits FILE` dumps of the same prompt (float32
 [rows, vocab]), a reference (the CPU backend) and a test (CUDA), compared as
 scripts/gpu_teacher_forcing.py compares pk with transformers:

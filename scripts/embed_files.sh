@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # embed_files.sh — writes a C source holding the given files as string literals, for the CUDA
 # backend (src/runtime/cuda): kernel.cu is written next to these headers, so the generated code is
 # self-contained and the kernel cache key covers them. Paths are stored relative to src/ (or

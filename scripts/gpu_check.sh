@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_check.sh — the CUDA backend's check on a GPU machine, in one go (docs/CUDA.md):
 #   1. build pk and tests/gpu/test_cuda_e2e (or use binaries built elsewhere: see PREBUILT);
 #   2. the end-to-end test table (tests/e2e_table.h): a 2-layer Qwen3-shaped model on the CPU and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # gpu_env.sh — sourced (from the repository root) by the scripts that run on the GPU machine
 # (scripts/gpu_check.sh, bench/run_bench.sh, bench/quick_gpu.sh, bench/ab_run.sh) and by those that

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Makes pk's binary test assets on a machine with a CUDA GPU, torch, transformers and tokenizers:
 #   1. tests/data/golden/<name>/ for the tiny random models (scripts/make_goldens.py),
 #   2. models/pk-tiny, trained on the KJV Bible for MINUTES minutes (scripts/train_tiny_model.py),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """gpu_teacher_forcing.py — pk's CUDA backend against Hugging Face transformers on the GPU
 machine: teacher-forced logits, and a first decode timing next to the floor and the
 transformers baseline, all measured in this one run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Makes golden outputs from Hugging Face transformers for pk's tests, on a CUDA GPU.
 
 1. Tiny random models (default): for each entry of SPECS, a seeded random Qwen3/Llama model is written

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // make_tokenizer_goldens.mjs — writes tests/data/tokenizer_goldens.json with Hugging Face's own
 // tokenizer (the Rust `tokenizers` library through its npm binding, `npm install tokenizers`).
 //

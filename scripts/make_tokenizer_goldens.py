@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make_tokenizer_goldens.py — writes tests/data/tokenizer_goldens.json with Hugging Face's
 `tokenizers` Python package (0.23), for pk's tokenizer test.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generates src/tokenizer/unicode_tables.h: the Unicode data pk's NFC normalizer needs.
 
     python3 scripts/make_tokenizer_nfc_tables.py > src/tokenizer/unicode_tables.h

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Trains pk's shipped model, models/pk-tiny: a byte-level BPE tokenizer and a small Qwen3ForCausalLM
 on the King James Bible (public domain), for a fixed wall-clock budget on one GPU.
 
@@ -451,9 +452,11 @@ not bit-reproducible: the wall-clock budget decides the number of steps.
 
 ## Licence
 
-The text of the King James Version is in the public domain (outside the United Kingdom, where the
-Crown's letters patent apply to printed copies). The weights and tokenizer were made by pk's
-scripts from that text alone and are distributed under pk's licence.
+The weights and the tokenizer (every file in this folder) are released under the Apache License 2.0,
+as pk's code is (`LICENSE` at the repository's root; SPDX: `Apache-2.0`). They were made by pk's
+scripts (`scripts/train_tiny_model.py`) from one corpus alone: the King James Version of the Bible
+as Debian's `bible-kjv` package prints it. That text is in the public domain (outside the United
+Kingdom, where the Crown's letters patent apply to printed copies).
 """
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write(text)

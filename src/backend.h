@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* backend.h — the table of functions through which the core (src/graph, src/taskgraph,
  * src/runtime/run.c) reaches a backend, and the registry that maps pk_config.backend to it.
  *

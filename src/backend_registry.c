@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* backend_registry.c — pk_config.backend → its table (backend.h). It lives above src/graph,
  * src/taskgraph and src/runtime: the core finds a backend here and never links a backend's
  * symbols itself (tests/test_layering.c checks that).

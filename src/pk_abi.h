@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pk_abi.h — the task ABI: the plain structs both backends run, compiled by C11 and nvcc.
  *
  * The compiler (src/taskgraph) fills tables of pk_task and pk_event; the CPU runtime walks them

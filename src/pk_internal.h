@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pk_internal.h — what the kernel object holds: tensors, layers, the compiled task graph, its
  * backend (backend.h) and what the last run recorded. Shared by src/graph, src/taskgraph and
  * src/runtime; never installed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* check.h — the tiny assertion layer of pk's tests.
  * CHECK(cond, fmt, ...) counts a pass or prints the failure with file:line; a test program
  * ends with `return check_report("name");`, which prints "<name>: N passed, N failed" and

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The full suite, as CI runs it (README: `make check`):
-#   1. the normal build and every test;
+#   1. the normal build and every test; `make install` into the build dir and the examples built
+#      against it through pkg-config (tests/test_install.sh); LICENSE and the SPDX line of every
+#      source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
 #   3. the runtime and task-graph tests built with ThreadSanitizer;
@@ -11,10 +14,10 @@ set -u
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 pass=0; fail=0
-tally() { # adds "P passed, F failed" from the last line of $1
+tally() { # adds "[NAME: ]P passed, F failed" from the last line of $1
     local line; line=$(tail -n 1 "$1")
-    if [[ "$line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-        pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+    if [[ "$line" =~ ^([A-Za-z0-9_./-]+:\ )?([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        pass=$((pass + BASH_REMATCH[2])); fail=$((fail + BASH_REMATCH[3]))
     else
         echo "$2: no summary line"; fail=$((fail + 1))
     fi
@@ -27,6 +30,10 @@ if make -j"$JOBS" >"$log/build.txt" 2>&1; then
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
+
+echo "== install, pkg-config, examples; licence"
+BUILD=build bash tests/test_install.sh | tee "$log/install.txt"; tally "$log/install.txt" install
+bash tests/test_license.sh | tee "$log/license.txt"; tally "$log/license.txt" license
 
 echo "== AddressSanitizer + UBSan"
 if make -j"$JOBS" SAN=address >"$log/asan-build.txt" 2>&1; then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* e2e_model.h — the small random Qwen3-shaped model of the end-to-end table (tests/e2e_table.h), built
  * through pk.h, and its reference forward written out in C. 2 layers, hidden 80, 4 query / 2 KV heads
  * of 32, MLP 200, vocabulary 97; weights from a fixed seed. The one builder is e2e_add_layers: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* e2e_table.h — the end-to-end test table: rows of backend × scheduling mode × workers × variant
  * (e2e_model.h's options that change the graph), every row run on the small model of e2e_model.h
  * and checked against its reference forward. tests/test_e2e_graph.c runs the whole table (a CUDA

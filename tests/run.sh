@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every test program in $BUILD/tests and ends with the total "N passed, N failed".
 # A program that crashes, prints no summary or runs longer than $TEST_TIMEOUT seconds (default
 # 900: a deadlocked runtime must fail the run, not hang it) counts as one failure.

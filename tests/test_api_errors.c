@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_api_errors.c — every misuse of pk.h returns its status and a message naming the tensor
  * and the numbers; nothing aborts. Black-box: only pk.h.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_bench.c — the measurement side of pk (issue 5): pk_run_step_times (one duration per step,
  * prefill and decode steps told apart, for known schedules on both scheduling modes),
  * pk_kernel_memory, pk_device_copy_bandwidth on the CPU backend, and `pk bench --json` on the

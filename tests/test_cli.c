@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_cli.c — the pk command end to end, as a user runs it: `pk generate --prompt-ids ...
  * --print-ids` reproduces transformers' greedy tokens on the golden model directories, text
  * generation and tokenize/detokenize work on the shipped model, and every bad input ends with a

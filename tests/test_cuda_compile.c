@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_cuda_compile.c — the CUDA backend without a GPU: a small graph that uses every task kind
  * is generated and compiled with nvcc for sm_90a (PK_CUDA_ARCH, so no GPU is probed); kernel.cu
  * names pk's version and the graph hash; ptxas keeps no task function out of line but the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_e2e_graph.c — the end-to-end test table (tests/e2e_table.h): a 2-layer Qwen3-shaped model built
  * by hand through pk.h (GQA, q/k norm, heads·head_dim ≠ hidden, untied LM head, fused qkv and gate|up
  * weights; tests/e2e_model.h), run for 4 requests of different prompt lengths with chunked prefill, a

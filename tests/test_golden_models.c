@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_golden_models.c — pk's CPU backend against Hugging Face transformers.
  *
  * tests/data/golden/<name>/ holds a tiny random model (config.json, model.safetensors) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_kernels.c — every CPU kernel (src/kernels/cpu) against a naive reference written here.
  *
  * Two references per arithmetic kernel: a plain fp32 one that follows cpu_kernels.h to the letter

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_layering.c — the core does not call into the runtime: no object of src/graph or
  * src/taskgraph references a symbol that an object of src/runtime defines (`nm -u` against
  * `nm --defined-only`); the core reaches a backend only through its table (src/backend.h), and

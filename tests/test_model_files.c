@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_model_files.c — safetensors, config.json and model-directory weights.
  * Writes small safetensors files (bytes assembled here), config.json files and sharded model
  * directories under a mkdtemp dir; checks the good parses (bf16/f16/f32 → bf16 bit-exact

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_product_sources.c — the product, not the laboratory, in what pk ships:
  *   1. no device file that codegen embeds into kernel.cu (pk_cuda_embedded: the texts themselves)
  *      tests a PK_* macro in a preprocessor conditional, other than its own include guard and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_runtime_stress.c — the CPU runtime gives the same bits however it is scheduled.
  *
  * Seeded random graphs through pk.h (an embedding, then random blocks of rmsnorm, rmsnorm_linear,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_taskgraph.c — white-box checks of the compiled task graph (k->graph) of many graphs built
  * through pk.h: Qwen3-shaped models with many grids, rmsnorm/linear/silu_mul chains whose grids
  * give events of gcd > 1 and = 1, odd dims (80, 200, 1003), and seeded random residual-stream

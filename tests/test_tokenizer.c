@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_tokenizer.c — pk's tokenizer against Hugging Face tokenizers 0.23.
  *
  * 1. Goldens (tests/data/tokenizer_goldens.json, made by scripts/make_tokenizer_goldens.*):

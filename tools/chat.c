@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* chat.c — the chat template and `pk chat`, a conversation in the terminal.
  *
  * The template is the one pk_tokenizer_chat_prompt writes for one user turn (ChatML or Llama 3,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cli.h — what the pk command's files share: the parsed options, the error exit, loading a model
  * and its tokenizer, and the chat template (chat.c) that `generate --chat` and `pk chat` both use.
  *

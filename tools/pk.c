@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pk.c — the pk command: generate, chat, bench, tokenize, detokenize, inspect, compile, help.
  *
  * Uses only pk.h. Each command takes the options its table row names; an option another command

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* bf16.h — bfloat16 storage type and conversions, for host C and CUDA alike.
  * pk stores activations and weights as bf16 (the top 16 bits of an IEEE fp32) and computes in
  * fp32. fp32 → bf16 rounds to nearest even, as PyTorch does; NaN stays a (quiet) NaN. */

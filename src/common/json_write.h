@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* json_write.h — a JSON string literal written to a stream (quotes, backslashes and control
  * characters escaped), for the files pk writes by hand: traces (runtime/cpu/trace.c) and
  * `pk bench --json` (tools/pk.c). */

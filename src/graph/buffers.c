@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* buffers.c — which tensors a backend keeps while it runs the graph, and of what kind: the plan
  * behind pk_kernel_memory. A fused tensor is one buffer (its inputs, read only through it, are
  * none); an owned tensor that an attention layer reads as its K or V cache is KV cache even where

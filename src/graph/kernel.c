@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* kernel.c — the kernel object: config defaults and checks, its backend (backend.h), the decode
  * state tensors, error state, status names.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* layers.c — one public function per layer kind: check every argument, record the layer.
  *
  * Each check names the layer, the tensor and the numbers. A recorded layer lists its tensors

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* tensor.c — tensors of a kernel: attached caller memory, pk-owned memory, fused views.
  *
  * Every tensor is row-major. Attached memory is never written by pk. Fused tensors own no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* attention_decode_layout.h — the shared-memory layout of the staged decode attention
  * (src/kernels/cuda/attention_decode.cuh), in plain C so the host can ask what the device path
  * holds: the model builder splits attention over the KV length only for contexts it does not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* stage_layout.h — how static mode divides a worker CTA's shared memory, in plain C so the host
  * plans with the device's numbers (codegen.c: which tiles stage whole; the backend's device info:
  * what a builder may count on).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* file.c — regular files only, read whole under a size cap (see file.h). */
 #include "model/file.h"
 

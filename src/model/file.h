@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* file.h — opening the files of a model directory that pk parses.
  *
  * Every such file (config.json, model.safetensors, model.safetensors.index.json, each shard)

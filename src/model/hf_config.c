@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* hf_config.c — config.json → pk_hf_config, with transformers' defaults and pk's limits.
  *
  * JSON numbers arrive as doubles: an integer key must hold an exact integer (|v| <= 2^53)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* hf_config.h — a Hugging Face config.json for Qwen3ForCausalLM / LlamaForCausalLM.
  *
  * Parses the keys pk needs, fills in the defaults transformers would use, and refuses what pk

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* model.c — a Hugging Face model directory as a pk graph: Qwen3ForCausalLM and
  * LlamaForCausalLM, built only through pk.h (layers, tensors, pk_kernel_config and what the
  * backend reports: pk_kernel_device_info, pk_kernel_attention_reach).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* safetensors.c — parse and validate a safetensors header; map the file read-only.
  *
  * The parsed cJSON tree is kept for the file's lifetime: tensor names and metadata strings

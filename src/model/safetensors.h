@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* safetensors.h — read-only access to one .safetensors file (memory-mapped) or buffer.
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON header, then the data section.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* weights.c — a model directory's tensors over one or more mapped safetensors shards.
  *
  * entries[] (sorted by name) is the directory's tensor list: every tensor of model.safetensors,

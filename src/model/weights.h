@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* weights.h — the tensors of a Hugging Face model directory, handed out as bf16.
  *
  * The directory holds model.safetensors, or model.safetensors.index.json whose "weight_map"

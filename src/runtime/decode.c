@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* decode.c — prepare_next_step on the host: validates requests, owns the decode state's memory,
  * and hands generated tokens to the caller. The step logic itself (admission with page
  * reservations, chunked prefill, EOS / length) is decode_step.h, shared with the CUDA kernel.

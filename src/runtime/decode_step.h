@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* decode_step.h — prepare_next_step's logic, shared by both backends: the host runs it for the
  * CPU backend (decode.c) and the CUDA persistent kernel runs the same code on the device (the
  * header is embedded into kernel.cu and compiled by nvcc).

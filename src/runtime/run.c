@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* run.c — pk_compile and pk_run: the backend-independent part of compiling and running, which
  * reaches the backend only through its table (backend.h); what the device is and what a run
  * records (device info, step times, memory, copy bandwidth). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* runtime.h — decode state shared by the backends (their entry points are backend.h's table).
  *
  * pk_decode is the host's view of a generation: request slots, the paged KV cache's free list,

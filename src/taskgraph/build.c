@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* build.c — layers × grids → tasks, events and the static schedule.
  *
  * Task order: the BEGIN task, then the tasks of every root layer (one reading no layer's

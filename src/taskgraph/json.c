@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* json.c — task_graph.json: the compiled graph for people and tools (pk inspect, tests).
  *
  * {"pk_version", "abi_version", "hash", "layers": [{name, kind, grid, first_task}],

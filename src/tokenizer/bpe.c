@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* bpe.c — the BPE model: one pre-token (already in the model's alphabet) to ids.
  *
  * Same algorithm as HF's Word::merge_all, so ties and odd merge lists give HF's ids: symbols

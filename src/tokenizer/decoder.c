@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* decoder.c — streaming decode: ids -> UTF-8 text that never ends inside a character.
  *
  * Each id's bytes were fixed at load (tokenizer.c: byte-level inverse, or the token's own text).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* map.c — the tokenizer's containers: growable buffers and vectors, a string -> int32 hash map
  * (vocabulary, added tokens, word cache) and an id-pair -> (rank, id) map (BPE merges).
  * Both maps are open addressing with linear probing over a power-of-two table kept at most

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pretokenize.c — the pre-tokenizer: Split (a regex with one of HF's five delimiter
  * behaviors, optionally inverted) and ByteLevel (optional prefix space, optional GPT-2 regex,
  * then every byte mapped to GPT-2's printable alphabet), applied in order to every piece.

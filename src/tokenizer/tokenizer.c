@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* tokenizer.c — loading tokenizer.json and the public tokenizer API (see pk.h).
  *
  * Supported, as Hugging Face tokenizers 0.23 reads them: model BPE (vocab, merges as "a b" or

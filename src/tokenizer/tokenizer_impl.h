@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* tokenizer_impl.h — internals of pk's Hugging Face tokenizer.json reader (byte-level BPE).
  *
  * Encoding follows tokenizers 0.23 step by step: added tokens are cut out of the raw text

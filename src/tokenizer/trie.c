@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* trie.c — finding added tokens ("<|im_end|>", "<think>") in text, as HF's AddedVocabulary:
  * leftmost-longest matches over a byte trie, then the token's single_word / lstrip / rstrip
  * rules. The text between matches comes out as plain segments (id -1) for the rest of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* unicode.c — UTF-8 reading and writing, and NFC normalization (Qwen's normalizer).
  *
  * NFC is the textbook algorithm: decompose every character fully (tables + Hangul arithmetic),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds tests/cuda/test_cuda_kernels: the CUDA task kernels against the CPU kernels (linked as C
 # objects). Warnings are errors. Usage: tests/cuda/build.sh [outdir] (default .dev/cuda);
 # PTXAS_V=1 adds -Xptxas -v (registers, shared memory, spills per kernel); NVCC_EXTRA adds flags.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_cuda_kernels.cu — every CUDA task kernel (src/kernels/cuda) against its CPU kernel.
  *
  * Each device function runs in a one-CTA wrapper kernel (PK_CUDA_THREADS threads, dynamic shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_cuda_e2e.c — the end-to-end test table on the GPU machine (scripts/gpu_check.sh), and the
  * checks only a GPU can run.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* argmax.c — PK_TASK_ARGMAX_PARTIAL and PK_TASK_ARGMAX_REDUCE: greedy sampling over [T, V] logits.
  *
  * A partial task scans its vocabulary tile [v0, v0 + nv) of each row and writes the best fp32

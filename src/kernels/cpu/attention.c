@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* attention.c — PK_TASK_ATTENTION: causal GQA attention over a paged KV cache, KV heads kv0 ..
  * kv0+nkv-1. qkv row [Hkv · (G+2) · D], G = Hq / Hkv: per KV head g, query heads g·G .. g·G+G-1,
  * then K, V. out row [Hq · D], head h at h·D. Cache [num_pages, page_size, Hkv, D]: (request r,

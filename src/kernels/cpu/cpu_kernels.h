@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cpu_kernels.h — the CPU kernel of every task kind: bf16 storage, fp32 accumulation.
  *
  * Each function computes one task's tile from plain pointers (the runtime resolves a task's

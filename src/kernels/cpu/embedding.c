@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* embedding.c — PK_TASK_EMBEDDING: a column tile of the embedding rows of the step's tokens.
  *
  * out[t, j] = W[tokens[t], col0 + j] for t < n_tok, j < ncols: a bit-exact copy, no arithmetic.

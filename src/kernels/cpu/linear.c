@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* linear.c — y = xn · Wᵀ: tasks LINEAR, LINEAR_RESIDUAL, RMSNORM_LINEAR, SILU_MUL_LINEAR_RESIDUAL.
  *
  * A task computes output columns [n0, n0 + ncols) (weight rows) for rows t < n_tok. xn is the

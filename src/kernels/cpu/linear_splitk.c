@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* linear_splitk.c — LINEAR_SPLITK_RESIDUAL on the CPU: a task's partial sums over its K block,
  * added to the layer's fp32 accumulator, and the last task's out = bf16(bf16(acc) + residual).
  *

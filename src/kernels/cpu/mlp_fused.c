@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* mlp_fused.c — the CPU side of RMSNORM_SWIGLU_DOWN's accumulator: down_proj's partial sums added
  * to the int64 fixed-point accumulator, and the sum its readers take as x (cpu_kernels.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* rmsnorm.c — PK_TASK_RMSNORM: out = bf16(bf16(x · scale) · w) per row, as HF's RMSNorm.
  *
  * x, out [rows, hidden] (row strides x_stride, out_stride), w [hidden]. The row's scale is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* rope.c — the inverse RoPE frequencies of a layer, as Hugging Face computes them in fp32.
  *
  * inv_freq[i] = 1 / theta^e, e = fp32(2i) / fp32(D), i < D/2 (torch: 1.0 / (base **

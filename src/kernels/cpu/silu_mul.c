@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* silu_mul.c — PK_TASK_SILU_MUL: the SwiGLU activation, out = bf16(bf16(silu(gate)) · up).
  *
  * x [rows, 2I]: gate in columns [0, I), up in [I, 2I); out [rows, ncols tile] holds columns

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* argmax.cuh — PK_TASK_ARGMAX_PARTIAL and PK_TASK_ARGMAX_REDUCE on the device (greedy sampling),
  * the same results as pk_cpu_argmax_partial / _reduce, bit for bit.
  *

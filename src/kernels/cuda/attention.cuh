@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* attention.cuh — PK_TASK_ATTENTION on the device: causal GQA attention over the paged KV cache for
  * KV heads [kv0, kv0 + nkv) of every row (pk_cpu_attention: same layouts, same rounding points).
  *

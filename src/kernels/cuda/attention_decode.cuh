@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* attention_decode.cuh — PK_TASK_ATTENTION for one decode row, with the KV cache read before the
  * task's dependency fires. Same result as pk_dev_attention (attention.cuh) to bf16 tolerance, same
  * cache writes bit for bit; the general kernel stays the path for prefill, long contexts and any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cuda_kernels.cuh — the CUDA kernel of every task kind, as __device__ functions that one CTA
  * (a persistent worker, PK_CUDA_THREADS threads) calls to compute one task's tile.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* embedding.cuh — PK_TASK_EMBEDDING on the device: out[t, j] = W[tokens[t], col0 + j], a bit-exact
  * copy (pk_cpu_embedding).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fixed_point.cuh — RMSNORM_SWIGLU_DOWN's accumulator on the device: int64 fixed point, value ·
  * 2^32, with the roundings of the CPU's pk_fixed_from_f32 / pk_fixed_to_bf16 (cpu_kernels.h), so
  * the same partials give the same sum, and the same bf16, on both backends. Shared by the real

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* linear.cuh — PK_TASK_LINEAR, LINEAR_RESIDUAL, RMSNORM_LINEAR, SILU_MUL_LINEAR_RESIDUAL on the
  * device: out[t, j] = bf16(acc) or bf16(bf16(acc) + residual), acc = Σ_k xn[t, k] · W[n0 + j, k]
  * in fp32, xn = x, bf16(rmsnorm(x) · norm_w) or bf16(bf16(silu(gate)) · up) (cpu_kernels.h).

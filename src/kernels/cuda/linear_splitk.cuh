@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* linear_splitk.cuh — PK_TASK_LINEAR_SPLITK_RESIDUAL on the device (cpu_kernels.h,
  * pk_cpu_linear_splitk_add / _finish): one task's partial sums over its K block,
  *   acc[t, n] += Σ_{k < kc} x[t, k] · W[n, k]   (fp32; x at the block's first column),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* mbarrier.cuh — mbarrier and bulk-copy (cp.async.bulk) primitives of sm_90 and later, shared-memory
  * addresses as 32-bit; on older GPUs they compile to nothing (their callers check
  * PK_DEV_HAVE_BULK first). Used by the fused MLP's paced stage (runtime.cuh) and the decode

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* mlp_fused.cuh — RMSNORM_SWIGLU_DOWN's second half on the device, after rmsnorm_linear wrote the
  * task's gate / up sums gu [T][2 · ib] (gate block, then up block): silu · mul of its ib features,
  * then down_proj's partial sums over them for every output, added to the layer's int64

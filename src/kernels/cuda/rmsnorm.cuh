@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* rmsnorm.cuh — PK_TASK_RMSNORM on the device: out = bf16(bf16(x · scale) · w) per row, as
  * pk_cpu_rmsnorm; and pk_dev_rms_scales, the per-row scale that rmsnorm_linear shares.
  *

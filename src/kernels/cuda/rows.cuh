@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* rows.cuh — what every CUDA task kernel shares: pk_rows on the device, bf16 <-> fp32 with the
  * host's rounding, and the load paths.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* silu_mul.cuh — PK_TASK_SILU_MUL on the device: out[t, j] = bf16(bf16(silu(g)) · u),
  * g = x[t, i0 + j], u = x[t, I + i0 + j], silu(g) = g / (1 + exp(-g)) in fp32 (pk_cpu_silu_mul);
  * and pk_dev_silu_mul1, the element that silu_mul_linear shares.

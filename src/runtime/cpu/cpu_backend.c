@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cpu_backend.c — the CPU backend's table (backend.h): worker threads run the task table in the
  * tensors' host memory (cpu_runtime.c), so compiling builds nothing beyond the task graph and a
  * tensor is read where it lies. "auto" workers are the online cores. The static schedule uses the

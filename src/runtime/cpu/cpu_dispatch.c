@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cpu_dispatch.c — runs one task on the CPU: resolves its views (pk_abi.h) to pointers and
  * calls the task kind's kernel (src/kernels/cpu). Stateless and thread-safe.
  */

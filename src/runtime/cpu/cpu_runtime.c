@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cpu_runtime.c — the persistent runtime on CPU threads: the same task table, events and 64-bit
  * monotonic counters the GPU runs, with C11 acquire/release atomics.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cpu_runtime.h — the CPU backend's pieces: the runtime, task dispatch and the trace writer. Its
  * table, pk_cpu_backend, is cpu_backend.c's. */
 #ifndef PK_CPU_RUNTIME_H

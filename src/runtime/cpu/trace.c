@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* trace.c — writes executed tasks as a Chrome trace-event JSON file, which Perfetto
  * (ui.perfetto.dev) and chrome://tracing open: one track (tid) per worker, one complete event
  * ("ph": "X") per task, named "<layer>.<task index>", with the step and the layer's first output

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* codegen.c — kernel.cu from the compiled task graph.
  *
  * The generated file is meant to be read: a header naming pk's version, the task ABI and the

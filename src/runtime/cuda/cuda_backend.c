@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cuda_backend.c — the CUDA backend's table (backend.h): default workers, device figures,
  * compile, run, read, memory, copy bandwidth, free.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cuda_internal.h — the pieces of the CUDA backend's host side (libpk, C11, no CUDA headers):
  * code generation (codegen.c), nvcc and the kernel cache (nvcc.c), the driver probe, loading and
  * running the generated object (cuda_backend.c), and the embedded device headers

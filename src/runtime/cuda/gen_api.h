@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* gen_api.h — the C interface between libpk and a generated kernel.so: plain structs and the
  * extern "C" entry points the generated object exports. Compiled by C11 (libpk, which dlopens
  * the object and looks the entry points up by name) and by nvcc (embedded into kernel.cu).

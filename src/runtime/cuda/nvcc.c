@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* nvcc.c — kernel.cu → kernel.so through nvcc, and the kernel cache.
  *
  * nvcc is found as $PK_NVCC, else on $PATH, else /usr/local/cuda/bin/nvcc, and run with

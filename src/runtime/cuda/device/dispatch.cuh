@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* dispatch.cuh — what generated dispatch code (kernel.cu's pk_gen_run_task) builds its calls
  * from: the compact task table entry, weight row accessors, row clipping, and one call-through
  * per task kind. Views are resolved at code-generation time: on the GPU every weight is one

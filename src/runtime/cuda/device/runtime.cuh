@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* runtime.cuh — the persistent kernel and the entry points of a generated kernel.so.
  *
  * Included at the end of kernel.cu, after the generated tables (pk_gen_tasks, pk_gen_events,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* sync.cuh — the persistent kernel's memory-order primitives and its shared device state.
  *
  * Protocol (docs/DESIGN.md, "Runtime protocol"): producers write, __syncthreads(), then one
