@@ -21,9 +21,9 @@ mkdir -p "$OUT"
 WARN="-std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla"
 CPP="-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc"
 LIBS="-lcjson -lpcre2-8 -lm"
-SRCS_safetensors="src/model/safetensors.c src/model/file.c"
-SRCS_config="src/model/hf_config.c src/model/file.c"
-SRCS_tokenizer="$(echo src/tokenizer/*.c)"
+SRCS_safetensors="src/model/safetensors.c src/common/file.c"
+SRCS_config="src/model/hf_config.c src/common/file.c"
+SRCS_tokenizer="$(echo src/tokenizer/*.c) src/common/file.c"
 
 work=$(mktemp -d /tmp/pk_fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT

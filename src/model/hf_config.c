@@ -6,7 +6,7 @@
  * absent key (transformers writes "head_dim": null, "rope_scaling": null).
  */
 #include "model/hf_config.h"
-#include "model/file.h"
+#include "common/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

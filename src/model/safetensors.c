@@ -7,7 +7,7 @@
  * every integer is checked to be integral, >= 0 and <= 2^53 before it is used.
  */
 #include "model/safetensors.h"
-#include "model/file.h"
+#include "common/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * kernel will read, so an F32 value beyond bf16's range (rounded to infinity) is caught too.
  */
 #include "model/weights.h"
-#include "model/file.h"
+#include "common/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

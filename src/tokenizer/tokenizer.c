@@ -8,19 +8,16 @@
  * Anything else is refused at load with the key that names it. post_processor, truncation and
  * padding are ignored: pk_tokenizer_encode is HF's encode(text, add_special_tokens=False).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "common/file.h" /* pk_file_read_capped: a regular file under a cap */
 #include "tokenizer/tokenizer_impl.h"
 
 int pk_tok_set_err(pk_tokenizer *t, const char *fmt, ...) {
@@ -483,75 +480,6 @@ oom:
     return pk_tok_set_err(t, "out of memory");
 }
 
-static const char *file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a plain file";
-}
-
-/* Reads tokenizer.json whole: a regular file (or a symlink to one) of at most
- * PK_TOK_MAX_FILE_BYTES. O_NONBLOCK keeps open() from blocking on a FIFO, which fstat then
- * refuses with any other non-regular file; the cap is checked before allocating and while
- * reading (a file that grows). */
-static int read_file(const char *path, char **data, size_t *len, char *msg, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        snprintf(msg, cap, "cannot open: %s", strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        snprintf(msg, cap, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(msg, cap, "is %s, not a regular file", file_kind(sb.st_mode));
-        close(fd);
-        return -1;
-    }
-    if ((uint64_t)sb.st_size > PK_TOK_MAX_FILE_BYTES) {
-        snprintf(msg, cap, "is %lld bytes, more than a tokenizer.json can be (%zu)", (long long)sb.st_size,
-                 (size_t)PK_TOK_MAX_FILE_BYTES);
-        close(fd);
-        return -1;
-    }
-    pk_tok_buf b = {0};
-    char chunk[65536];
-    for (;;) {
-        ssize_t got = read(fd, chunk, sizeof chunk);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            snprintf(msg, cap, "read error: %s", strerror(errno));
-            break;
-        }
-        if (got == 0) {
-            if (pk_tok_buf_reserve(&b, 0)) {
-                snprintf(msg, cap, "out of memory reading it");
-                break;
-            }
-            close(fd);
-            *data = b.p;
-            *len = b.len;
-            return 0;
-        }
-        if (b.len + (size_t)got > PK_TOK_MAX_FILE_BYTES) {
-            snprintf(msg, cap, "is more than a tokenizer.json can be (%zu bytes)", (size_t)PK_TOK_MAX_FILE_BYTES);
-            break;
-        }
-        if (pk_tok_buf_append(&b, chunk, (size_t)got)) {
-            snprintf(msg, cap, "out of memory reading it");
-            break;
-        }
-    }
-    close(fd);
-    pk_tok_buf_free(&b);
-    return -1;
-}
-
 static int setup_regex_runtime(pk_tokenizer *t) {
     t->md = pcre2_match_data_create(1, NULL);
     t->mctx = pcre2_match_context_create(NULL);
@@ -610,8 +538,8 @@ pk_tokenizer *pk_tokenizer_load(const char *path, char *err, size_t err_len) {
     }
     char *data = NULL;
     size_t len = 0;
-    if (read_file(path, &data, &len, msg, sizeof msg)) {
-        if (err && err_len) snprintf(err, err_len, "%s: %s", path, msg);
+    if (pk_file_read_capped(path, PK_TOK_MAX_FILE_BYTES, "a tokenizer.json", &data, &len, msg, sizeof msg) != PK_OK) {
+        if (err && err_len) snprintf(err, err_len, "%s", msg);
         return NULL;
     }
     pk_tokenizer *t = calloc(1, sizeof *t);

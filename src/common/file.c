@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* file.c — regular files only, read whole under a size cap (see file.h). */
-#include "model/file.h"
+#include "common/file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/* file.h — opening the files of a model directory that pk parses.
+/* file.h — opening the files pk parses (a model directory's, tokenizer.json).
  *
- * Every such file (config.json, model.safetensors, model.safetensors.index.json, each shard)
- * must be a regular file, or a symlink to one: a FIFO, device, socket or directory of that name
- * is refused with a message naming it. open() uses O_NONBLOCK, so a FIFO with no writer cannot
+ * Every such file (config.json, model.safetensors, model.safetensors.index.json, each shard,
+ * tokenizer.json) must be a regular file, or a symlink to one: a FIFO, device, socket or directory
+ * of that name is refused with a message naming it. open() uses O_NONBLOCK, so a FIFO with no writer cannot
  * block it (the regular files that pass are unaffected by the flag). A file read whole has a
  * size cap, checked against fstat before anything is allocated and again while reading.
  */
-#ifndef PK_MODEL_FILE_H
-#define PK_MODEL_FILE_H
+#ifndef PK_COMMON_FILE_H
+#define PK_COMMON_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,4 +27,4 @@ pk_status pk_file_open_regular(const char *path, int *fd, uint64_t *size, char *
 pk_status pk_file_read_capped(const char *path, size_t max, const char *what, char **out, size_t *len, char *err,
                               size_t err_len);
 
-#endif /* PK_MODEL_FILE_H */
+#endif /* PK_COMMON_FILE_H */
