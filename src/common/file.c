@@ -1,27 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /* file.c — regular files only, read whole under a size cap (see file.h). */
 #include "common/file.h"
+#include "common/set_err.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static pk_status set_err(char *err, size_t err_len, pk_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pk_status set_err(char *err, size_t err_len, pk_status s, const char *fmt, ...) {
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 static const char *kind_of(mode_t m) {
     if (S_ISDIR(m)) return "a directory";
@@ -36,16 +24,16 @@ pk_status pk_file_open_regular(const char *path, int *fd, uint64_t *size, char *
     *fd = -1;
     *size = 0;
     int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (f < 0) return set_err(err, err_len, PK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (f < 0) return pk_set_err(err, err_len, PK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(f, &sb) != 0) {
         int e = errno;
         close(f);
-        return set_err(err, err_len, PK_ERR_IO, "cannot stat %s: %s", path, strerror(e));
+        return pk_set_err(err, err_len, PK_ERR_IO, "cannot stat %s: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(f);
-        return set_err(err, err_len, PK_ERR_IO, "%s is %s, not a regular file", path, kind_of(sb.st_mode));
+        return pk_set_err(err, err_len, PK_ERR_IO, "%s is %s, not a regular file", path, kind_of(sb.st_mode));
     }
     *fd = f;
     *size = sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
@@ -62,7 +50,7 @@ pk_status pk_file_read_capped(const char *path, size_t max, const char *what, ch
     if (s != PK_OK) return s;
     if (size > max) {
         close(fd);
-        return set_err(err, err_len, PK_ERR_FORMAT, "%s is %llu bytes, more than %s can be (%zu)", path,
+        return pk_set_err(err, err_len, PK_ERR_FORMAT, "%s is %llu bytes, more than %s can be (%zu)", path,
                        (unsigned long long)size, what, max);
     }
     /* One byte past the cap tells a file that grew since fstat. */
@@ -72,13 +60,13 @@ pk_status pk_file_read_capped(const char *path, size_t max, const char *what, ch
         ssize_t got = read(fd, buf + n, cap - n);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            s = set_err(err, err_len, PK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+            s = pk_set_err(err, err_len, PK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
             break;
         }
         if (got == 0) break;
         n += (size_t)got;
         if (n > max) {
-            s = set_err(err, err_len, PK_ERR_FORMAT, "%s is more than %zu bytes, more than %s can be", path,
+            s = pk_set_err(err, err_len, PK_ERR_FORMAT, "%s is more than %zu bytes, more than %s can be", path,
                         max, what);
             break;
         }
@@ -95,7 +83,7 @@ pk_status pk_file_read_capped(const char *path, size_t max, const char *what, ch
         }
     }
     close(fd);
-    if (s == PK_OK && !buf) s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory reading %s", path);
+    if (s == PK_OK && !buf) s = pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory reading %s", path);
     if (s != PK_OK) {
         free(buf);
         return s;

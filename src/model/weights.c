@@ -9,11 +9,11 @@
  */
 #include "model/weights.h"
 #include "common/file.h"
+#include "common/set_err.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,18 +41,6 @@ struct pk_weights {
     int check_finite;        /* pk_weights_set_check_finite */
 };
 
-static pk_status set_err(char *err, size_t err_len, pk_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pk_status set_err(char *err, size_t err_len, pk_status s, const char *fmt, ...) {
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 static char *join_path(const char *dir, const char *file) {
     size_t n = strlen(dir) + 1 + strlen(file) + 1;
     char *p = malloc(n);
@@ -76,14 +64,14 @@ static int cmp_entry(const void *a, const void *b) {
 
 static pk_status open_single(pk_weights *w, const char *path, char *err, size_t err_len) {
     w->shards = calloc(1, sizeof *w->shards);
-    if (!w->shards) return set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
+    if (!w->shards) return pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
     pk_status s = pk_safetensors_open(path, &w->shards[0], err, err_len);
     if (s != PK_OK) return s;
     w->num_shards = 1;
     int n = pk_safetensors_count(w->shards[0]);
     if (n > 0) {
         w->entries = calloc((size_t)n, sizeof *w->entries);
-        if (!w->entries) return set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
+        if (!w->entries) return pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
     }
     for (int i = 0; i < n; i++) {
         const pk_st_tensor *t = pk_safetensors_tensor(w->shards[0], i);
@@ -109,38 +97,38 @@ static pk_status open_index(pk_weights *w, const char *index_path, char *err, si
     int *entry_shard = NULL;
     if (!root) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        s = set_err(err, err_len, PK_ERR_FORMAT, "%s is not valid JSON (error near byte %zu)",
+        s = pk_set_err(err, err_len, PK_ERR_FORMAT, "%s is not valid JSON (error near byte %zu)",
                     index_path, at);
         goto done;
     }
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(root) || !cJSON_IsObject(map)) {
-        s = set_err(err, err_len, PK_ERR_FORMAT, "%s has no \"weight_map\" object", index_path);
+        s = pk_set_err(err, err_len, PK_ERR_FORMAT, "%s has no \"weight_map\" object", index_path);
         goto done;
     }
     int n = cJSON_GetArraySize(map);
     if (n == 0) {
-        s = set_err(err, err_len, PK_ERR_FORMAT, "\"weight_map\" of %s is empty", index_path);
+        s = pk_set_err(err, err_len, PK_ERR_FORMAT, "\"weight_map\" of %s is empty", index_path);
         goto done;
     }
     shard_names = calloc((size_t)n, sizeof *shard_names);
     entry_shard = calloc((size_t)n, sizeof *entry_shard);
     w->entries = calloc((size_t)n, sizeof *w->entries);
     if (!shard_names || !entry_shard || !w->entries) {
-        s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory for %d tensors", n);
+        s = pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory for %d tensors", n);
         goto done;
     }
     int num_names = 0, i = 0;
     for (const cJSON *e = map->child; e; e = e->next, i++) {
         if (!cJSON_IsString(e)) {
-            s = set_err(err, err_len, PK_ERR_FORMAT,
+            s = pk_set_err(err, err_len, PK_ERR_FORMAT,
                         "%s: weight_map entry of tensor '%s' is not a file name", index_path,
                         e->string ? e->string : "");
             goto done;
         }
         const char *file = e->valuestring;
         if (bad_shard_name(file)) {
-            s = set_err(err, err_len, PK_ERR_FORMAT,
+            s = pk_set_err(err, err_len, PK_ERR_FORMAT,
                         "%s: shard name '%s' of tensor '%s' is not a plain file name in the "
                         "model directory",
                         index_path, file, e->string ? e->string : "");
@@ -155,13 +143,13 @@ static pk_status open_index(pk_weights *w, const char *index_path, char *err, si
     }
     w->shards = calloc((size_t)num_names, sizeof *w->shards);
     if (!w->shards) {
-        s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
+        s = pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
     for (int k = 0; k < num_names; k++) {
         char *path = join_path(w->dir, shard_names[k]);
         if (!path) {
-            s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
+            s = pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
             goto done;
         }
         s = pk_safetensors_open(path, &w->shards[k], err, err_len);
@@ -174,7 +162,7 @@ static pk_status open_index(pk_weights *w, const char *index_path, char *err, si
         const pk_safetensors *sh = w->shards[entry_shard[i]];
         const pk_st_tensor *t = pk_safetensors_find(sh, e->string);
         if (!t) {
-            s = set_err(err, err_len, PK_ERR_FORMAT,
+            s = pk_set_err(err, err_len, PK_ERR_FORMAT,
                         "tensor '%s' listed in %s is missing from its shard %s", e->string,
                         index_path, pk_safetensors_label(sh));
             goto done;
@@ -185,7 +173,7 @@ static pk_status open_index(pk_weights *w, const char *index_path, char *err, si
     qsort(w->entries, (size_t)n, sizeof *w->entries, cmp_entry);
     for (int j = 1; j < n; j++) {
         if (strcmp(w->entries[j - 1].name, w->entries[j].name) == 0) {
-            s = set_err(err, err_len, PK_ERR_FORMAT,
+            s = pk_set_err(err, err_len, PK_ERR_FORMAT,
                         "tensor '%s' is listed twice in the weight_map of %s",
                         w->entries[j].name, index_path);
             goto done;
@@ -203,14 +191,14 @@ pk_status pk_weights_open(const char *dir, pk_weights **out, char *err, size_t e
     if (err && err_len) err[0] = '\0';
     if (out) *out = NULL;
     if (!dir || !out)
-        return set_err(err, err_len, PK_ERR_INVALID_ARGUMENT, "pk_weights_open: %s is NULL",
+        return pk_set_err(err, err_len, PK_ERR_INVALID_ARGUMENT, "pk_weights_open: %s is NULL",
                        dir ? "out" : "dir");
     pk_weights *w = calloc(1, sizeof *w);
     char *single = join_path(dir, PK_WEIGHTS_SINGLE_FILE);
     char *index = join_path(dir, PK_WEIGHTS_INDEX_FILE);
     pk_status s;
     if (!w || !single || !index || !(w->dir = strdup(dir))) {
-        s = set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
+        s = pk_set_err(err, err_len, PK_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
     struct stat sb;
@@ -221,10 +209,10 @@ pk_status pk_weights_open(const char *dir, pk_weights **out, char *err, size_t e
     } else {
         struct stat db;
         if (stat(dir, &db) != 0 || !S_ISDIR(db.st_mode))
-            s = set_err(err, err_len, PK_ERR_IO, "model directory %s: %s", dir,
+            s = pk_set_err(err, err_len, PK_ERR_IO, "model directory %s: %s", dir,
                         stat(dir, &db) != 0 ? strerror(errno) : "not a directory");
         else
-            s = set_err(err, err_len, PK_ERR_IO, "no %s or %s in %s", PK_WEIGHTS_SINGLE_FILE,
+            s = pk_set_err(err, err_len, PK_ERR_IO, "no %s or %s in %s", PK_WEIGHTS_SINGLE_FILE,
                         PK_WEIGHTS_INDEX_FILE, dir);
     }
 done:
@@ -292,12 +280,12 @@ static pk_status check_finite(const weight_entry *e, const char *file, const pk_
         float f;
         memcpy(&f, &u, sizeof f);
         if (isfinite(f))
-            return set_err(err, err_len, PK_ERR_FORMAT,
+            return pk_set_err(err, err_len, PK_ERR_FORMAT,
                            "tensor '%s' %s in %s: element %zu%s is %g, beyond bf16's range (it rounds to "
                            "%s); check_tensors refuses non-finite weights",
                            e->name, shape, file, i, where, (double)f, what);
     }
-    return set_err(err, err_len, PK_ERR_FORMAT,
+    return pk_set_err(err, err_len, PK_ERR_FORMAT,
                    "tensor '%s' %s in %s holds %s at element %zu%s (%s); check_tensors refuses non-finite "
                    "weights",
                    e->name, shape, file, what, i, where, pk_st_dtype_str(t->dtype));
@@ -308,11 +296,11 @@ pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const i
     if (err && err_len) err[0] = '\0';
     if (data) *data = NULL;
     if (!w || !name || !data || (ndim > 0 && !dims) || ndim < 0 || ndim > PK_ST_MAX_DIMS)
-        return set_err(err, err_len, PK_ERR_INVALID_ARGUMENT,
+        return pk_set_err(err, err_len, PK_ERR_INVALID_ARGUMENT,
                        "pk_weights_get_bf16: invalid arguments (w, name, data, dims non-NULL; "
                        "ndim %d in 0..%d)", ndim, PK_ST_MAX_DIMS);
     weight_entry *e = find_entry(w, name);
-    if (!e) return set_err(err, err_len, PK_ERR_FORMAT, "missing tensor '%s' in %s", name, w->dir);
+    if (!e) return pk_set_err(err, err_len, PK_ERR_FORMAT, "missing tensor '%s' in %s", name, w->dir);
     const pk_st_tensor *t = e->t;
     const char *file = pk_safetensors_label(w->shards[e->shard]);
     int same = t->ndim == ndim;
@@ -321,11 +309,11 @@ pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const i
         char have[200], want[200];
         pk_st_format_dims(have, sizeof have, t->ndim, t->dims);
         pk_st_format_dims(want, sizeof want, ndim, dims);
-        return set_err(err, err_len, PK_ERR_SHAPE, "tensor '%s' in %s has shape %s, expected %s",
+        return pk_set_err(err, err_len, PK_ERR_SHAPE, "tensor '%s' in %s has shape %s, expected %s",
                        name, file, have, want);
     }
     if (t->dtype != PK_DTYPE_BF16 && t->dtype != PK_DTYPE_FP16 && t->dtype != PK_DTYPE_FP32)
-        return set_err(err, err_len, PK_ERR_DTYPE,
+        return pk_set_err(err, err_len, PK_ERR_DTYPE,
                        "tensor '%s' in %s has dtype %s; pk needs BF16, F16 or F32 weights", name,
                        file, pk_st_dtype_str(t->dtype));
     const size_t bytes = (size_t)t->numel * sizeof(pk_bf16);
@@ -337,7 +325,7 @@ pk_status pk_weights_get_bf16(pk_weights *w, const char *name, int ndim, const i
     } else {
         e->copy = malloc(bytes ? bytes : 1);
         if (!e->copy)
-            return set_err(err, err_len, PK_ERR_NO_MEMORY,
+            return pk_set_err(err, err_len, PK_ERR_NO_MEMORY,
                            "out of memory converting tensor '%s' (%zu bytes)", name, bytes);
         pk_st_tensor_to_bf16(t, e->copy); /* dtype checked above: cannot fail */
         w->bytes_copied += (int64_t)bytes;
