@@ -194,8 +194,7 @@ __device__ void pk_splitk_blocks(const pk_bf16 *x, int64_t x_stride, int n_tok, 
 }
 
 /* The task's partial sums into acc. wst_rows > 0: the block's kc rows of W^T staged at wst (the
- * runtime's copy, made before the task's dependency wait, or with PK_STAGE_NEXT during the gate /
- * up task before it); with PK_STAGED_LATE its dependency wait and the copies' are the task's own
+ * runtime's copy, made before the task's dependency wait); with PK_STAGED_LATE its dependency wait and the copies' are the task's own
  * (rows.cuh). Every thread calls it; the caller then learns from the layer's completion counter
  * whether this was the layer's last task, which runs pk_dev_linear_splitk_finish. */
 __device__ void pk_dev_linear_splitk_add(const pk_bf16 *x, int64_t x_stride, int n_tok, int kc, const pk_bf16 *wt,

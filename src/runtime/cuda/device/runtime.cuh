@@ -1082,7 +1082,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
 }
 
 /* Set while a run of this kernel.so is on the GPU: its module-wide state (the constant buffer
- * table, claim counters) belongs to that run, so a run of a second context of the same kernel.so
+ * table) belongs to that run, so a run of a second context of the same kernel.so
  * in this process at the same time is refused with an error instead of overwriting them. */
 static int pk_gen_module_busy;
 
