@@ -316,6 +316,7 @@ typedef enum pk_finish_reason {
     PK_FINISH_NONE = 0,   /* not finished (run failed) */
     PK_FINISH_EOS = 1,    /* produced eos_token_id (included in the output) */
     PK_FINISH_LENGTH = 2, /* reached max_new_tokens or max_seq_length */
+    PK_FINISH_CANCELLED = 3, /* pk_cancel stopped the run first (output holds what was made) */
 } pk_finish_reason;
 
 typedef struct pk_request {
@@ -335,6 +336,13 @@ typedef void (*pk_token_fn)(void *user, int request, int32_t token, int row);
  * token per step until EOS, max_new_tokens or max_seq_length. At most max_requests run at once;
  * the rest wait for a slot. on_token may be NULL. Can be called again with new requests. */
 pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, void *user);
+
+/* Stops the pk_run in progress on k at the end of the step it is running (the CUDA backend: of
+ * the step the device runs when the request reaches it, a few steps at most): pk_run then returns
+ * PK_OK, with PK_FINISH_CANCELLED on every request not finished, whose output holds the tokens
+ * made so far. Only sets a flag, so it may be called from on_token, from another thread or from a
+ * signal handler. Without a run in progress it does nothing (pk_run starts with the flag clear). */
+void pk_cancel(pk_kernel *k);
 
 typedef struct pk_graph_stats {
     int num_layers;

@@ -742,6 +742,43 @@ static void test_mlp_fused_layer(void) {
     }
 }
 
+/* pk_cancel from the token callback: after request 0's second token the run stops at the end of
+ * that step. */
+typedef struct cancel_probe {
+    pk_kernel *k;
+    int seen0;
+} cancel_probe;
+static void cancel_on_token(void *user, int request, int32_t token, int row) {
+    cancel_probe *p = user;
+    (void)token, (void)row;
+    if (request == 0 && ++p->seen0 == 2) pk_cancel(p->k);
+}
+
+static void test_cancel(pk_kernel *k, const pk_request *valid) {
+    pk_cancel(NULL); /* nothing to cancel: no effect */
+    int32_t o0[10], o1[10], o2[10];
+    pk_request rs[3] = {*valid, *valid, *valid};
+    rs[0].max_new_tokens = 10, rs[0].output = o0;
+    rs[1].max_new_tokens = 1, rs[1].output = o1; /* done before the cancel */
+    rs[2].max_new_tokens = 10, rs[2].output = o2;
+    cancel_probe p = {k, 0};
+    OK(k, pk_run(k, rs, 3, cancel_on_token, &p));
+    CHECK(rs[0].num_output == 2 && rs[0].finish == PK_FINISH_CANCELLED, "cancelled run: request 0 made %d tokens, finish %d",
+          rs[0].num_output, (int)rs[0].finish);
+    CHECK(rs[1].num_output == 1 && rs[1].finish == PK_FINISH_LENGTH, "cancelled run: request 1 made %d tokens, finish %d",
+          rs[1].num_output, (int)rs[1].finish);
+    CHECK(rs[2].num_output < 10 && rs[2].finish == PK_FINISH_CANCELLED, "cancelled run: request 2 made %d tokens, finish %d",
+          rs[2].num_output, (int)rs[2].finish);
+    /* a cancel between runs is forgotten: the next run goes to the end */
+    pk_cancel(k);
+    pk_request again = *valid;
+    int32_t oa[10];
+    again.output = oa;
+    OK(k, pk_run(k, &again, 1, NULL, NULL));
+    CHECK(again.num_output == valid->max_new_tokens && again.finish == PK_FINISH_LENGTH && !memcmp(oa, valid->output, sizeof(int32_t) * (size_t)again.num_output),
+          "the run after a cancel: %d tokens, finish %d", again.num_output, (int)again.finish);
+}
+
 static void test_run(void) {
     int32_t prompt[MAXLEN] = {1, 2, 3, 4}, out[MAXLEN];
     pk_request rq = {.prompt = prompt, .prompt_len = 4, .max_new_tokens = 3, .output = out};
@@ -798,6 +835,7 @@ static void test_run(void) {
     CHECK(rq.num_output == 3 && rq.finish == PK_FINISH_LENGTH, "valid run: %d tokens, finish %d", rq.num_output,
           (int)rq.finish);
     for (int i = 0; i < rq.num_output; i++) CHECK(out[i] >= 0 && out[i] < V, "token %d", out[i]);
+    test_cancel(k, &rq);
     /* The longest prompt allowed: one token fits before max_seq_length. */
     static int32_t longp[MAXLEN - 1];
     int32_t lout[5];

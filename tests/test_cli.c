@@ -337,8 +337,8 @@ static void check_chat(void) {
     expect_error("chat --max-seq 64 --max-tokens 63 </dev/null", 1, "--max-tokens");
     expect_error("chat --prompt hi", 1, "does not take --prompt");
 
-    /* SIGINT during an answer (400 tokens, long enough to be hit): the answer stops, the next
-     * turn still runs, exit 0. */
+    /* SIGINT during an answer (400 tokens, long enough to be hit): the answer and its run stop,
+     * the next turn still runs, exit 0. */
     int in[2], out[2];
     CHECK(pipe(in) == 0 && pipe(out) == 0, "pipe");
     pid_t pid = fork();
@@ -368,6 +368,10 @@ static void check_chat(void) {
     snprintf(errp, sizeof errp, "/tmp/pk_cli_sigint.%d", (int)getpid());
     slurp(errp, err, sizeof err);
     unlink(errp);
+    /* the run stopped too (pk_cancel), not only the printing: fewer than the 400 tokens were made */
+    const char *after = strstr(err, "answer stopped (Ctrl-C) after ");
+    int made = after ? atoi(after + strlen("answer stopped (Ctrl-C) after ")) : -1;
+    CHECK(after && made >= 1 && made < 400, "chat and SIGINT: the stopped answer made %d tokens (of 400): %s", made, err);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(err, "answer stopped") && total > 0,
           "chat and SIGINT: %s %d, %zu bytes out, stderr %s", WIFEXITED(st) ? "exit" : "signal",
           WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), total, err);

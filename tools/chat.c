@@ -5,8 +5,8 @@
  * checked equal at start), extended to a system prompt and earlier turns. Each turn re-runs the
  * whole history greedily (pk_run has no cache across runs); when it no longer fits the context,
  * the oldest turns go. SIGINT is taken by a thread of its own (sigwait), so the runtime's threads
- * never see it: during an answer it stops the printing (pk_run cannot be stopped from its token
- * callback, so the run ends in the background), at the prompt it leaves.
+ * never see it: during an answer it stops the printing and the run (pk_cancel), at the prompt it
+ * leaves.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -98,6 +98,7 @@ int32_t chat_end_token(const chat_template *ct, const pk_tokenizer *t) { return 
 /* ---- pk chat ----------------------------------------------------------------------------- */
 
 static atomic_int answering, interrupted;
+static pk_kernel *_Atomic chat_kernel; /* what SIGINT cancels during an answer */
 
 static void *sigint_thread(void *arg) {
     const sigset_t *set = arg;
@@ -106,6 +107,7 @@ static void *sigint_thread(void *arg) {
         if (sigwait(set, &sig) != 0) continue;
         if (atomic_load(&answering)) {
             atomic_store(&interrupted, 1);
+            pk_cancel(atomic_load(&chat_kernel));
         } else {
             (void)!write(STDOUT_FILENO, "\n", 1);
             _exit(130);
@@ -126,8 +128,9 @@ static void chat_on_token(void *user, int request, int32_t token, int row) {
     chat_stream *s = user;
     (void)request, (void)row;
     if (s->done) return;
-    if (atomic_load(&interrupted)) {
+    if (atomic_load(&interrupted)) { /* also when SIGINT came before pk_run cleared its flag */
         s->done = 2;
+        pk_cancel(atomic_load(&chat_kernel));
         return;
     }
     if (token == s->eos || token == s->end) {
@@ -170,6 +173,7 @@ int cmd_chat(options *o) {
     pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    atomic_store(&chat_kernel, k);
 
     int32_t *ids = malloc(MAX_IDS * sizeof *ids), *out = malloc((size_t)o->max_tokens * sizeof *out);
     chat_stream *s = calloc(1, sizeof *s);
@@ -227,7 +231,9 @@ int cmd_chat(options *o) {
             out_write(s->buf, (size_t)tail);
         }
         out_write("\n", 1);
-        if (stopped) fprintf(stderr, "pk: answer stopped (Ctrl-C); /exit or end of input leaves\n");
+        if (stopped)
+            fprintf(stderr, "pk: answer stopped (Ctrl-C) after %d tokens; /exit or end of input leaves\n",
+                    req.num_output);
         chat_turn *grown = realloc(turns, (size_t)(nturns + 1) * sizeof *turns);
         if (!grown) die("out of memory");
         turns = grown;
@@ -248,6 +254,7 @@ int cmd_chat(options *o) {
     free(s);
     free(out);
     free(ids);
+    atomic_store(&chat_kernel, NULL);
     pk_model_free(m);
     pk_tokenizer_free(tok);
     return 0;

@@ -109,6 +109,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     rt->ntimed = 0;
     k->steps_run = 0;
     pk_decode d;
+    __atomic_store_n(&k->cancel, 0, __ATOMIC_SEQ_CST);
     s = pk_decode_init(&d, k, reqs, n, on_token, user);
     if (s != PK_OK) return s;
     /* Every step carries at least one row of some request: a bound on the steps. */
@@ -124,9 +125,19 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     d.s.rec_cap = rt->rec ? max_steps : 0;
     s = k->backend->run(k, &d);
     if (s == PK_OK && rt->rec) finish_step_times(k, rt, max_steps);
+    if (s == PK_OK && __atomic_load_n(&k->cancel, __ATOMIC_ACQUIRE))
+        for (int i = 0; i < n; i++)
+            if (reqs[i].finish == PK_FINISH_NONE) reqs[i].finish = PK_FINISH_CANCELLED;
     pk_decode_free(&d);
     return s;
 }
+
+void pk_cancel(pk_kernel *k) {
+    if (k) __atomic_store_n(&k->cancel, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether pk_cancel asked the run to stop (the backends' step boundary reads it). */
+int pk_cancel_requested(const pk_kernel *k) { return __atomic_load_n(&k->cancel, __ATOMIC_ACQUIRE); }
 
 pk_status pk_run_step_times(const pk_kernel *k, pk_step_times *out) {
     if (!k || !out) return PK_ERR_INVALID_ARGUMENT;

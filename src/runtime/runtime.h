@@ -37,6 +37,8 @@ void pk_decode_finish_step(pk_decode *d);
 /* Admits waiting requests and fills the step tensors for the next step. Returns 1 if there is a
  * step to run, 0 when every request is done (or d->error is set). */
 int pk_decode_plan_step(pk_decode *d);
+/* Whether pk_cancel asked k's run to stop: a backend plans no step after it sees this. */
+int pk_cancel_requested(const pk_kernel *k);
 
 /* The copy probe's buffer size for pk_device_copy_bandwidth: $PK_COPY_PROBE_MB MiB when set
  * (64 .. 2^20), else def. */

@@ -4,9 +4,10 @@
  *
  * (no flag)      the whole table of tests/e2e_table.h — its CPU and CUDA rows, each against the
  *                reference forward of tests/e2e_model.h — then 100 repeated generations on one
- *                CUDA kernel (tokens and logits bit-identical) and a trace (one slice per task and
- *                step, one track per worker).
- * --quick        the table's quick rows only (compute-sanitizer's run, bench/run_bench.sh's gate).
+ *                CUDA kernel (tokens and logits bit-identical), a run pk_cancel stops and a trace
+ *                (one slice per task and step, one track per worker).
+ * --quick        the table's quick rows and the cancelled run (compute-sanitizer's run,
+ *                bench/run_bench.sh's gate).
  * --precompile   compiles every distinct CUDA kernel of the table (run with PK_CUDA_ARCH=sm_90a; no
  *                GPU needed) to fill the kernel cache; with --stall's environment, the debug build.
  * --stall        with PK_CUDA_DEBUG=1 and PK_CUDA_DEBUG_STALL_TASK=N: a run must fail naming the
@@ -126,6 +127,40 @@ static void repeats_check(const weights *w, const e2e_ref *ref) {
     double each = (e2e_now_ms() - t0) / REPEATS;
     CHECK(identical == REPEATS, "%d of %d repeated generations bit-identical", identical, REPEATS);
     printf("%d x cuda static W4: %d/%d bit-identical, %.2f ms each\n", REPEATS, identical, REPEATS, each);
+    pk_kernel_free(k);
+}
+
+/* pk_cancel from the token callback at request 0's first token: the device plans no step after
+ * the one it runs when the host's copy lands, so the request ends cancelled well before its
+ * max_new_tokens (the whole run is ~60 steps); the next run on the kernel is the reference's. */
+typedef struct cancel_probe {
+    pk_kernel *k;
+    int seen0;
+} cancel_probe;
+static void cancel_on_token(void *user, int request, int32_t token, int row) {
+    cancel_probe *p = user;
+    (void)token, (void)row;
+    if (request == 0 && ++p->seen0 == 1) pk_cancel(p->k);
+}
+static void cancel_check(const weights *w, const e2e_ref *ref) {
+    pk_tensor *lt;
+    double ms;
+    pk_kernel *k = compile_row(w, cuda_base_row(), -1, NULL, &lt, &ms);
+    if (!k) return;
+    const int len = e2e_prompt_len[0], max_new = MAXLEN - len;
+    int32_t out[MAXLEN];
+    pk_request rq = {.prompt = ref->prompts[0], .prompt_len = len, .max_new_tokens = max_new, .output = out};
+    cancel_probe p = {k, 0};
+    pk_status s = pk_run(k, &rq, 1, cancel_on_token, &p);
+    CHECK(s == PK_OK && rq.finish == PK_FINISH_CANCELLED && rq.num_output >= 1 && rq.num_output < max_new,
+          "cancel at the first token: %s, finish %d, %d of %d tokens", pk_status_name(s), (int)rq.finish,
+          rq.num_output, max_new);
+    printf("cancel at the first token: %d of %d tokens made\n", rq.num_output, max_new);
+    rq.max_new_tokens = E2E_NEW;
+    s = pk_run(k, &rq, 1, NULL, NULL);
+    CHECK(s == PK_OK && rq.num_output == E2E_NEW && !memcmp(out, ref->tokens[0], sizeof ref->tokens[0]),
+          "the run after a cancel: %s, %d tokens, the reference's: %d", pk_status_name(s), rq.num_output,
+          s == PK_OK && !memcmp(out, ref->tokens[0], sizeof ref->tokens[0]));
     pk_kernel_free(k);
 }
 
@@ -539,10 +574,12 @@ int main(int argc, char **argv) {
         name = "cuda_e2e_stall";
     } else if (quick) {
         e2e_run_table(&w, &ref, E2E_TABLE_QUICK, 1);
+        cancel_check(&w, &ref);
         name = "cuda_e2e_quick";
     } else {
         e2e_run_table(&w, &ref, 0, 1);
         repeats_check(&w, &ref);
+        cancel_check(&w, &ref);
         trace_check(&w, &ref, outdir);
     }
     e2e_free_weights(&w);

@@ -120,12 +120,13 @@ static void run_traced(worker *w, uint32_t t, uint64_t step) {
     }
 }
 
-/* prepare_next_step: returns 1 if another step was planned. Its start ends the step that ran. */
+/* prepare_next_step: returns 1 if another step was planned (none after pk_cancel). Its start ends
+ * the step that ran. */
 static int next_step(cpu_run *r) {
     pk_step_mark_end(&r->d->s, now_ns());
     pk_decode_finish_step(r->d);
     r->k->steps_run++;
-    return pk_decode_plan_step(r->d);
+    return !pk_cancel_requested(r->k) && pk_decode_plan_step(r->d);
 }
 
 /* ---- static mode ---- */

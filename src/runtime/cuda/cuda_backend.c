@@ -416,6 +416,7 @@ static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
     a.dynamic = k->cfg.sched_mode == PK_SCHED_DYNAMIC;
     a.on_token = on_token;
     a.user = &sc;
+    a.cancel = &k->cancel;
     a.num_output = ints + 2 * n;
     a.finish = ints + 3 * n;
     a.step_rec_cap = d->s.rec ? d->s.rec_cap : 0;

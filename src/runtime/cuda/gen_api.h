@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PK_GEN_API_VERSION 3
+#define PK_GEN_API_VERSION 4
 
 /* The per-shape tuning of the device code. codegen.c's tuning_of decides it from the graph and
  * writes it into kernel.cu, before any device header, as one constexpr struct:
@@ -101,6 +101,8 @@ typedef struct pk_gen_run_args {
     int dynamic;                   /* 0: static schedule, 1: schedulers */
     pk_gen_token_fn on_token;      /* called from the calling thread while the kernel runs */
     void *user;
+    const int *cancel;             /* host flag (pk_cancel, read with __atomic_load_n) or NULL: once
+                                    * nonzero, the device plans no step after the one it is running */
     /* trace (trace_cap 0: off): worker w's records go to trace[w · trace_cap ...] */
     uint64_t trace_cap;
     pk_gen_trace_rec *trace;       /* [num_workers · trace_cap] host memory */

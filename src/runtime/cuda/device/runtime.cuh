@@ -45,10 +45,11 @@
  * the copy's loads go out together, its fields then live in local memory, and it is written back
  * once at the end (nobody else reads the state during the step: the host after the kernel). */
 __device__ __noinline__ int pk_step_advance(const pk_dev_state *S) {
+    const int cancel = pk_ld_volatile_int(S->cancel); /* pk_cancel: the step ends the run */
     pk_step_state s = *S->step;
     pk_step_mark_end(&s, pk_dev_globaltimer());
     pk_step_finish(&s);
-    const int more = pk_step_plan(&s);
+    const int more = !cancel && pk_step_plan(&s);
     *S->step = s;
     return more;
 }
@@ -709,6 +710,8 @@ typedef struct pk_gen_ctx {
     size_t ring_words, ring_vals;
     volatile uint32_t *h_nemitted; /* mapped */
     pk_gen_debug *h_debug;         /* mapped */
+    int *h_one;                    /* pinned 1: copied to hs.cancel on cancel_stream by pk_cancel's run */
+    cudaStream_t cancel_stream;    /* non-blocking: the copy runs beside the persistent kernel */
     void *staging[2];
     cudaEvent_t staged[2];
     int next_staging;
@@ -765,6 +768,10 @@ static int pk_gen_create_inner(pk_gen_ctx *c, const pk_gen_config *cfg, char *er
     h->S = cfg->num_schedulers;
     PK_CU(cudaMalloc((void **)&h->counters, PK_COUNTER_WORDS * sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&h->terminate, sizeof(int)));
+    PK_CU(cudaMalloc((void **)&h->cancel, sizeof(int)));
+    PK_CU(cudaHostAlloc((void **)&c->h_one, sizeof(int), cudaHostAllocDefault));
+    *c->h_one = 1;
+    PK_CU(cudaStreamCreateWithFlags(&c->cancel_stream, cudaStreamNonBlocking));
     PK_CU(cudaMalloc((void **)&h->cur_step, sizeof(pk_u64)));
     PK_CU(cudaMalloc((void **)&c->d_step, sizeof(pk_step_state)));
     h->step = c->d_step;
@@ -1009,6 +1016,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     pk_dev_state *h = &c->hs;
     PK_CU(cudaMemset(h->counters, 0, PK_COUNTER_WORDS * sizeof(pk_u64)));
     PK_CU(cudaMemset(h->terminate, 0, sizeof(int)));
+    PK_CU(cudaMemset(h->cancel, 0, sizeof(int)));
     PK_CU(cudaMemset(h->cur_step, 0, sizeof(pk_u64)));
     PK_CU(cudaMemset(h->debug_claim, 0, sizeof(uint32_t)));
     PK_CU(cudaMemset(c->ring_mem, 0, c->ring_words * sizeof(pk_u64)));
@@ -1035,9 +1043,16 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     void *args[] = {(void *)&arg_state};
     PK_CU(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, smem_bytes, c->stream));
     uint32_t delivered = 0;
+    int cancel_sent = 0;
     cudaError_t q;
     for (;;) {
         q = cudaStreamQuery(c->stream);
+        if (!cancel_sent && a->cancel && __atomic_load_n(a->cancel, __ATOMIC_ACQUIRE)) {
+            /* read by the step's end (pk_step_advance): no step is planned after it */
+            cancel_sent =
+                cudaMemcpyAsync(c->hs.cancel, c->h_one, sizeof(int), cudaMemcpyHostToDevice, c->cancel_stream) ==
+                cudaSuccess; /* else tried again at the next poll */
+        }
         uint32_t n = __atomic_load_n((const uint32_t *)c->h_nemitted, __ATOMIC_ACQUIRE);
         for (; delivered < n; delivered++) {
             const volatile pk_step_token *e = &m->h_emitted[delivered];
@@ -1156,6 +1171,9 @@ extern "C" void pk_gen_destroy(void *vctx) {
     cudaFree(c->d_buf);
     cudaFree(c->hs.counters);
     cudaFree(c->hs.terminate);
+    cudaFree(c->hs.cancel);
+    if (c->h_one) cudaFreeHost(c->h_one);
+    if (c->cancel_stream) cudaStreamDestroy(c->cancel_stream);
     cudaFree(c->hs.cur_step);
     cudaFree(c->hs.debug_claim);
     cudaFree(c->hs.worker_q);

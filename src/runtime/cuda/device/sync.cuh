@@ -40,6 +40,7 @@ typedef struct pk_dev_state {
     pk_u64 *counters;        /* [num_events] monotonic event counters, then the attention split's
                               * group completion counters (pk_graph_group_counter0) */
     int *terminate;          /* set by prepare_next_step when no step is left */
+    int *cancel;             /* written by the host (pk_cancel): prepare_next_step plans no step */
     pk_u64 *cur_step;        /* the step running (dynamic-mode trace records) */
     pk_step_state *step;     /* prepare_next_step's state (decode_step.h) over device arrays */
     volatile uint32_t *host_nemitted; /* mapped: tokens published in step->emitted (mapped too) */
