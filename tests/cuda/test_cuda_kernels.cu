@@ -645,6 +645,53 @@ static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncol
     res_end(&r);
 }
 
+/* Batch invariance of the multi-row path (linear_mma.cuh): rows [off, off + n) of one launch over
+ * N rows, and the same rows as a launch of their own (x, residual and out pointers moved to row
+ * off), give the same bits. Rows sit elsewhere in the mma tiles and row blocks in the two. */
+static void linear_invariance_case(int kind, int K, int N, int off, int n, int ncols, int layout, uint64_t *seed) {
+    const int xcols = kind >= SILU_LIN_RES ? 2 * K : K;
+    const int64_t x_stride = xcols, out_stride = ncols, res_stride = ncols;
+    weight w;
+    weight_make(&w, layout, K, ncols, 2.0f / sqrtf((float)K), seed);
+    std::vector<pk_bf16> x = rand_bf16((size_t)N * x_stride, -1.0f, 1.0f, seed);
+    std::vector<pk_bf16> nw = rand_bf16(K, 0.5f, 1.5f, seed);
+    std::vector<pk_bf16> res = rand_bf16((size_t)N * res_stride, -4.0f, 4.0f, seed);
+    const bool has_res = kind == LIN_RES || kind == SILU_LIN_RES;
+    pk_bf16 *dx = dup(x), *dnw = dup(nw), *dres = has_res ? dup(res) : NULL;
+    pk_bf16 *dout = dalloc<pk_bf16>((size_t)N * out_stride);
+    std::vector<pk_bf16> g[2];
+    for (int run = 0; run < 2; run++) {
+        const int64_t r0 = run == 0 ? 0 : off;
+        const int rows = run == 0 ? N : n;
+        dpoison(dout, (size_t)N * out_stride * 2);
+        const pk_bf16 *xx = dx + r0 * x_stride, *rr = dres ? dres + r0 * res_stride : NULL;
+        pk_bf16 *o = dout + r0 * out_stride;
+        switch (kind) {
+        case LIN:
+        case LIN_RES:
+            LAUNCH_GRID(k_linear, 1, PK_CUDA_SMEM_BYTES, xx, x_stride, rows, K, w.d, 0, ncols, rr, res_stride, o,
+                        out_stride, 0);
+            break;
+        case NORM_LIN:
+            LAUNCH_GRID(k_rmsnorm_linear, 1, PK_CUDA_SMEM_BYTES, xx, x_stride, dnw, 1e-6f, rows, K, w.d, 0, ncols, o,
+                        out_stride, 0);
+            break;
+        default:
+            LAUNCH_GRID(k_silu_mul_linear, 1, PK_CUDA_SMEM_BYTES, xx, x_stride, rows, K, w.d, 0, ncols, rr,
+                        res_stride, o, out_stride, 0);
+            break;
+        }
+        g[run] = get(dout, (size_t)N * out_stride);
+    }
+    long differ = 0;
+    for (int t = off; t < off + n; t++)
+        for (int j = 0; j < ncols; j++) differ += g[0][(size_t)t * out_stride + j] != g[1][(size_t)t * out_stride + j];
+    char shape[112];
+    snprintf(shape, sizeof shape, "K %d rows [%d, +%d) alone and of %d, %d cols layout %d", K, off, n, N, ncols, layout);
+    printf("%-18s %-58s %s\n", "invariance", shape, differ ? "FAIL" : "ok");
+    CHECK(differ == 0, "%s %s: %ld values differ between the two launches", lin_names[kind], shape, differ);
+}
+
 static void test_linear(uint64_t *seed) {
     static const int Ks[] = {80, 200, 1003, 1024, 3072};
     static const int ntoks[] = {1, 3, 8};
@@ -698,6 +745,22 @@ static void test_linear(uint64_t *seed) {
     /* many column groups, and a last group with spare rows (130 = 32 · 4 + 2) */
     linear_case(SILU_LIN_RES, 3072, 1, 0, 0, 1000, 0, seed);
     linear_case(NORM_LIN, 4096, 1, 0, 2, 130, 0, seed);
+    /* steps of many rows (tensor cores, linear_mma.cuh): several row blocks (128 rows) and column
+     * blocks (64), ragged last blocks, K not a multiple of the 64-element slice or of 8, fused
+     * segments (layout 3), padded x rows, a single column */
+    linear_case(NORM_LIN, 1024, 200, 0, 3, 130, 0, seed);
+    linear_case(LIN_RES, 2048, 129, 1, 0, 64, 5, seed);
+    linear_case(SILU_LIN_RES, 3072, 64, 0, 1, 48, 0, seed);
+    linear_case(LIN, 1003, 77, 2, 5, 71, 3, seed);
+    linear_case(NORM_LIN, 200, 300, 3, 2, 33, 0, seed);
+    linear_case(SILU_LIN, 80, 17, 0, 0, 1, 0, seed);
+    linear_case(LIN_RES, 4096, 256, 0, 7, 96, 0, seed);
+    linear_case(SILU_LIN_RES, 12288, 40, 0, 3, 36, 0, seed);
+    /* a row's bits do not depend on the other rows of its step */
+    linear_invariance_case(NORM_LIN, 1024, 140, 131, 5, 70, 0, seed);
+    linear_invariance_case(LIN_RES, 1003, 70, 10, 3, 33, 2, seed);
+    linear_invariance_case(SILU_LIN_RES, 3072, 300, 17, 150, 64, 0, seed);
+    linear_invariance_case(LIN, 256, 40, 0, 2, 129, 3, seed);
 }
 
 /* ---- silu_mul -------------------------------------------------------------------------------- */

@@ -3,8 +3,9 @@
  * device: out[t, j] = bf16(acc) or bf16(bf16(acc) + residual), acc = Σ_k xn[t, k] · W[n0 + j, k]
  * in fp32, xn = x, bf16(rmsnorm(x) · norm_w) or bf16(bf16(silu(gate)) · up) (cpu_kernels.h).
  *
- * Rows are taken in blocks of up to 8 (NT = 1, 2, 4 or 8 rows, a template: the accumulators live
- * in registers). Per block:
+ * A step of more than one row takes the tensor cores (linear_mma.cuh). One row (a decode step)
+ * takes the GEMVs here: pk_lin_rows (NT = 1 row, a template: the accumulators live in registers),
+ * or the faster paths below where the shapes allow. pk_lin_rows, per block of NT rows:
  *  1. rmsnorm_linear only: the block's row scales (pk_dev_rms_scales: CTA-wide, 2 barriers);
  *  2. staging: xn of the block's rows is built once, by all threads, into shared memory as bf16
  *     (exactly the CPU's bf16 values), rows padded with zeros to a multiple of 8 columns;
@@ -27,8 +28,8 @@
  * Shared memory: [0, PK_LIN_HDR) scale_s [8] f32, red_s [8][WARPS] f32, part_s [2][WARPS][32] f32;
  * then xs [NT][ldx] bf16.
  * Reads: x and residual through L2 (activations), weights and norm_w through the read-only path.
- * One-token steps take the faster paths below where their shapes allow (pk_lin_tile): the staged
- * fast path for a tile staged whole, the async rings for a streamed one.
+ * The faster one-row paths (pk_lin_tile): the staged fast path for a tile staged whole, the
+ * async rings for a streamed one.
  */
 #ifndef PK_CUDA_LINEAR_CUH
 #define PK_CUDA_LINEAR_CUH
@@ -765,6 +766,8 @@ __device__ __forceinline__ void pk_lin_rows_async_any(const pk_lin_args &a, char
         pk_lin_rows_async<XN, CW, NS, false>(a, smem);
 }
 
+#include "kernels/cuda/linear_mma.cuh"
+
 /* Always inlined (into each kind's call-through): builds where ptxas kept pk_lin_tile a separate
  * function gave wrong GEMV results in the persistent kernel (while the kernel harness, which
  * inlines it, passed); the cause is not understood, so it stays inlined. */
@@ -783,6 +786,10 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem)
         a.wst_rows = 0;
     }
     if (a.ncols <= 0) return;
+    if (a.n_tok > 1) { /* a step of more rows: tensor cores */
+        pk_lin_mma_call<XN>(a, smem);
+        return;
+    }
     if (const int sf = pk_lin_staged_fast_rows(a)) {
         if (sf == 1)
             pk_lin_rows_staged1<XN, 1, PK_LIN_SF_U1>(a, smem);
@@ -792,23 +799,16 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem)
             pk_lin_rows_staged1<XN, PK_LIN_SF_R, PK_LIN_SF_U>(a, smem);
         return;
     }
-    for (int t0 = 0; t0 < a.n_tok; t0 += PK_LIN_MAXROWS) {
-        int nt = a.n_tok - t0 < PK_LIN_MAXROWS ? a.n_tok - t0 : PK_LIN_MAXROWS;
-        if (nt == 1 && a.ncols >= 4 * PK_DEV_WARPS) {
-            if (pk_lin_async_take(a))
-                pk_lin_rows_async_any<XN, 4, PK_LIN_ASYNC_STAGES>(a, smem);
-            else
-                pk_lin_rows<XN, 1, 4, 4>(a, t0, nt, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
-        } else if (nt == 1 && a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
-            pk_lin_rows_async_any<XN, 2, PK_LIN_ASYNC_STAGES2>(a, smem); /* 2-row groups: 16-31 columns */
-        } else if (nt == 1)
-            pk_lin_rows<XN, 1, 2, 8>(a, t0, nt, smem);
-        else if (nt == 2)
-            pk_lin_rows<XN, 2, 2, 8>(a, t0, nt, smem);
-        else if (nt <= 4)
-            pk_lin_rows<XN, 4, 4, 2>(a, t0, nt, smem);
+    /* one row (a decode step) */
+    if (a.ncols >= 4 * PK_DEV_WARPS) {
+        if (pk_lin_async_take(a))
+            pk_lin_rows_async_any<XN, 4, PK_LIN_ASYNC_STAGES>(a, smem);
         else
-            pk_lin_rows<XN, 8, 4, 2>(a, t0, nt, smem);
+            pk_lin_rows<XN, 1, 4, 4>(a, 0, 1, smem); /* short rows: 4 rows per warp keep 16 loads in flight */
+    } else if (a.ncols >= 2 * PK_DEV_WARPS && pk_lin_async_take(a)) {
+        pk_lin_rows_async_any<XN, 2, PK_LIN_ASYNC_STAGES2>(a, smem); /* 2-row groups: 16-31 columns */
+    } else {
+        pk_lin_rows<XN, 1, 2, 8>(a, 0, 1, smem);
     }
 }
 
