@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /* test_bench.c — the measurement side of pk (issue 5): pk_run_step_times (one duration per step,
  * prefill and decode steps told apart, for known schedules on both scheduling modes),
- * pk_kernel_memory, pk_device_copy_bandwidth on the CPU backend, and `pk bench --json` on the
- * shipped model (runs $BUILD/pk, default build/pk). The copy probe runs with PK_COPY_PROBE_MB=64
+ * pk_kernel_memory, pk_device_copy_bandwidth on the CPU backend, and `pk bench --json` (one request
+ * and --batch) on the shipped model (runs $BUILD/pk, default build/pk). The copy probe runs with PK_COPY_PROBE_MB=64
  * here: first-touching 2 GiB of fresh memory can take seconds on a VM.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -288,6 +289,22 @@ static void test_bench_cli(void) {
           "pk bench table (exit %d): %s", rc, out);
     rc = run_pk("bench --model models/pk-tiny --context 40 --prompt-len 32", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "not both"), "--context with --prompt-len (exit %d): %s", rc, out);
+    /* --batch: N requests of the same prompt length decode together; the timed steps carry N rows */
+    rc = run_pk("bench --model models/pk-tiny --gen 6 --context 20 --batch 3 --threads 2 --json", out, sizeof out);
+    json = strstr(out, "{\"model\"");
+    j = json && rc == 0 ? cJSON_Parse(json) : NULL;
+    CHECK(j && num(j, "batch") == 3 && num(j, "generated") == 18 && num(j, "decode_steps") >= 1 &&
+              fabs(num(j, "decode_tokens_per_s") - 3e3 / num(j, "decode_ms_median")) < 1e-3 * num(j, "decode_tokens_per_s"),
+          "pk bench --batch 3 (exit %d): %s", rc, out);
+    if (j) {
+        /* the floor counts the KV of all three requests */
+        const double kv = num(j, "kv_bytes_per_position") * num(j, "median_context") * 3;
+        CHECK(fabs(num(j, "bytes_per_token") - num(j, "weight_bytes") - kv) < 1e-6 * kv + 1, "batch bytes %g, weights %g, kv %g",
+              num(j, "bytes_per_token"), num(j, "weight_bytes"), kv);
+        cJSON_Delete(j);
+    }
+    rc = run_pk("bench --model models/pk-tiny --batch 9 --step-tokens 8", out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "--step-tokens 8 is less than --batch 9"), "--batch over --step-tokens (exit %d): %s", rc, out);
     rc = run_pk("bench --model models/pk-tiny --gen 1", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "--gen"), "--gen 1 (exit %d): %s", rc, out);
     rc = run_pk("bench --model models/pk-tiny --context 500 --gen 64", out, sizeof out);

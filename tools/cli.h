@@ -17,6 +17,7 @@ typedef struct options {
     int max_tokens, max_tokens_set, threads, chat, print_ids, step_tokens, kv_splits;
     int prompt_len, gen, context, max_seq, json; /* bench; max_seq also chat */
     long seed;
+    int batch; /* pk bench: requests decoding together */
     pk_model_options model_opts; /* --fused-mlp, --lm-argmax, --check-tensors */
     int nargs;
     char **args; /* positional arguments */

@@ -67,7 +67,7 @@ enum {
 
 typedef enum opt_id {
     O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
-    O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_SEED,
+    O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
     O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
 } opt_id;
 
@@ -100,6 +100,7 @@ static const opt_spec OPTS[] = {
     {"--prompt-len", O_PROMPT_LEN, "N", C_BENCH, "tokens of the random prompt (default 32)"},
     {"--context", O_CONTEXT, "N", C_BENCH, "the same as --prompt-len: the context the timed decode starts from"},
     {"--gen", O_GEN, "N", C_BENCH, "tokens to generate and time (default 128)"},
+    {"--batch", O_BATCH, "N", C_BENCH, "requests decoding together (default 1): N random prompts of the same length, timed per step of N rows"},
     {"--seed", O_SEED, "S", C_BENCH, "seed of the random prompt (default 1234)"},
     {"--json", O_JSON, NULL, C_BENCH, "print the results as one JSON object"},
     {"--task-graph", O_TASK_GRAPH, "FILE", C_INSPECT, "write the task graph as JSON to FILE"},
@@ -232,6 +233,7 @@ static void set_option(options *o, const opt_spec *s, const char *v) {
     case O_PROMPT_LEN: o->prompt_len = (int)parse_long(v, n, 1, 1 << 24); break;
     case O_CONTEXT: o->context = (int)parse_long(v, n, 1, 1 << 24); break;
     case O_GEN: o->gen = (int)parse_long(v, n, 2, 1 << 24); break;
+    case O_BATCH: o->batch = (int)parse_long(v, n, 1, 4096); break;
     case O_SEED: o->seed = parse_long(v, n, 0, LONG_MAX); break;
     case O_JSON: o->json = 1; break;
     case O_TASK_GRAPH: o->task_graph = v; break;
@@ -669,8 +671,15 @@ static int cmd_bench(options *o) {
     if (o->max_seq > info.max_position_embeddings)
         die("--max-seq %d exceeds the model's max_position_embeddings %d", o->max_seq, info.max_position_embeddings);
     o->max_tokens = gen;
+    const int B = o->batch > 0 ? o->batch : 1;
     pk_config c = make_config(o, P, &info);
     c.max_seq_length = o->max_seq ? o->max_seq : (int)need;
+    c.max_requests = B;
+    if (c.max_tokens_per_step < B) {
+        if (o->step_tokens)
+            die("--step-tokens %d is less than --batch %d: a decode step carries one row per request", o->step_tokens, B);
+        c.max_tokens_per_step = B;
+    }
     pk_model *m = load_model(o, &c);
     info = *pk_model_get_info(m); /* now with the weight bytes the loaded graph reads */
     pk_kernel *k = pk_model_kernel(m);
@@ -678,34 +687,44 @@ static int cmd_bench(options *o) {
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
     double compile_ms = (now_s() - t0) * 1e3;
 
-    int32_t *ids = malloc((size_t)P * sizeof *ids), *out = malloc((size_t)gen * sizeof *out);
-    if (!ids || !out) die("out of memory");
-    uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)o->seed;
-    for (int i = 0; i < P; i++) { /* xorshift64* */
-        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-        ids[i] = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)info.vocab_size);
+    /* request r's prompt: P random tokens from seed + r (request 0's are the one-request bench's) */
+    int32_t *ids = malloc((size_t)B * P * sizeof *ids), *out = malloc((size_t)B * gen * sizeof *out);
+    pk_request *reqs = calloc((size_t)B, sizeof *reqs);
+    if (!ids || !out || !reqs) die("out of memory");
+    for (int r = 0; r < B; r++) {
+        uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)(o->seed + r);
+        for (int i = 0; i < P; i++) { /* xorshift64* */
+            x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+            ids[(size_t)r * P + i] = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)info.vocab_size);
+        }
+        reqs[r] = (pk_request){.prompt = ids + (size_t)r * P, .prompt_len = P, .max_new_tokens = gen,
+                               .output = out + (size_t)r * gen};
     }
     /* warm-up (first launch, caches, clocks) on the prompt's first 16 tokens (a full prefill of a
      * long context would double the bench's time for nothing), then the measured run */
     pk_request warm = {.prompt = ids, .prompt_len = P < 16 ? P : 16, .max_new_tokens = gen < 4 ? gen : 4, .output = out};
     if (pk_run(k, &warm, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
-    pk_request req = {.prompt = ids, .prompt_len = P, .max_new_tokens = gen, .output = out};
     double t_run = now_s();
-    if (pk_run(k, &req, 1, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
+    if (pk_run(k, reqs, B, NULL, NULL) != PK_OK) die("%s", pk_kernel_error(k));
     double run_ms = (now_s() - t_run) * 1e3;
+    const pk_request req = reqs[0];
+    int generated = 0;
+    for (int r = 0; r < B; r++) generated += reqs[r].num_output;
 
     pk_step_times st;
     if (pk_run_step_times(k, &st) != PK_OK || st.num_timed != st.num_steps)
         die("the runtime timed %lld of %lld steps", (long long)st.num_timed, (long long)st.num_steps);
     double *dec = malloc((size_t)(st.num_timed ? st.num_timed : 1) * sizeof *dec);
     if (!dec) die("out of memory");
+    /* decode steps: every request's row and no prompt row (steps after a request stopped at EOS
+     * are left out) */
     int ndec = 0, nprefill = 0;
     double prefill_ms = 0, sum = 0;
     for (int64_t i = 0; i < st.num_timed; i++) {
         if (st.prompt_rows[i] > 0) {
             prefill_ms += st.ms[i];
             nprefill++;
-        } else {
+        } else if (st.rows[i] == B) {
             dec[ndec++] = st.ms[i];
             sum += st.ms[i];
         }
@@ -721,10 +740,11 @@ static int cmd_bench(options *o) {
     double mean = sum / ndec, mn = sorted[0], p90 = sorted[(ndec * 9 + 9) / 10 - 1]; /* nearest rank */
 
     /* Bytes a decode step must move: the weights it reads, and K and V (bf16) of every position
-     * up to its own; decode step j of the prompt of P tokens sits at position P + j. */
+     * up to its own of each of the B requests; decode step j of a prompt of P tokens sits at
+     * position P + j. */
     double ctx = P + 1 + (ndec - 1) / 2.0;
     double kv_per_pos = (double)info.num_layers * 2 * info.num_kv_heads * info.head_dim * 2;
-    double bytes = (double)info.weight_bytes + kv_per_pos * ctx;
+    double bytes = (double)info.weight_bytes + kv_per_pos * ctx * B;
     pk_memory_stats mem;
     if (pk_kernel_memory(k, &mem) != PK_OK) die("%s", pk_kernel_error(k));
     double bw = 0;
@@ -750,12 +770,12 @@ static int cmd_bench(options *o) {
         printf(", \"architecture\": ");
         write_json_string(stdout, info.architecture);
         printf(", \"backend\": \"%s\", \"workers\": %d, \"step_tokens\": %d, \"kv_splits\": %d, \"fused_mlp\": %s, "
-               "\"lm_argmax\": %s, \"max_seq\": %d, \"seed\": %ld,\n",
+               "\"lm_argmax\": %s, \"max_seq\": %d, \"seed\": %ld, \"batch\": %d,\n",
                cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits, fused_mlp ? "true" : "false",
-               lm_argmax ? "true" : "false", c.max_seq_length, o->seed);
+               lm_argmax ? "true" : "false", c.max_seq_length, o->seed, B);
         printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "
-               "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f,\n",
-               P, gen, req.num_output, finish, (long long)st.num_steps, nprefill, ndec, ctx);
+               "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f, \"decode_tokens_per_s\": %.1f,\n",
+               P, gen, generated, finish, (long long)st.num_steps, nprefill, ndec, ctx, B * 1e3 / median);
         printf(" \"decode_ms_median\": %.6f, \"decode_ms_mean\": %.6f, \"decode_ms_min\": %.6f, \"decode_ms_p90\": %.6f, "
                "\"prefill_ms\": %.6f, \"run_ms\": %.3f, \"compile_ms\": %.1f,\n",
                median, mean, mn, p90, prefill_ms, run_ms, compile_ms);
@@ -776,16 +796,26 @@ static int cmd_bench(options *o) {
                "as %s\n",
                o->model, info.architecture, cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits,
                fused_mlp ? "on" : "off", lm_argmax ? "one layer" : "two layers");
-        printf("prompt        %d random tokens (seed %ld): %d prefill step%s, %.3f ms\n", P, o->seed, nprefill,
-               nprefill == 1 ? "" : "s", prefill_ms);
-        printf("generated     %d of %d tokens (%s); %d decode steps at context %d .. %d\n", req.num_output, gen, finish,
-               ndec, P + 1, P + ndec);
-        printf("decode        median %.4f ms/token   mean %.4f   min %.4f   p90 %.4f\n", median, mean, mn, p90);
-        printf("bytes/token   %.2f MB: weights %.2f MB + KV %.2f MB (median context %.1f)\n", bytes / 1e6,
-               (double)info.weight_bytes / 1e6, kv_per_pos * ctx / 1e6, ctx);
+        if (B == 1) {
+            printf("prompt        %d random tokens (seed %ld): %d prefill step%s, %.3f ms\n", P, o->seed, nprefill,
+                   nprefill == 1 ? "" : "s", prefill_ms);
+            printf("generated     %d of %d tokens (%s); %d decode steps at context %d .. %d\n", req.num_output, gen,
+                   finish, ndec, P + 1, P + ndec);
+            printf("decode        median %.4f ms/token   mean %.4f   min %.4f   p90 %.4f\n", median, mean, mn, p90);
+        } else {
+            printf("prompts       %d requests of %d random tokens (seeds %ld ..): %d prefill step%s, %.3f ms\n", B, P,
+                   o->seed, nprefill, nprefill == 1 ? "" : "s", prefill_ms);
+            printf("generated     %d of %d tokens; %d decode steps of %d rows at context %d .. %d\n", generated, B * gen,
+                   ndec, B, P + 1, P + ndec);
+            printf("decode        median %.4f ms/step   mean %.4f   min %.4f   p90 %.4f; %.1f tokens/s\n", median, mean,
+                   mn, p90, B * 1e3 / median);
+        }
+        printf("bytes/%s    %.2f MB: weights %.2f MB + KV %.2f MB (median context %.1f)\n", B == 1 ? "token" : "step ",
+               bytes / 1e6, (double)info.weight_bytes / 1e6, kv_per_pos * ctx * B / 1e6, ctx);
         printf("achieved      %.1f GB/s at the median\n", gbps);
         printf("copy b/w      %.1f GB/s (%s)\n", bw / 1e9, bw_what);
-        printf("floor         %.4f ms/token; pk at %.1f %% of the floor\n", floor_ms, 100 * floor_ms / median);
+        printf("floor         %.4f ms/%s; pk at %.1f %% of the floor\n", floor_ms, B == 1 ? "token" : "step",
+               100 * floor_ms / median);
         printf("memory        %s: weights %.1f MB, KV cache %.1f MB, workspace %.1f MB\n",
                mem.on_device ? "GPU" : "host", (double)mem.weight_bytes / 1e6, (double)mem.kv_cache_bytes / 1e6,
                (double)mem.workspace_bytes / 1e6);
@@ -795,6 +825,7 @@ static int cmd_bench(options *o) {
     free(sorted);
     free(dec);
     free(ids);
+    free(reqs);
     free(out);
     pk_model_free(m);
     return 0;
