@@ -141,8 +141,9 @@ static const command CMDS[] = {
      "(--max-seq), the oldest turns are dropped. Ctrl-C stops an answer; /exit or end of input leaves.\n",
      cmd_chat},
     {"bench", C_BENCH, "", 0, "time decoding against the memory-bandwidth floor",
-     "Times one request: a random prompt, then --gen decode steps, each step's time from the runtime;\n"
-     "prints the median, mean, min and p90 ms/token and the floor (bytes per step / copy bandwidth).\n",
+     "Times one request (or --batch N together): a random prompt, then --gen decode steps, each step's\n"
+     "time from the runtime; prints the prompt's time, the median, mean, min and p90 ms per decode step\n"
+     "and the floor (bytes per step / copy bandwidth).\n",
      cmd_bench},
     {"tokenize", C_TOKENIZE, " TEXT", 1, "print the token ids of a text", "Prints the token ids of TEXT.\n",
      cmd_tokenize},
@@ -153,7 +154,7 @@ static const command CMDS[] = {
      cmd_inspect},
     {"compile", C_COMPILE, "", 0, "generate and compile the model's CUDA kernel",
      "Writes kernel.cu and task_graph.json to --out and compiles the kernel with nvcc. Without a GPU\n"
-     "give --arch (e.g. sm_90a).\n",
+     "give --arch (e.g. sm_90a). When nvcc fails, what was written stays in --out to be inspected.\n",
      cmd_compile},
     {"help", C_HELP, " [COMMAND]", 1, "this text, or a command's options", "Prints the usage, or COMMAND's options.\n",
      NULL},
