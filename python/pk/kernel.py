@@ -186,11 +186,9 @@ class PersistentKernel:
         k = self._handle()
         obj = tensor if tensor is not None else torch_tensor
         ptr, dims, strides, d, owner = arrays.describe(obj, dtype)
-        n = len(dims)
-        if n < 1 or n > _lib.PK_MAX_DIMS:
-            raise errors.ShapeError(f"attach_input '{name}': {n} dims; pk tensors have 1 to {_lib.PK_MAX_DIMS}")
-        t = self._tensor(lib.pk_attach_input(k, _b(name), d, n, (ctypes.c_int64 * n)(*dims),
-                                             (ctypes.c_int64 * n)(*strides), ptr))
+        n = len(dims)  # pk_attach_input checks it (1 to PK_MAX_DIMS)
+        t = self._tensor(lib.pk_attach_input(k, _b(name), d, n, (ctypes.c_int64 * max(1, n))(*dims),
+                                             (ctypes.c_int64 * max(1, n))(*strides), ptr))
         self._keep.append(owner)
         t._owner = owner
         return t
@@ -212,9 +210,8 @@ class PersistentKernel:
         if io_category not in IO_CATEGORIES:
             raise errors.InvalidArgumentError(f"new_tensor '{name}': io_category {io_category!r} is not "
                                               "'cuda_tensor' or 'nvshmem_tensor'")
-        if n < 1 or n > _lib.PK_MAX_DIMS:
-            raise errors.ShapeError(f"new_tensor '{name}': {n} dims; pk tensors have 1 to {_lib.PK_MAX_DIMS}")
-        return self._tensor(lib.pk_new_tensor(k, _b(name), arrays.as_dtype(dtype), n, (ctypes.c_int64 * n)(*dims),
+        return self._tensor(lib.pk_new_tensor(k, _b(name), arrays.as_dtype(dtype), n,
+                                              (ctypes.c_int64 * max(1, n))(*dims),
                                               IO_CATEGORIES[io_category]))
 
     def fuse_tensors(self, inputs, fused_dim=0, num_groups=1, name=None):
