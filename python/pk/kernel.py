@@ -197,7 +197,10 @@ class PersistentKernel:
         """A pk-owned tensor (activations, KV caches), zero-filled. io_category 'cuda_tensor': this
         rank's memory; 'nvshmem_tensor': shared by every rank (one rank on the CPU)."""
         k = self._handle()
-        dims = tuple(int(x) for x in dims)
+        try:
+            dims = tuple(int(x) for x in dims)
+        except (TypeError, ValueError):
+            raise errors.InvalidArgumentError(f"new_tensor '{name}': dims {dims!r} are not a tuple of ints") from None
         n = len(dims)
         if strides is not None:
             expect, row_major = 1, []

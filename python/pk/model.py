@@ -9,7 +9,7 @@ import ctypes
 import os
 
 from . import _lib, errors
-from .kernel import BACKENDS, SCHED_MODES, FINISH, _b
+from .kernel import BACKENDS, SCHED_MODES, _b
 from ._lib import lib
 
 ERR_LEN = 1024
