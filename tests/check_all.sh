@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The full suite, as CI runs it (README: `make check`):
-#   1. the normal build and every test; `make install` into the build dir and the examples built
-#      against it through pkg-config (tests/test_install.sh); LICENSE and the SPDX line of every
-#      source file (tests/test_license.sh);
+#   1. the normal build and every test; the Python package over build/libpk.so (tests/test_python.sh);
+#      `make install` into the build dir and the examples built against it through pkg-config
+#      (tests/test_install.sh); LICENSE and the SPDX line of every source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
 #   3. the runtime and task-graph tests built with ThreadSanitizer;
@@ -27,6 +27,8 @@ log=$(mktemp -d)
 echo "== build and test"
 if make -j"$JOBS" >"$log/build.txt" 2>&1; then
     BUILD=build bash tests/run.sh | tee "$log/normal.txt"; tally "$log/normal.txt" normal
+    echo "== Python package"
+    BUILD=build bash tests/test_python.sh | tee "$log/python.txt"; tally "$log/python.txt" python
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
