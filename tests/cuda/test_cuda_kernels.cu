@@ -1074,6 +1074,50 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     res_end(&rv);
 }
 
+/* Batch invariance of the multi-row attention (attention_prefill.cuh): request A's prefill of n
+ * rows as a step of its own, and the same rows after m rows of request B (so in other Q blocks and
+ * other places in them), give the same bits; each run on a fresh cache (A's pages the same). */
+static void attention_invariance_case(int D, int G, int Hkv, int n, int m, uint64_t *seed) {
+    const int page = 16, ppr = (n + page - 1) / page + 1, Hq = G * Hkv;
+    const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
+    pk_layer_params p = attn_params(Hq, Hkv, D, 1000000.0f, 0, 1);
+    std::vector<int32_t> page_table((size_t)2 * ppr);
+    for (int i = 0; i < 2 * ppr; i++) page_table[i] = (i * 7 + 3) % (2 * ppr); /* A slot 0, B slot 1 */
+    const size_t cache_n = (size_t)2 * ppr * page * Hkv * D;
+    std::vector<pk_bf16> seqA = rand_bf16((size_t)n * cols, -1.0f, 1.0f, seed);
+    std::vector<pk_bf16> seqB = rand_bf16((size_t)m * cols, -1.0f, 1.0f, seed);
+    std::vector<pk_bf16> qn = rand_bf16(D, 0.5f, 1.5f, seed), kn = rand_bf16(D, 0.5f, 1.5f, seed);
+    int32_t *dpt = dup(page_table);
+    pk_bf16 *dqn = dup(qn), *dkn = dup(kn);
+    std::vector<pk_bf16> a_out[2];
+    for (int run = 0; run < 2; run++) {
+        const int lead = run ? m : 0, T = lead + n; /* run 1: B's m rows first */
+        std::vector<int32_t> pos(T), req(T);
+        std::vector<pk_bf16> qkv((size_t)T * cols);
+        for (int t = 0; t < T; t++) {
+            const bool b = t < lead;
+            pos[t] = b ? t : t - lead;
+            req[t] = b ? 1 : 0;
+            memcpy(qkv.data() + t * cols, (b ? seqB.data() : seqA.data()) + (size_t)pos[t] * cols, (size_t)cols * 2);
+        }
+        pk_bf16 *dkc = dalloc<pk_bf16>(cache_n), *dvc = dalloc<pk_bf16>(cache_n), *dqkv = dup(qkv);
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)T * ocols);
+        dpoison(dkc, cache_n * 2);
+        dpoison(dvc, cache_n * 2);
+        int32_t *dpos = dup(pos), *dreq = dup(req);
+        pk_attn_step ds = {T, dpos, dreq, dpt, ppr, page};
+        LAUNCH(k_attention, p, ds, 0, Hkv, dqkv, cols, dkc, dvc, dqn, dkn, dout, ocols);
+        std::vector<pk_bf16> o = get(dout, (size_t)T * ocols);
+        a_out[run].assign(o.begin() + (size_t)lead * ocols, o.end());
+    }
+    long differ = 0;
+    for (size_t i = 0; i < a_out[0].size(); i++) differ += a_out[0][i] != a_out[1][i];
+    char shape[112];
+    snprintf(shape, sizeof shape, "D %d G %d Hkv %d: %d rows alone and after %d others", D, G, Hkv, n, m);
+    printf("%-18s %-58s %s\n", "att_invariance", shape, differ ? "FAIL" : "ok");
+    CHECK(differ == 0, "attention %s: %ld values differ between the two steps", shape, differ);
+}
+
 static void test_attention(uint64_t *seed) {
     static const int Ds[] = {64, 128, 80};
     for (int di = 0; di < 3; di++)
@@ -1100,6 +1144,10 @@ static void test_attention(uint64_t *seed) {
     attention_case(64, 4, 2, 1, 0, 70, 9, 16, 0, seed, 3);
     attention_case(256, 2, 2, 1, 0, 90, 33, 32, 0, seed, 2);
     attention_case(80, 2, 3, 1, 1, 60, 5, 8, 1, seed, 2);
+    /* a row's bits do not depend on the other rows of its step (Qwen3-0.6B's G 2, the 8B's G 4) */
+    attention_invariance_case(128, 2, 2, 150, 37, seed);
+    attention_invariance_case(128, 4, 2, 70, 5, seed);
+    attention_invariance_case(64, 3, 1, 33, 64, seed);
 }
 
 /* ---- argmax ---------------------------------------------------------------------------------- */

@@ -15,6 +15,8 @@
  *   butterfly), rotated with the CPU's bf16 rounding points; barrier (K / V of every row are in
  *   the cache before any row reads it: a prefill chunk sees its own tokens). The cache is read
  *   back through L2, as are qkv, the page table and token metadata.
+ * Phase 3 of a step of more than one row runs on tensor cores where the head size allows
+ *   (attention_prefill.cuh: D % 16 == 0, D <= 64 · NP); of one row, or other head sizes:
  * Phase 3: work item = (row t, KV head g, chunk of HB <= 4 of its G query heads). The 8 warps form
  *   groups of SP warps (SP = 8 / the largest power of two <= min(8, items)); a group takes one item
  *   per round and its warp s takes the blocks of 32 positions s, s + SP, ... of 0 .. pos. Per item
@@ -91,8 +93,10 @@ __device__ inline bool pk_att_row_valid(const pk_attn_step *s, int t, int lane, 
     if (req < 0 || pos < 0 || s->page_size <= 0 || pos / s->page_size >= s->pages_per_req)
         return false;
     const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
+    /* |, not ||: a lane's loads are independent and go out together (one L2 round trip, not one
+     * per 32 pages: a row at position 4095 with 16-token pages has 256 of them) */
     bool bad = false;
-    for (int i = lane; i <= pos / s->page_size; i += 32) bad = bad || pk_dev_ldcg_i32(pt + i) < 0;
+    for (int i = lane; i <= pos / s->page_size; i += 32) bad |= pk_dev_ldcg_i32(pt + i) < 0;
     return !__any_sync(PK_DEV_FULL_MASK, bad);
 }
 
@@ -284,6 +288,8 @@ __device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 
     }
 }
 
+#include "kernels/cuda/attention_prefill.cuh"
+
 /* Whether position j is in split `split` of `nsplit` (pk_cpu_attention_partial's blocks: block
  * j / PK_ATTN_SPLIT_BLOCK goes to split block mod nsplit). */
 __device__ __forceinline__ bool pk_att_in_split(int j, int split, int nsplit) {
@@ -340,7 +346,9 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
      * from there; otherwise every phase-3 warp rotates its item's heads into its own q_s. */
     const int64_t q_all_bytes = (int64_t)n_tok * nkv * G * D * 4;
     float *q_all = (float *)(smem + PK_ATT_HDR + PK_DEV_WARPS * WB); /* [n_tok][nkv][G][D] */
-    const bool shared_q = PK_ATT_HDR + PK_DEV_WARPS * WB + q_all_bytes <= PK_CUDA_SMEM_BYTES;
+    /* steps of more rows: phase 3 on tensor cores (attention_prefill.cuh), which rotates its q */
+    const bool mma = n_tok > 1 && pk_att_prefill_ok<NP>(D, G);
+    const bool shared_q = !mma && PK_ATT_HDR + PK_DEV_WARPS * WB + q_all_bytes <= PK_CUDA_SMEM_BYTES;
 
     /* phase 0: inv_freq (a table from the code generator, or computed here) */
     if (!inv_freq) {
@@ -357,8 +365,9 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         const int tg = item / per, kind = item - tg * per;
         const int t = tg / nkv, g = kv0 + tg % nkv;
         int req, pos;
+        /* another split's row (its position tells, before the page table is read) */
+        if (kind == 0 && !pk_att_in_split(pk_dev_ldcg_i32(s->token_pos + t), split, nsplit)) continue;
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
-        if (kind == 0 && !pk_att_in_split(pos, split, nsplit)) continue; /* another split's row */
         float cs[NP], sn[NP], ya[NP], yb[NP];
         pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
         if (kind > 0) {
@@ -388,6 +397,11 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         }
     }
     pk_cta_sync(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
+    if (mma) {
+        pk_att_prefill<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, out,
+                           out_stride, part, part_stride, smem);
+        return;
+    }
 
     /* phase 3 */
     const int nhc = (G + HB - 1) / HB, items = n_tok * nkv * nhc;
