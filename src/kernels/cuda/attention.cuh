@@ -93,10 +93,8 @@ __device__ inline bool pk_att_row_valid(const pk_attn_step *s, int t, int lane, 
     if (req < 0 || pos < 0 || s->page_size <= 0 || pos / s->page_size >= s->pages_per_req)
         return false;
     const int32_t *pt = s->page_table + (int64_t)req * s->pages_per_req;
-    /* |, not ||: a lane's loads are independent and go out together (one L2 round trip, not one
-     * per 32 pages: a row at position 4095 with 16-token pages has 256 of them) */
     bool bad = false;
-    for (int i = lane; i <= pos / s->page_size; i += 32) bad |= pk_dev_ldcg_i32(pt + i) < 0;
+    for (int i = lane; i <= pos / s->page_size; i += 32) bad = bad || pk_dev_ldcg_i32(pt + i) < 0;
     return !__any_sync(PK_DEV_FULL_MASK, bad);
 }
 
@@ -365,9 +363,8 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         const int tg = item / per, kind = item - tg * per;
         const int t = tg / nkv, g = kv0 + tg % nkv;
         int req, pos;
-        /* another split's row (its position tells, before the page table is read) */
-        if (kind == 0 && !pk_att_in_split(pk_dev_ldcg_i32(s->token_pos + t), split, nsplit)) continue;
         if (!pk_att_row_valid(s, t, lane, &req, &pos)) continue;
+        if (kind == 0 && !pk_att_in_split(pos, split, nsplit)) continue; /* another split's row */
         float cs[NP], sn[NP], ya[NP], yb[NP];
         pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
         if (kind > 0) {

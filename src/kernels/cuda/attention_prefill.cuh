@@ -11,19 +11,19 @@
  *     gets position -1 (it sees nothing: zeros out, or (0, -inf, 0) for a partial);
  *  2. the warp's Q fragments (ldmatrix) stay in registers;
  *  3. per block of 32 positions of the split (block b in split b mod nsplit) up to the Q block's
- *     largest position: K and V rows of the request (page table) copied (cp.async) into one
- *     buffer while the block before is computed from the other, barrier; S = Q · K^T (16 × 32 per warp), scaled into the log2 domain, positions past a
+ *     largest position: K and V rows of the request (page table) into Ks, Vs [32][LD] (cp.async),
+ *     barrier; S = Q · K^T (16 × 32 per warp), scaled into the log2 domain, positions past a
  *     row's own masked to -inf; online softmax per row (max over the quad's lanes, alpha =
  *     2^(m_old - m_new), P = 2^(s - m_new) rounded to bf16 as the A operand of O += P · V, V read
- *     with ldmatrix.trans);
+ *     with ldmatrix.trans); barrier;
  *  4. l summed over the quad; out = bf16(O / l), or (O, m · ln 2, l) into the partial.
  * A row's arithmetic is its own (the mma's per-element sums, its softmax state, the same blocks
  * in the same order; a block past its position adds exact zeros), so its result does not depend
  * on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
  * (P in bf16; bf16 tolerance).
- * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, Qs [QROWS][LD], then
- * two buffers of K [32][LD] and V [32][LD] bf16 (block i + 1 lands while block i is computed),
- * LD = D + 8 (ldmatrix rows 16 bytes apart in bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS (pk_att_prefill_ok).
+ * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [32] i64,
+ * Qs [QROWS][LD], Ks [32][LD], Vs [32][LD] bf16, LD = D + 8 (ldmatrix rows 16 bytes apart in
+ * bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS (pk_att_prefill_ok).
  */
 #ifndef PK_CUDA_ATTENTION_PREFILL_CUH
 #define PK_CUDA_ATTENTION_PREFILL_CUH
@@ -34,7 +34,7 @@ static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK, "a block is one split block");
 
 __device__ __forceinline__ int pk_apf_smem(int D) {
     const int ld = D + 8;
-    return PK_ATT_HDR + PK_APF_QROWS * 4 + (PK_APF_QROWS + 4 * PK_APF_KB) * ld * 2;
+    return PK_ATT_HDR + PK_APF_QROWS * 4 + PK_APF_KB * 8 + (PK_APF_QROWS + 2 * PK_APF_KB) * ld * 2;
 }
 
 /* Whether the tensor-core path takes a layer of head size D and G query heads per KV head. */
@@ -64,35 +64,10 @@ __device__ __forceinline__ uint32_t pk_apf_pack(float lo, float hi) {
     return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
 }
 
-/* K then V rows of positions [j0, j0 + KB) of request req, KV head g, into dst [2][KB][LD]
- * (cp.async when aligned; zeros past maxpos). Each thread looks its rows' pages up itself. Whole
- * CTA; the caller waits (cp.async.wait_all) and syncs before reading. */
-__device__ __forceinline__ void pk_apf_stage_kv(const pk_attn_step *s, int req, int j0, int maxpos,
-                                                const pk_bf16 *k_cache, const pk_bf16 *v_cache, int Hkv, int g,
-                                                int D, int LD, bool vec, pk_bf16 *dst0) {
-    const int nch = D / 8; /* 16-byte chunks a row */
-    for (int e = threadIdx.x; e < 2 * PK_APF_KB * nch; e += PK_CUDA_THREADS) {
-        const int which = e / (PK_APF_KB * nch), r = (e / nch) % PK_APF_KB, c = 8 * (e % nch);
-        pk_bf16 *dst = dst0 + (which * PK_APF_KB + r) * LD + c;
-        if (j0 + r > maxpos) {
-            *(uint4 *)dst = make_uint4(0, 0, 0, 0);
-            continue;
-        }
-        const pk_bf16 *src = (which ? v_cache : k_cache) + (pk_att_slot(s, req, j0 + r) * Hkv + g) * D + c;
-        if (vec)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                         "l"(src)
-                         : "memory");
-        else
-            *(uint4 *)dst = pk_dev_load8_any<true>(src);
-    }
-}
-
 /* Phase 3 (header) for KV heads [kv0, kv0 + nkv), split `split` of `nsplit`. out / part as
- * pk_dev_attention_split's. Whole CTA. Out of line: one copy per head size however many
- * attention call-throughs reach it, and their own register allocation stays theirs. */
+ * pk_dev_attention_split's. Whole CTA. */
 template <int NP>
-__device__ __noinline__ void pk_att_prefill(const pk_layer_params *p, const float *inv, const pk_attn_step *s, int kv0,
+__device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv, const pk_attn_step *s, int kv0,
                                       int nkv, int split, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache, const pk_bf16 *q_norm,
                                       pk_bf16 *out, int64_t out_stride, float *part, int64_t part_stride,
@@ -105,9 +80,10 @@ __device__ __noinline__ void pk_att_prefill(const pk_layer_params *p, const floa
     const float eps = p->qk_norm_eps;
     const float scale2 = 1.4426950408889634f / sqrtf((float)D); /* scores into the log2 domain */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int *qpos_s = (int *)(smem + PK_ATT_HDR);          /* [QROWS] */
-    pk_bf16 *Qs = (pk_bf16 *)(qpos_s + PK_APF_QROWS);  /* [QROWS][LD] */
-    pk_bf16 *Ks = Qs + PK_APF_QROWS * LD;              /* [2 buffers][K, V][KB][LD] */
+    int *qpos_s = (int *)(smem + PK_ATT_HDR);                                /* [QROWS] */
+    int64_t *slot_s = (int64_t *)(qpos_s + PK_APF_QROWS);                   /* [KB] */
+    pk_bf16 *Qs = (pk_bf16 *)(slot_s + PK_APF_KB);                          /* [QROWS][LD] */
+    pk_bf16 *Ks = Qs + PK_APF_QROWS * LD, *Vs = Ks + PK_APF_KB * LD;        /* [KB][LD] each */
     __shared__ int blk_s[2]; /* the Q block's token end and largest position */
     const bool vec = pk_dev_aligned16(k_cache) && pk_dev_aligned16(v_cache); /* D % 8 == 0: rows aligned */
     const int per_block = PK_APF_QROWS / G; /* tokens a Q block holds at most */
@@ -178,18 +154,33 @@ __device__ __noinline__ void pk_att_prefill(const pk_layer_params *p, const floa
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
 
-            /* 3. the split's blocks up to the Q block's largest position, double-buffered: block
-             * i + 1's K / V are copied while block i is computed */
-            const int jstep = PK_APF_KB * nsplit;
-            if (PK_APF_KB * split <= maxpos) pk_apf_stage_kv(s, req0, PK_APF_KB * split, maxpos, k_cache, v_cache, Hkv, g, D, LD, vec, Ks);
-            int buf = 0;
-            for (int jb = PK_APF_KB * split; jb <= maxpos; jb += jstep, buf ^= 1) {
+            /* 3. the split's blocks up to the Q block's largest position */
+            for (int jb = PK_APF_KB * split; jb <= maxpos; jb += PK_APF_KB * nsplit) {
+                if (threadIdx.x < PK_APF_KB) {
+                    const int j = jb + threadIdx.x;
+                    slot_s[threadIdx.x] = j <= maxpos ? pk_att_slot(s, req0, j) : -1;
+                }
+                pk_cta_sync();
+                const int nch = D / 8; /* 16-byte chunks a row */
+                for (int e = threadIdx.x; e < 2 * PK_APF_KB * nch; e += PK_CUDA_THREADS) {
+                    const int which = e / (PK_APF_KB * nch), r = (e / nch) % PK_APF_KB, c = 8 * (e % nch);
+                    pk_bf16 *dst = (which ? Vs : Ks) + r * LD + c;
+                    const int64_t slot = slot_s[r];
+                    if (slot < 0) {
+                        *(uint4 *)dst = make_uint4(0, 0, 0, 0);
+                        continue;
+                    }
+                    const pk_bf16 *src = (which ? v_cache : k_cache) + (slot * Hkv + g) * D + c;
+                    if (vec)
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                                         (uint32_t)__cvta_generic_to_shared(dst)),
+                                     "l"(src)
+                                     : "memory");
+                    else
+                        *(uint4 *)dst = pk_dev_load8_any<true>(src);
+                }
                 asm volatile("cp.async.wait_all;" ::: "memory");
-                pk_cta_sync(); /* block jb in place; every warp is done with the other buffer */
-                if (jb + jstep <= maxpos)
-                    pk_apf_stage_kv(s, req0, jb + jstep, maxpos, k_cache, v_cache, Hkv, g, D, LD, vec,
-                                    Ks + (buf ^ 1) * 2 * PK_APF_KB * LD);
-                const pk_bf16 *Kb = Ks + buf * 2 * PK_APF_KB * LD, *Vb = Kb + PK_APF_KB * LD;
+                pk_cta_sync();
                 if (active) {
                     /* S: 4 n8 tiles of positions; ldmatrix x4 over Ks (rows = positions): lane l →
                      * position 16 q2 + l % 8 + (q / 2) · 8 of pair q2, dims 16 ks + (q % 2) · 8 */
@@ -203,7 +194,7 @@ __device__ __noinline__ void pk_att_prefill(const pk_layer_params *p, const floa
                         for (int q2 = 0; q2 < 2; q2++) {
                             uint32_t kf[4];
                             const int q = lane / 8;
-                            pk_apf_ldsm4(kf, Kb + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
+                            pk_apf_ldsm4(kf, Ks + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
                             pk_apf_mma(sc[2 * q2], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], kf[0], kf[1]);
                             pk_apf_mma(sc[2 * q2 + 1], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], kf[2], kf[3]);
                         }
@@ -263,14 +254,14 @@ __device__ __noinline__ void pk_att_prefill(const pk_layer_params *p, const floa
                             if (16 * np >= D) break;
                             uint32_t vf[4];
                             const int q = lane / 8;
-                            pk_apf_ldsm4_trans(vf, Vb + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
+                            pk_apf_ldsm4_trans(vf, Vs + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
                             pk_apf_mma(o[2 * np], a0, a1, a2, a3, vf[0], vf[1]);
                             pk_apf_mma(o[2 * np + 1], a0, a1, a2, a3, vf[2], vf[3]);
                         }
                     }
                 }
+                pk_cta_sync(); /* Ks, Vs and slot_s are the next block's */
             }
-            pk_cta_sync(); /* every warp is done with the K / V buffers */
 
             /* 4. the rows' results */
             if (active) {

@@ -48,7 +48,6 @@ __device__ inline void pk_mma_rms_scales(const pk_lin_args &a, int t0, int nt, f
         const int t = t0 + r;
         const pk_bf16 *xr = a.x + t * a.x_stride;
         float s = 0.0f;
-#pragma unroll 4 /* the loads of 4 chunks go out together; the sum's order is the same */
         for (int c = lane; c < nch; c += 32) {
             const int k = 8 * c;
             float f[8];
