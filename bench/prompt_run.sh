@@ -11,7 +11,8 @@
 #                 OUT=$OUT bash bench/prompt_run.sh
 # Build machine first: MODELS=... LENS=... STEPS=... bash bench/prompt_run.sh --precompile (kernels
 # into .gpu/cache; carry .gpu and build/pk).
-# Env: GEN (32: decode steps after the prompt, their median is printed too), THREADS (132).
+# Env: GEN (32: decode steps after the prompt, their median is printed too), THREADS (132),
+#      PK_ARGS (more `pk bench` arguments for every run and its kernel, e.g. "--fused-mlp off").
 set -u
 cd "$(dirname "$0")/.." || exit 1
 MODELS=${MODELS:-qwen3-0.6b qwen3-8b}
@@ -32,8 +33,9 @@ if [ "${1:-}" = "--precompile" ]; then
         [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
         for n in $LENS; do
             for t in $STEPS; do # compiles, then stops at "no CUDA GPU"
+                # shellcheck disable=SC2086
                 build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" --prompt-len "$n" \
-                    --gen "$GEN" --max-seq $((n + GEN)) --step-tokens "$t" 2>&1 | grep -v "no CUDA GPU" &
+                    --gen "$GEN" --max-seq $((n + GEN)) --step-tokens "$t" ${PK_ARGS:-} 2>&1 | grep -v "no CUDA GPU" &
             done
         done
     done
@@ -48,8 +50,9 @@ for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp
 for m in $MODELS; do
     for n in $LENS; do
         for t in $STEPS; do
+            # shellcheck disable=SC2086
             j=$(timeout 300 build/pk bench --model "/tmp/$m" --backend cuda --threads "$THREADS" --prompt-len "$n" \
-                --gen "$GEN" --max-seq $((n + GEN)) --step-tokens "$t" --json 2>"$out/pk_${m}_${n}_${t}.err")
+                --gen "$GEN" --max-seq $((n + GEN)) --step-tokens "$t" ${PK_ARGS:-} --json 2>"$out/pk_${m}_${n}_${t}.err")
             echo "$j" >"$out/pk_${m}_${n}_${t}.json"
             python3 - "$m" "$n" "$t" "$j" <<'PY' | tee -a "$out/prompt_run.txt"
 import json, sys
