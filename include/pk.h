@@ -96,6 +96,14 @@ typedef struct pk_config {
                                 * num_workers / the attention's grid of KV heads, so every worker
                                 * takes a part, at most max_seq_length's PK_ATTN_SPLIT_BLOCK
                                 * blocks; else 1. 1: not split */
+    /* Prompt-lookup speculative decoding (off: spec_length 0). At each step boundary a decoding
+     * request's latest spec_ngram tokens (shorter when they do not occur) are looked up among its
+     * earlier tokens; the up to spec_length tokens that followed the latest earlier occurrence are
+     * drafted and verified in the next step (1 + drafts rows): the longest run of drafts equal to
+     * the model's own choices is kept, with the model's next token. Greedy output is the same
+     * tokens as without it. */
+    int spec_length;           /* 0 (off) .. 16 draft tokens a step */
+    int spec_ngram;            /* 1 .. 8 tokens matched; 0: 3 */
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
@@ -350,6 +358,7 @@ typedef struct pk_graph_stats {
     int num_events;
     int num_workers;
     int64_t steps_run; /* decode steps of the last pk_run */
+    int64_t spec_drafted, spec_accepted; /* the last pk_run's draft tokens verified, and kept */
 } pk_graph_stats;
 
 pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out);

@@ -127,6 +127,7 @@ struct pk_kernel {
     int pages_per_req;
     pk_taskgraph graph;
     int64_t steps_run;
+    int64_t spec_drafted, spec_accepted; /* the last pk_run's speculation (pk_graph_stats) */
     int cancel; /* pk_cancel's flag: set and read with __atomic builtins (a signal handler may set it) */
     pk_run_record runs;
     const pk_backend_i *backend; /* cfg.backend's table; NULL while the config is invalid */

@@ -188,6 +188,8 @@ static void check_arguments(void) {
     expect_error("generate --prompt", 1, "--prompt needs a value");
     expect_error("generate --prompt --max-tokens 4", 1, "--prompt needs a value");
     expect_error("generate --prompt-ids=1 --chat=yes", 1, "--chat takes no value");
+    expect_error("generate --prompt-ids 1 --spec-length 17", 1, "--spec-length");
+    expect_error("bench --spec-ngram 0", 1, "--spec-ngram");
     expect_error("generate --prompt-ids=1 --max-tokens=0", 1, "--max-tokens");
     expect_error("generate --prompt-ids 1 --frob=2", 1, "'--frob'");
     expect_error("generate --prompt-ids 1 -x", 1, "'-x'");

@@ -18,6 +18,7 @@ typedef struct options {
     int prompt_len, gen, context, max_seq, json; /* bench; max_seq also chat */
     long seed;
     int batch; /* pk bench: requests decoding together */
+    int spec_length, spec_ngram; /* prompt-lookup speculation (pk_config) */
     pk_model_options model_opts; /* --fused-mlp, --lm-argmax, --check-tensors */
     int nargs;
     char **args; /* positional arguments */

@@ -67,7 +67,7 @@ enum {
 
 typedef enum opt_id {
     O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
-    O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
+    O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_SPEC_LENGTH, O_SPEC_NGRAM, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
     O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
 } opt_id;
 
@@ -93,6 +93,9 @@ static const opt_spec OPTS[] = {
     {"--threads", O_THREADS, "N", C_GRAPH, "workers: CPU threads (default one per core), CUDA blocks (default one per SM)"},
     {"--step-tokens", O_STEP_TOKENS, "T", C_RUNS, "most prompt tokens one step carries (default 64)"},
     {"--kv-splits", O_KV_SPLITS, "S", C_RUNS, "attention splits over the KV length (default 0: pk picks)"},
+    {"--spec-length", O_SPEC_LENGTH, "L", C_RUNS,
+     "prompt-lookup speculation: up to L draft tokens a step, taken from earlier text (default 0: off; at most 16)"},
+    {"--spec-ngram", O_SPEC_NGRAM, "N", C_RUNS, "tokens the speculation matches to find its drafts (default 3; 1 .. 8)"},
     {"--max-seq", O_MAX_SEQ, "N", C_CHAT | C_BENCH,
      "positions in the KV cache: chat's context (default the model's, at most 4096), bench's (prompt + --gen)"},
     {"--trace", O_TRACE, "FILE", C_GENERATE | C_BENCH, "write a Perfetto/Chrome trace of the run's tasks to FILE"},
@@ -228,6 +231,8 @@ static void set_option(options *o, const opt_spec *s, const char *v) {
     case O_THREADS: o->threads = (int)parse_long(v, n, 1, 1024); break;
     case O_STEP_TOKENS: o->step_tokens = (int)parse_long(v, n, 1, 65536); break;
     case O_KV_SPLITS: o->kv_splits = (int)parse_long(v, n, 0, 4096); break;
+    case O_SPEC_LENGTH: o->spec_length = (int)parse_long(v, n, 0, 16); break;
+    case O_SPEC_NGRAM: o->spec_ngram = (int)parse_long(v, n, 1, 8); break;
     case O_MAX_SEQ: o->max_seq = (int)parse_long(v, n, 2, 1 << 24); break;
     case O_TRACE: o->trace = v; break;
     case O_LOGITS: o->logits = v; break;
@@ -514,6 +519,8 @@ pk_config make_config(const options *o, int prompt_len, const pk_model_info *inf
     c.max_requests = 1;
     c.max_tokens_per_step = o->step_tokens ? o->step_tokens : 64;
     c.attention_kv_splits = o->kv_splits; /* 0: pk picks */
+    c.spec_length = o->spec_length;
+    c.spec_ngram = o->spec_ngram;
     int64_t need = (int64_t)prompt_len + o->max_tokens;
     if (info && need > info->max_position_embeddings) need = info->max_position_embeddings;
     c.max_seq_length = need < 2 ? 2 : (int)need;
@@ -614,6 +621,12 @@ static int cmd_generate(options *o) {
             o->backend, pk_kernel_config(k)->num_workers, n, prefill_ms, ttft_ms, req.num_output,
             req.finish == PK_FINISH_EOS ? "eos" : "length", per_tok, per_tok > 0 ? 1e3 / per_tok : 0.0,
             (t0 - t_start) * 1e3, (t_run - t0) * 1e3);
+    pk_graph_stats gs;
+    if (c.spec_length > 0 && pk_kernel_stats(k, &gs) == PK_OK)
+        fprintf(stderr, "pk: speculation: %lld draft tokens verified, %lld kept (%.0f %%), %lld steps for %d tokens\n",
+                (long long)gs.spec_drafted, (long long)gs.spec_accepted,
+                gs.spec_drafted ? 100.0 * (double)gs.spec_accepted / (double)gs.spec_drafted : 0.0,
+                (long long)gs.steps_run, req.num_output);
     pk_decoder_free(s.dec);
     pk_tokenizer_free(tok);
     pk_model_free(m);
@@ -725,7 +738,7 @@ static int cmd_bench(options *o) {
         if (st.prompt_rows[i] > 0) {
             prefill_ms += st.ms[i];
             nprefill++;
-        } else if (st.rows[i] == B) {
+        } else if (st.rows[i] >= B) { /* more with speculation's draft rows */
             dec[ndec++] = st.ms[i];
             sum += st.ms[i];
         }
@@ -780,6 +793,11 @@ static int cmd_bench(options *o) {
         printf(" \"decode_ms_median\": %.6f, \"decode_ms_mean\": %.6f, \"decode_ms_min\": %.6f, \"decode_ms_p90\": %.6f, "
                "\"prefill_ms\": %.6f, \"run_ms\": %.3f, \"compile_ms\": %.1f,\n",
                median, mean, mn, p90, prefill_ms, run_ms, compile_ms);
+        pk_graph_stats gs;
+        if (pk_kernel_stats(k, &gs) != PK_OK) die("%s", pk_kernel_error(k));
+        printf(" \"spec_length\": %d, \"spec_drafted\": %lld, \"spec_accepted\": %lld, \"decode_tokens_per_step\": %.3f,\n",
+               c.spec_length, (long long)gs.spec_drafted, (long long)gs.spec_accepted,
+               ndec ? (double)(generated - B) / ndec : 0.0);
         printf(" \"weight_bytes\": %lld, \"kv_bytes_per_position\": %.0f, \"bytes_per_token\": %.0f, "
                "\"achieved_GBps\": %.3f,\n",
                (long long)info.weight_bytes, kv_per_pos, bytes, gbps);
@@ -820,6 +838,13 @@ static int cmd_bench(options *o) {
         printf("memory        %s: weights %.1f MB, KV cache %.1f MB, workspace %.1f MB\n",
                mem.on_device ? "GPU" : "host", (double)mem.weight_bytes / 1e6, (double)mem.kv_cache_bytes / 1e6,
                (double)mem.workspace_bytes / 1e6);
+        if (c.spec_length > 0) {
+            pk_graph_stats gs;
+            if (pk_kernel_stats(k, &gs) != PK_OK) die("%s", pk_kernel_error(k));
+            printf("speculation   %lld draft tokens verified, %lld kept; %.2f tokens per decode step (a step's\n"
+                   "              time above is per step, not per token)\n",
+                   (long long)gs.spec_drafted, (long long)gs.spec_accepted, ndec ? (double)(generated - B) / ndec : 0.0);
+        }
         if (req.num_output < gen) printf("note          the model stopped at EOS; try another --seed for a full run\n");
     }
     fflush(stdout);

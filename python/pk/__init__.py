@@ -12,7 +12,7 @@ from .arrays import bf16_to_float32, bfloat16, dtype, float16, float32, float32_
 from .errors import (BackendError, DtypeError, Error, FormatError, GridError, InvalidArgumentError, LimitError,
                      NoMemoryError, ShapeError, StateError, StrideError, UnsupportedError)
 from .errors import IOError_ as IOError  # noqa: A001 (pk.IOError, as the status name says)
-from .kernel import PersistentKernel, Tensor
+from .kernel import PersistentKernel, PromptLookupConfig, Tensor
 from .model import Model, Tokenizer, load, read_info
 
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ def status_name(status):
     return _clib.pk_status_name(status).decode()
 
 
-__all__ = ["PersistentKernel", "Tensor", "load", "Model", "Tokenizer", "read_info", "Error", "InvalidArgumentError",
+__all__ = ["PersistentKernel", "PromptLookupConfig", "Tensor", "load", "Model", "Tokenizer", "read_info", "Error", "InvalidArgumentError",
            "ShapeError", "StrideError", "GridError", "DtypeError", "StateError", "NoMemoryError", "IOError",
            "FormatError", "UnsupportedError", "LimitError", "BackendError", "bfloat16", "float16", "float32", "int32",
            "int64", "dtype", "float32_to_bf16", "bf16_to_float32", "status_name", "library_path", "errors"]

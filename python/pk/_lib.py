@@ -22,7 +22,8 @@ class Config(Structure):
                 ("num_remote_schedulers", c_int), ("max_seq_length", c_int), ("max_requests", c_int),
                 ("max_tokens_per_step", c_int), ("page_size", c_int), ("num_pages", c_int),
                 ("eos_token_id", c_int64), ("sched_mode", c_int), ("backend", c_int), ("trace_path", c_char_p),
-                ("cache_dir", c_char_p), ("attention_kv_splits", c_int)]
+                ("cache_dir", c_char_p), ("attention_kv_splits", c_int), ("spec_length", c_int),
+                ("spec_ngram", c_int)]
 
 
 class DeviceInfo(Structure):
@@ -47,7 +48,7 @@ class Request(Structure):
 
 class GraphStats(Structure):
     _fields_ = [("num_layers", c_int), ("num_tasks", c_int), ("num_events", c_int), ("num_workers", c_int),
-                ("steps_run", c_int64)]
+                ("steps_run", c_int64), ("spec_drafted", c_int64), ("spec_accepted", c_int64)]
 
 
 class LayerInfo(Structure):

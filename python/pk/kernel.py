@@ -9,6 +9,7 @@ Tensor handles are checked to belong to this kernel and to a kernel not yet fina
 any pointer reaches C.
 """
 import ctypes
+import dataclasses
 import os
 import queue
 import tempfile
@@ -70,6 +71,15 @@ class Tensor:
         return f"pk.Tensor({self.name!r}, dims={self.dims}, dtype={self.dtype!r})"
 
 
+@dataclasses.dataclass
+class PromptLookupConfig:
+    """MPK's spec_decode_config for prompt-lookup speculation: drafts of up to spec_length tokens
+    found by matching the latest ngram_size tokens against the request's earlier ones."""
+    method: str = "promptlookup"
+    ngram_size: int = 3
+    spec_length: int = 5
+
+
 class PersistentKernel:
     """The seed's PersistentKernel over pk.h. Arguments as MPK's; pk's extras (max_num_batched_*,
     page sizes, backend, sched_mode) are keywords. See docs/PYTHON.md for meta_tensors and
@@ -82,8 +92,7 @@ class PersistentKernel:
                  cache_dir=None, attention_kv_splits=0):
         self._k = None
         self._keep = []  # every attached array: pk reads them until pk_kernel_free
-        if spec_decode_config is not None:
-            raise errors.UnsupportedError("spec_decode_config: pk has no speculative decoding; pass None")
+        spec_length, spec_ngram = self._spec(spec_decode_config)
         if mode != "offline":
             raise errors.UnsupportedError(f"mode {mode!r}: pk runs requests to completion (MPK's 'offline')")
         if backend not in BACKENDS:
@@ -108,6 +117,7 @@ class PersistentKernel:
                              ("num_pages", max_num_pages), ("attention_kv_splits", attention_kv_splits)):
             setattr(cfg, field, self._int(field, value))
         cfg.eos_token_id = self._int("eos_token_id", eos_token_id)
+        cfg.spec_length, cfg.spec_ngram = spec_length, spec_ngram
         cfg.backend, cfg.sched_mode = BACKENDS[backend], SCHED_MODES[sched_mode]
         self._strings = (_b(os.path.join(self._trace_dir, "trace.json")) if self._trace_dir else None, _b(cache_dir))
         cfg.trace_path, cfg.cache_dir = self._strings
@@ -501,6 +511,22 @@ class PersistentKernel:
                 f.write(data)
 
     # ---- queries --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _spec(config):
+        """MPK's spec_decode_config (a PromptLookupConfig, or a dict with its fields) as pk_config's
+        (spec_length, spec_ngram); None: off. pk has prompt lookup only."""
+        if config is None:
+            return 0, 0
+        get = config.get if isinstance(config, dict) else lambda f, d=None: getattr(config, f, d)
+        method = get("method", "promptlookup")
+        if method != "promptlookup":
+            raise errors.UnsupportedError(f"spec_decode_config method {method!r}: pk has prompt lookup only")
+        length, ngram = get("spec_length", 5), get("ngram_size", 3)
+        for name, v in (("spec_length", length), ("ngram_size", ngram)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise errors.InvalidArgumentError(f"spec_decode_config {name} {v!r} is not an int")
+        return length, ngram
 
     def stats(self):
         """pk_kernel_stats: layers, tasks, events, workers, steps of the last run."""

@@ -15,7 +15,7 @@ from ._lib import lib
 ERR_LEN = 1024
 CONFIG_KEYS = {"world_size", "rank", "num_workers", "num_local_schedulers", "num_remote_schedulers",
                "max_seq_length", "max_requests", "max_tokens_per_step", "page_size", "num_pages", "eos_token_id",
-               "attention_kv_splits"}
+               "attention_kv_splits", "spec_length", "spec_ngram"}
 OPTION_KEYS = {"fused_mlp", "lm_head_argmax", "check_tensors"}  # pk_model_options: -1 auto, 0 off, 1 on
 
 
@@ -196,6 +196,14 @@ class Model:
         if self._m is None:
             raise errors.StateError("the model was closed")
         return self._k
+
+    def stats(self):
+        """pk_kernel_stats of the model's kernel: steps of the last run, speculation's counts."""
+        s = _lib.GraphStats()
+        status = lib.pk_kernel_stats(self._handle(), ctypes.byref(s))
+        if status != errors.PK_OK:
+            raise errors.from_status(status, lib.pk_kernel_error(self._handle()).decode())
+        return {f: getattr(s, f) for f, _ in s._fields_}
 
     def close(self):
         if getattr(self, "_m", None):

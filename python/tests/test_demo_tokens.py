@@ -53,3 +53,18 @@ def test_demo_text_prompt_runs_as_a_program():
     want = subprocess.run([PK, "generate", *args], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout == want.stdout
+
+
+def test_speculation_keeps_the_tokens():
+    """pk.load(spec_length=L): the same greedy text as without speculation, and drafts were kept
+    on a prompt whose continuation repeats it (pk_kernel_stats through the model's kernel)."""
+    prompt = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+              "and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. "
+              "And God said, Let there be light: and there was light. In the beginning God created")
+    with pk.load(TINY) as m:
+        want = m.generate(prompt, max_tokens=40)
+    for length in (1, 4, 8):
+        with pk.load(TINY, spec_length=length) as m:
+            assert m.generate(prompt, max_tokens=40) == want, f"spec_length {length}"
+            stats = m.stats()
+            assert stats["spec_drafted"] >= stats["spec_accepted"] > 0, stats

@@ -47,8 +47,12 @@ def test_constructor(k):
         pk.PersistentKernel(world_size=2)
     with raises(pk.InvalidArgumentError, "max_seq_length 0"):
         pk.PersistentKernel(max_seq_length=0)
-    with raises(pk.UnsupportedError, "spec_decode_config"):
-        pk.PersistentKernel(spec_decode_config=object())
+    with raises(pk.UnsupportedError, "spec_decode_config method 'lookahead'"):
+        pk.PersistentKernel(spec_decode_config={"method": "lookahead", "spec_length": 7})
+    with raises(pk.InvalidArgumentError, "spec_length 17"):
+        pk.PersistentKernel(spec_decode_config=pk.PromptLookupConfig(spec_length=17))
+    with raises(pk.InvalidArgumentError, "ngram_size '3'"):
+        pk.PersistentKernel(spec_decode_config={"ngram_size": "3"})
     with raises(pk.InvalidArgumentError, "backend"):
         pk.PersistentKernel(backend="tpu")
     with raises(pk.InvalidArgumentError, "meta_tensors"):

@@ -109,6 +109,9 @@ static pk_status check_config(pk_kernel *k, const pk_config *c) {
             (long long)c->eos_token_id);
     REQUIRE(c->attention_kv_splits >= 0 && c->attention_kv_splits <= 4096,
             "config: attention_kv_splits %d outside [0 (auto), 4096]", c->attention_kv_splits);
+    REQUIRE(c->spec_length >= 0 && c->spec_length <= 16, "config: spec_length %d outside [0 (off), 16]",
+            c->spec_length);
+    REQUIRE(c->spec_ngram >= 0 && c->spec_ngram <= 8, "config: spec_ngram %d outside [0 (3), 8]", c->spec_ngram);
     REQUIRE(c->sched_mode == PK_SCHED_STATIC || c->sched_mode == PK_SCHED_DYNAMIC,
             "config: unknown sched_mode %d", (int)c->sched_mode);
     REQUIRE(pk_backend_find(c->backend) != NULL, "config: unknown backend %d", (int)c->backend);
@@ -235,6 +238,8 @@ pk_status pk_kernel_stats(const pk_kernel *k, pk_graph_stats *out) {
     out->num_events = k->graph.nevents;
     out->num_workers = k->cfg.num_workers;
     out->steps_run = k->steps_run;
+    out->spec_drafted = k->spec_drafted;
+    out->spec_accepted = k->spec_accepted;
     return PK_OK;
 }
 

@@ -59,12 +59,14 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
     s->pages_per_req = k->pages_per_req;
     s->num_pages = c->num_pages;
     s->eos = c->eos_token_id;
+    s->spec_len = c->spec_length;
+    s->spec_ngram = c->spec_ngram;
     s->nreqs = n;
     s->tokens = malloc((size_t)s->R * (size_t)s->max_seq * sizeof *s->tokens);
     s->slots = calloc((size_t)s->R, sizeof *s->slots);
     s->free_pages = malloc((size_t)c->num_pages * sizeof *s->free_pages);
     d->sreqs = calloc(n > 0 ? (size_t)n : 1, sizeof *d->sreqs);
-    d->emitted = calloc((size_t)s->R, sizeof *d->emitted);
+    d->emitted = calloc((size_t)s->R * (size_t)(1 + c->spec_length), sizeof *d->emitted); /* one step's */
     if (!s->tokens || !s->slots || !s->free_pages || !d->sreqs || !d->emitted) {
         pk_decode_free(d);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_run: out of memory for the decode state");

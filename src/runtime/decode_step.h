@@ -52,6 +52,7 @@ typedef struct pk_slot {
     int32_t npages;     /* pages held */
     int32_t reserved;   /* pages reserved for the request's whole life */
     int32_t sample_row; /* row of this step whose output is the next token, -1 if none */
+    int32_t ndraft;     /* draft tokens verified this step: rows sample_row + 1 .. + ndraft */
 } pk_slot;
 
 /* One request as the step logic sees it (validated by pk_decode_init). */
@@ -81,6 +82,7 @@ typedef struct pk_step_state {
     /* config */
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
     int64_t eos;               /* -1: none */
+    int32_t spec_len, spec_ngram; /* prompt-lookup speculation (pk_config): draft tokens, n-gram */
     /* progress */
     int32_t nreqs, next_req, ndone;
     int32_t nfree, unreserved; /* free pages; pages no admitted request has reserved */
@@ -105,6 +107,8 @@ typedef struct pk_step_state {
     /* step records (NULL: none): rec[0 .. rec_cap], steps past rec_cap are not recorded */
     pk_step_rec *rec;
     int64_t rec_cap;
+    /* speculation's counts over the run: draft tokens verified, and those kept */
+    int64_t drafted, accepted;
 } pk_step_state;
 
 PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
@@ -116,11 +120,13 @@ PK_HD void pk_step_reset(pk_step_state *s) {
     s->nemitted = 0;
     s->prompt_rows = 0;
     s->rows = s->T; /* the step tensors' rows hold whatever they held: the first plan zeroes them */
+    s->drafted = s->accepted = 0;
     for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
         sl->req = -1;
         sl->len = sl->cached = sl->npages = sl->reserved = 0;
         sl->sample_row = -1;
+        sl->ndraft = 0;
     }
     for (int i = 0; i < s->R * s->pages_per_req; i++) s->page_table[i] = 0;
     s->nfree = s->unreserved = s->num_pages;
@@ -141,6 +147,39 @@ PK_HD void pk_step_retire(pk_step_state *s, pk_slot *sl, int32_t why) {
     s->ndone++;
 }
 
+/* A slot that verified drafts (ndraft > 0): its rows' outputs o_0 .. o_ndraft in order; o_j is
+ * kept when every draft before it equalled the output before it (draft j sits at tokens[len + j],
+ * written by pk_step_draft). The cache then holds valid K / V up to the new len - 1. Stops at EOS
+ * and at the length limits as one token at a time would. */
+PK_HD void pk_step_finish_drafts(pk_step_state *s, int i) {
+    pk_slot *sl = &s->slots[i];
+    const int32_t req = sl->req, len0 = sl->len, nd = sl->ndraft, row0 = sl->sample_row;
+    int32_t *toks = s->tokens + (int64_t)i * s->max_seq;
+    s->drafted += nd;
+    for (int j = 0; j <= nd; j++) {
+        const int32_t tok = s->step_output[row0 + j], draft = j < nd ? toks[len0 + j] : -1;
+        toks[sl->len] = tok;
+        sl->len++;
+        sl->cached = sl->len - 1;
+        const int32_t num_output = ++s->reqs[req].num_output;
+        pk_step_token *e = &s->emitted[s->nemitted++];
+        e->req = req;
+        e->token = tok;
+        e->row = row0 + j;
+        e->pad = 0;
+        if (s->eos >= 0 && tok == s->eos) {
+            pk_step_retire(s, sl, PK_STEP_FINISH_EOS);
+            return;
+        }
+        if (num_output >= s->reqs[req].max_new_tokens || sl->len >= s->max_seq) {
+            pk_step_retire(s, sl, PK_STEP_FINISH_LENGTH);
+            return;
+        }
+        if (j == nd || tok != draft) return; /* the next draft was not the model's choice */
+        s->accepted++;
+    }
+}
+
 /* Reads step_output for the rows that sample, appends tokens (to the slot and to emitted),
  * retires finished requests. A slot's loads come before its stores (the slot, then its request
  * and its token together): on the GPU each load after a store to memory it might alias waited a
@@ -150,6 +189,10 @@ PK_HD void pk_step_finish(pk_step_state *s) {
     for (int i = 0; i < s->R; i++) {
         const pk_slot sl = s->slots[i];
         if (sl.req < 0 || sl.sample_row < 0) continue;
+        if (sl.ndraft > 0) {
+            pk_step_finish_drafts(s, i);
+            continue;
+        }
         const pk_step_req r = s->reqs[sl.req];
         const int32_t tok = s->step_output[sl.sample_row];
         const int32_t len = sl.len + 1, num_output = r.num_output + 1;
@@ -209,17 +252,61 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
     sl->sample_row = sl->cached == sl->len ? *row - 1 : -1;
 }
 
+/* Prompt lookup for slot i (decoding: its newest token at len - 1 not cached yet): the latest
+ * earlier occurrence of its last spec_ngram tokens (then shorter ones, down to 1), and the up to
+ * kmax tokens that followed it, before len, written as drafts to tokens[len ..]. Drafts stay
+ * within the request's life (prompt + max_new_tokens, max_seq_length: its reserved pages).
+ * Returns how many. */
+PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
+    const pk_slot *sl = &s->slots[i];
+    const pk_step_req *r = &s->reqs[sl->req];
+    int32_t *t = s->tokens + (int64_t)i * s->max_seq;
+    const int n = sl->len;
+    int life = r->prompt_len + r->max_new_tokens;
+    if (life > s->max_seq) life = s->max_seq;
+    if (kmax > s->spec_len) kmax = s->spec_len;
+    if (kmax > life - n) kmax = life - n;
+    if (kmax <= 0) return 0;
+    for (int g = s->spec_ngram > 0 ? s->spec_ngram : 3; g >= 1; g--) {
+        if (g >= n) continue;
+        for (int p = n - g - 1; p >= 0; p--) { /* the latest occurrence first */
+            int same = 1;
+            for (int q = 0; q < g && same; q++) same = t[p + q] == t[n - g + q];
+            if (!same) continue;
+            int k = n - (p + g); /* tokens that followed it, before n */
+            if (k > kmax) k = kmax;
+            for (int q = 0; q < k; q++) t[n + q] = t[p + g + q];
+            return k;
+        }
+    }
+    return 0;
+}
+
 /* Admits waiting requests and fills the step tensors for the next step. Returns 1 if there is a
  * step to run, 0 when every request is done. */
 PK_HD int pk_step_plan(pk_step_state *s) {
     pk_step_admit(s);
     int row = 0;
     s->prompt_rows = 0;
-    for (int i = 0; i < s->R; i++) s->slots[i].sample_row = -1;
-    /* Decoding slots first: one row each (T >= R, so they always fit). */
+    for (int i = 0; i < s->R; i++) s->slots[i].sample_row = -1, s->slots[i].ndraft = 0;
+    /* Decoding slots first: one row each (T >= R, so they always fit), plus their drafts while
+     * rows are left over for the decoding slots after them. */
+    int ndec = 0;
+    if (s->spec_len > 0)
+        for (int i = 0; i < s->R; i++) ndec += s->slots[i].req >= 0 && s->slots[i].len - s->slots[i].cached == 1 &&
+                                              s->slots[i].cached > 0;
     for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
-        if (sl->req >= 0 && sl->len - sl->cached == 1 && sl->cached > 0) pk_step_place_rows(s, i, 1, &row);
+        if (!(sl->req >= 0 && sl->len - sl->cached == 1 && sl->cached > 0)) continue;
+        int nd = 0;
+        if (s->spec_len > 0) {
+            ndec--;
+            nd = pk_step_draft(s, i, s->T - row - 1 - ndec);
+        }
+        const int row0 = row;
+        pk_step_place_rows(s, i, 1 + nd, &row);
+        sl->sample_row = row0;
+        sl->ndraft = nd;
     }
     for (int i = 0; i < s->R && row < s->T; i++) {
         pk_slot *sl = &s->slots[i];

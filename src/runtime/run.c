@@ -108,6 +108,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     pk_run_record *rt = &k->runs;
     rt->ntimed = 0;
     k->steps_run = 0;
+    k->spec_drafted = k->spec_accepted = 0;
     pk_decode d;
     __atomic_store_n(&k->cancel, 0, __ATOMIC_SEQ_CST);
     s = pk_decode_init(&d, k, reqs, n, on_token, user);
@@ -124,6 +125,8 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     d.s.rec = rt->rec;
     d.s.rec_cap = rt->rec ? max_steps : 0;
     s = k->backend->run(k, &d);
+    k->spec_drafted = d.s.drafted;
+    k->spec_accepted = d.s.accepted;
     if (s == PK_OK && rt->rec) finish_step_times(k, rt, max_steps);
     if (s == PK_OK && __atomic_load_n(&k->cancel, __ATOMIC_ACQUIRE))
         for (int i = 0; i < n; i++)

@@ -25,7 +25,7 @@ typedef struct pk_decode {
     void *user;
     pk_step_state s;        /* what prepare_next_step moves (host memory of the CPU backend) */
     pk_step_req *sreqs;     /* [nreqs] */
-    pk_step_token *emitted; /* [max_requests]: one step's tokens */
+    pk_step_token *emitted; /* [max_requests · (1 + spec_length)]: one step's tokens */
 } pk_decode;
 
 /* Validates the requests and sets up d; PK_OK or an error on k naming the request. */

@@ -292,6 +292,8 @@ static pk_status load(pk_kernel *k, pk_cuda_runtime *rt) {
     c.pages_per_req = k->pages_per_req;
     c.num_pages = k->cfg.num_pages;
     c.eos = k->cfg.eos_token_id;
+    c.spec_len = k->cfg.spec_length;
+    c.spec_ngram = k->cfg.spec_ngram;
     c.step_tokens = (uint32_t)k->t_step_tokens;
     c.step_output = (uint32_t)k->t_step_output;
     c.step_info = (uint32_t)k->t_step_info;
@@ -443,6 +445,8 @@ static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
         goto done;
     }
     k->steps_run = a.steps;
+    d->s.drafted = a.spec_drafted;
+    d->s.accepted = a.spec_accepted;
     for (int i = 0; i < n; i++) {
         d->reqs[i].finish = (pk_finish_reason)a.finish[i];
         if (a.num_output[i] != d->reqs[i].num_output) sc.overflow = 1;

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PK_GEN_API_VERSION 4
+#define PK_GEN_API_VERSION 5
 
 /* The per-shape tuning of the device code. codegen.c's tuning_of decides it from the graph and
  * writes it into kernel.cu, before any device header, as one constexpr struct:
@@ -64,6 +64,7 @@ typedef struct pk_gen_config {
     uint32_t num_schedulers;      /* scheduler queues (dynamic mode) */
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
     int64_t eos;
+    int32_t spec_len, spec_ngram; /* prompt-lookup speculation (pk_config's spec_length, spec_ngram) */
     /* tensor ids of the decode-state tensors */
     uint32_t step_tokens, step_output, step_info, token_pos, token_req, page_table;
     uint64_t staging_bytes;       /* each of the two pinned upload buffers */
@@ -116,6 +117,7 @@ typedef struct pk_gen_run_args {
     int32_t *num_output;           /* [nreqs] */
     int32_t *finish;               /* [nreqs] pk_finish_reason */
     int64_t steps;
+    int64_t spec_drafted, spec_accepted; /* out: speculation's draft tokens verified, kept */
     pk_gen_debug debug;            /* out: the stuck wait, when pk_gen_run returns -2 */
 } pk_gen_run_args;
 

@@ -991,6 +991,8 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.pages_per_req = cfg->pages_per_req;
     st.num_pages = cfg->num_pages;
     st.eos = cfg->eos;
+    st.spec_len = cfg->spec_len;
+    st.spec_ngram = cfg->spec_ngram;
     st.nreqs = a->nreqs;
     st.reqs = m->d_reqs;
     st.tokens = m->d_tokens;
@@ -1074,6 +1076,8 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     /* results */
     PK_CU(cudaMemcpy(&st, c->d_step, sizeof st, cudaMemcpyDeviceToHost));
     a->steps = st.step;
+    a->spec_drafted = st.drafted;
+    a->spec_accepted = st.accepted;
     if (a->nreqs) {
         pk_step_req *out = (pk_step_req *)calloc((size_t)a->nreqs, sizeof(pk_step_req));
         if (!out) return pk_gen_fail(err, err_len, "out of host memory");
