@@ -16,14 +16,18 @@
 #define NREQ 3
 #define NEW 24
 
+#define MAX_NEW 64 /* the longest run's max_new_tokens */
+
 typedef struct outputs {
-    int32_t tok[NREQ][NEW];
+    int32_t tok[NREQ][MAX_NEW];
     int n[NREQ];
     pk_finish_reason finish[NREQ];
     pk_graph_stats stats;
 } outputs;
 
 /* Runs nreq requests (prompt i: prompts[i], len[i]) on model_dir; 0 on failure (already reported). */
+static int64_t g_eos = -1; /* the eos_token_id of the runs */
+
 static int run(const char *model_dir, int spec_length, int spec_ngram, pk_sched_mode mode, int nreq,
                int32_t *const *prompts, const int *len, int max_new, outputs *o) {
     pk_config c = pk_config_default();
@@ -33,7 +37,7 @@ static int run(const char *model_dir, int spec_length, int spec_ngram, pk_sched_
     c.page_size = 8;
     c.num_workers = 2;
     c.sched_mode = mode;
-    c.eos_token_id = -1;
+    c.eos_token_id = g_eos;
     c.spec_length = spec_length;
     c.spec_ngram = spec_ngram;
     char err[512];
@@ -138,6 +142,23 @@ static void check_kept(void) {
     printf("  pk-tiny copying a passage: %lld of %lld drafts kept, %lld steps instead of %lld\n",
            (long long)spec.stats.spec_accepted, (long long)spec.stats.spec_drafted, (long long)spec.stats.steps_run,
            (long long)base.stats.steps_run);
+    /* an EOS inside a run of kept drafts ends the request there, as without speculation: the
+     * token at each position of the output in turn is made the EOS */
+    int stops = 0;
+    for (int at = 1; at < base.n[0]; at += 3) {
+        g_eos = base.tok[0][at];
+        static outputs b2, s2;
+        if (!run("models/pk-tiny", 0, 0, PK_SCHED_STATIC, 1, prompts, &n, 60, &b2) ||
+            !run("models/pk-tiny", 4, 3, PK_SCHED_STATIC, 1, prompts, &n, 60, &s2))
+            break;
+        CHECK(b2.finish[0] == PK_FINISH_EOS && s2.finish[0] == PK_FINISH_EOS && s2.n[0] == b2.n[0] &&
+                  !memcmp(s2.tok[0], b2.tok[0], (size_t)b2.n[0] * sizeof(int32_t)),
+              "pk-tiny with EOS %lld: %d tokens (finish %d) with speculation, %d (finish %d) without", (long long)g_eos,
+              s2.n[0], (int)s2.finish[0], b2.n[0], (int)b2.finish[0]);
+        stops++;
+    }
+    g_eos = -1;
+    CHECK(stops >= 10, "EOS checks: %d", stops);
 }
 
 static void check_config(void) {
