@@ -61,13 +61,15 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
     s->eos = c->eos_token_id;
     s->spec_len = c->spec_length;
     s->spec_ngram = c->spec_ngram;
+    s->ngram_cap = pk_step_ngram_cap(c->spec_length, c->spec_ngram, c->max_seq_length);
+    s->ngram_pos = s->ngram_cap ? calloc((size_t)s->R * (size_t)s->ngram_cap, sizeof *s->ngram_pos) : NULL;
     s->nreqs = n;
     s->tokens = malloc((size_t)s->R * (size_t)s->max_seq * sizeof *s->tokens);
     s->slots = calloc((size_t)s->R, sizeof *s->slots);
     s->free_pages = malloc((size_t)c->num_pages * sizeof *s->free_pages);
     d->sreqs = calloc(n > 0 ? (size_t)n : 1, sizeof *d->sreqs);
     d->emitted = calloc((size_t)s->R * (size_t)(1 + c->spec_length), sizeof *d->emitted); /* one step's */
-    if (!s->tokens || !s->slots || !s->free_pages || !d->sreqs || !d->emitted) {
+    if (!s->tokens || !s->slots || !s->free_pages || !d->sreqs || !d->emitted || (s->ngram_cap && !s->ngram_pos)) {
         pk_decode_free(d);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_run: out of memory for the decode state");
     }
@@ -94,6 +96,8 @@ void pk_decode_free(pk_decode *d) {
     free(d->s.free_pages);
     free(d->sreqs);
     free(d->emitted);
+    free(d->s.ngram_pos);
+    d->s.ngram_pos = NULL;
     d->s.tokens = NULL;
     d->s.slots = NULL;
     d->s.free_pages = NULL;

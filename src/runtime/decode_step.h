@@ -53,6 +53,7 @@ typedef struct pk_slot {
     int32_t reserved;   /* pages reserved for the request's whole life */
     int32_t sample_row; /* row of this step whose output is the next token, -1 if none */
     int32_t ndraft;     /* draft tokens verified this step: rows sample_row + 1 .. + ndraft */
+    int32_t indexed;    /* speculation: n-grams ending before this position are in the index */
 } pk_slot;
 
 /* One request as the step logic sees it (validated by pk_decode_init). */
@@ -83,6 +84,10 @@ typedef struct pk_step_state {
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
     int64_t eos;               /* -1: none */
     int32_t spec_len, spec_ngram; /* prompt-lookup speculation (pk_config): draft tokens, n-gram */
+    /* speculation's n-gram index, [R][ngram_cap] (ngram_cap a power of two; NULL when off): an
+     * n-gram's hash -> 1 + the position its latest occurrence ends at (0: none) */
+    int32_t *ngram_pos;
+    int32_t ngram_cap;
     /* progress */
     int32_t nreqs, next_req, ndone;
     int32_t nfree, unreserved; /* free pages; pages no admitted request has reserved */
@@ -113,6 +118,16 @@ typedef struct pk_step_state {
 
 PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
 
+/* Entries of a slot's n-gram index: a power of two at least twice the n-grams a request can add
+ * (every position, each n-gram size), so that collisions stay rare; 0 with speculation off. */
+PK_HD int32_t pk_step_ngram_cap(int spec_len, int spec_ngram, int max_seq) {
+    if (spec_len <= 0) return 0;
+    const int64_t need = 2 * (int64_t)max_seq * (spec_ngram > 0 ? spec_ngram : 3);
+    int32_t cap = 64;
+    while (cap < need) cap *= 2;
+    return cap;
+}
+
 /* Every slot free, every page free. The config fields and arrays must be set. */
 PK_HD void pk_step_reset(pk_step_state *s) {
     s->next_req = s->ndone = 0;
@@ -126,7 +141,7 @@ PK_HD void pk_step_reset(pk_step_state *s) {
         sl->req = -1;
         sl->len = sl->cached = sl->npages = sl->reserved = 0;
         sl->sample_row = -1;
-        sl->ndraft = 0;
+        sl->ndraft = sl->indexed = 0;
     }
     for (int i = 0; i < s->R * s->pages_per_req; i++) s->page_table[i] = 0;
     s->nfree = s->unreserved = s->num_pages;
@@ -226,6 +241,9 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         sl->len = r->prompt_len;
         sl->cached = 0;
         sl->npages = 0;
+        sl->indexed = 0;
+        if (s->ngram_pos) /* a new request: its own index */
+            for (int j = 0; j < s->ngram_cap; j++) s->ngram_pos[(int64_t)i * s->ngram_cap + j] = 0;
         int32_t *dst = s->tokens + (int64_t)i * s->max_seq;
         for (int j = 0; j < r->prompt_len; j++) dst[j] = r->prompt[j];
     }
@@ -252,32 +270,45 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
     sl->sample_row = sl->cached == sl->len ? *row - 1 : -1;
 }
 
+/* The index slot of the g tokens t[e - g + 1 .. e] (FNV-1a over g and the ids). */
+PK_HD uint32_t pk_step_ngram_key(const int32_t *t, int e, int g, int32_t cap) {
+    uint32_t h = 2166136261u ^ (uint32_t)g;
+    for (int q = e - g + 1; q <= e; q++) h = (h ^ (uint32_t)t[q]) * 16777619u;
+    return h & (uint32_t)(cap - 1);
+}
+
 /* Prompt lookup for slot i (decoding: its newest token at len - 1 not cached yet): the latest
  * earlier occurrence of its last spec_ngram tokens (then shorter ones, down to 1), and the up to
- * kmax tokens that followed it, before len, written as drafts to tokens[len ..]. Drafts stay
- * within the request's life (prompt + max_new_tokens, max_seq_length: its reserved pages).
- * Returns how many. */
+ * kmax tokens that followed it, before len, written as drafts to tokens[len ..]. The occurrences
+ * come from the slot's n-gram index (positions ending before len - 1 are added first, each once
+ * over the request's life; a hash collision shows as a mismatch, and that size finds nothing), so
+ * a step's lookup costs the new tokens, not the context. Drafts stay within the request's life
+ * (prompt + max_new_tokens, max_seq_length: its reserved pages). Returns how many. */
 PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
-    const pk_slot *sl = &s->slots[i];
+    pk_slot *sl = &s->slots[i];
     const pk_step_req *r = &s->reqs[sl->req];
     int32_t *t = s->tokens + (int64_t)i * s->max_seq;
-    const int n = sl->len;
+    int32_t *idx = s->ngram_pos + (int64_t)i * s->ngram_cap;
+    const int n = sl->len, G = s->spec_ngram > 0 ? s->spec_ngram : 3;
+    for (int e = sl->indexed; e < n - 1; e++)
+        for (int g = 1; g <= G && g <= e + 1; g++) idx[pk_step_ngram_key(t, e, g, s->ngram_cap)] = e + 1;
+    if (sl->indexed < n - 1) sl->indexed = n - 1;
     int life = r->prompt_len + r->max_new_tokens;
     if (life > s->max_seq) life = s->max_seq;
     if (kmax > s->spec_len) kmax = s->spec_len;
     if (kmax > life - n) kmax = life - n;
     if (kmax <= 0) return 0;
-    for (int g = s->spec_ngram > 0 ? s->spec_ngram : 3; g >= 1; g--) {
+    for (int g = G; g >= 1; g--) {
         if (g >= n) continue;
-        for (int p = n - g - 1; p >= 0; p--) { /* the latest occurrence first */
-            int same = 1;
-            for (int q = 0; q < g && same; q++) same = t[p + q] == t[n - g + q];
-            if (!same) continue;
-            int k = n - (p + g); /* tokens that followed it, before n */
-            if (k > kmax) k = kmax;
-            for (int q = 0; q < k; q++) t[n + q] = t[p + g + q];
-            return k;
-        }
+        const int e = idx[pk_step_ngram_key(t, n - 1, g, s->ngram_cap)] - 1; /* an earlier end, or -1 */
+        if (e < g - 1 || e >= n - 1) continue;
+        int same = 1;
+        for (int q = 0; q < g && same; q++) same = t[e - q] == t[n - 1 - q];
+        if (!same) continue;
+        int k = n - 1 - e; /* tokens that followed it, before n */
+        if (k > kmax) k = kmax;
+        for (int q = 0; q < k; q++) t[n + q] = t[e + 1 + q];
+        return k;
     }
     return 0;
 }

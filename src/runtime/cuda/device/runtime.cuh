@@ -885,6 +885,7 @@ typedef struct pk_gen_run_mem {
     int32_t *d_tokens;
     pk_slot *d_slots;
     int32_t *d_free_pages;
+    int32_t *d_ngram_pos; /* speculation's n-gram index (decode_step.h), NULL when off */
     pk_step_token *h_emitted; /* mapped */
     pk_gen_trace_rec *d_trace;
     pk_u64 *d_trace_n;
@@ -897,6 +898,7 @@ static void pk_gen_run_free(pk_gen_run_mem *m) {
     cudaFree(m->d_tokens);
     cudaFree(m->d_slots);
     cudaFree(m->d_free_pages);
+    cudaFree(m->d_ngram_pos);
     if (m->h_emitted) cudaFreeHost(m->h_emitted);
     cudaFree(m->d_trace);
     cudaFree(m->d_trace_n);
@@ -978,6 +980,9 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     PK_CU(cudaMalloc((void **)&m->d_tokens, (size_t)cfg->R * (size_t)cfg->max_seq * sizeof(int32_t)));
     PK_CU(cudaMalloc((void **)&m->d_slots, (size_t)cfg->R * sizeof(pk_slot)));
     PK_CU(cudaMalloc((void **)&m->d_free_pages, (size_t)cfg->num_pages * sizeof(int32_t)));
+    const int32_t ngram_cap = pk_step_ngram_cap(cfg->spec_len, cfg->spec_ngram, cfg->max_seq);
+    if (ngram_cap) /* cleared per request at admission */
+        PK_CU(cudaMalloc((void **)&m->d_ngram_pos, (size_t)cfg->R * (size_t)ngram_cap * sizeof(int32_t)));
     PK_CU(cudaHostAlloc((void **)&m->h_emitted, (size_t)(total_new ? total_new : 1) * sizeof(pk_step_token),
                         cudaHostAllocMapped));
     pk_step_token *d_emitted;
@@ -998,6 +1003,8 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.tokens = m->d_tokens;
     st.slots = m->d_slots;
     st.free_pages = m->d_free_pages;
+    st.ngram_pos = m->d_ngram_pos;
+    st.ngram_cap = ngram_cap;
     st.step_tokens = (int32_t *)c->buf[cfg->step_tokens];
     st.token_pos = (int32_t *)c->buf[cfg->token_pos];
     st.token_req = (int32_t *)c->buf[cfg->token_req];
