@@ -239,6 +239,12 @@ static void test_bench_cli(void) {
           "memory object");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "decode_step_ms");
     CHECK(cJSON_IsArray(steps) && cJSON_GetArraySize(steps) == (int)num(j, "decode_steps"), "decode_step_ms");
+    const cJSON *psteps = cJSON_GetObjectItemCaseSensitive(j, "prefill_step_ms");
+    const cJSON *prows = cJSON_GetObjectItemCaseSensitive(j, "prefill_step_rows");
+    CHECK(cJSON_IsArray(psteps) && cJSON_GetArraySize(psteps) == (int)num(j, "prefill_steps") && cJSON_IsArray(prows) &&
+              cJSON_GetArraySize(prows) == (int)num(j, "prefill_steps") &&
+              cJSON_GetArrayItem(prows, 0)->valueint == 32,
+          "prefill_step_ms / prefill_step_rows");
     const cJSON *be = cJSON_GetObjectItemCaseSensitive(j, "backend");
     CHECK(cJSON_IsString(be) && !strcmp(be->valuestring, "cpu"), "backend");
     cJSON_Delete(j);

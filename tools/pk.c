@@ -809,6 +809,14 @@ static int cmd_bench(options *o) {
                (long long)mem.workspace_bytes);
         printf(" \"decode_step_ms\": [");
         for (int i = 0; i < ndec; i++) printf("%s%.4f", i ? ", " : "", dec[i]);
+        /* the prompt's steps one by one (rows each): with --step-tokens R + 1, the cost of a step
+         * of R + 1 rows of one request, as a speculative verification carries them */
+        printf("],\n \"prefill_step_ms\": [");
+        for (int64_t i = 0, j = 0; i < st.num_timed; i++)
+            if (st.prompt_rows[i] > 0) printf("%s%.4f", j++ ? ", " : "", st.ms[i]);
+        printf("], \"prefill_step_rows\": [");
+        for (int64_t i = 0, j = 0; i < st.num_timed; i++)
+            if (st.prompt_rows[i] > 0) printf("%s%d", j++ ? ", " : "", (int)st.rows[i]);
         printf("]}\n");
     } else {
         printf("pk bench: %s (%s), %s backend, %d workers, T = %d, attention split %d, fused MLP %s, LM head + argmax "
