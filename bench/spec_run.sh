@@ -21,6 +21,7 @@ THREADS=${THREADS:-132}
 pk_gpu_paths
 mkdir -p .gpu/cache && chmod 700 .gpu/cache
 export PK_CACHE_DIR=$PWD/.gpu/cache
+P="And God said, Let there be light: and there was light. And God saw the light, that it was good: and God divided the light from the darkness."
 args() { echo --backend cuda --threads "$THREADS" --prompt-len "$CONTEXT" --gen "$GEN" --max-seq $((CONTEXT + GEN)) --step-tokens $((L + 1)); }
 
 if [ "${1:-}" = "--precompile" ]; then
@@ -31,7 +32,7 @@ if [ "${1:-}" = "--precompile" ]; then
         # shellcheck disable=SC2046
         build/pk bench --model "/tmp/z-$m" $(args) 2>&1 | grep -v "no CUDA GPU" &
     done
-    build/pk generate --backend cuda --threads "$THREADS" --prompt x --max-tokens 1 >/dev/null 2>&1 &
+    build/pk generate --backend cuda --threads "$THREADS" --prompt "$P $P $P And God said" --max-tokens 120 >/dev/null 2>&1 &
     wait
     pk_cache_strip .gpu/cache
     exit 0
@@ -55,7 +56,6 @@ except Exception as e:
     print(f"pk {m}: no result ({e})")
 PY
 done
-P="And God said, Let there be light: and there was light. And God saw the light, that it was good: and God divided the light from the darkness."
 for s in 0 "$L"; do
     timeout 120 build/pk generate --backend cuda --threads "$THREADS" --prompt "$P $P $P And God said" --max-tokens 120 \
         --spec-length "$s" 2>&1 >/dev/null | sed "s/^/spec-length $s: /" | tee -a "$out/spec_run.txt"
