@@ -46,6 +46,7 @@
 #include "kernels/attention_decode_layout.h" /* pk_attd_layout_of, PK_ATTD_G_MAX: shared with the host */
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mbarrier.cuh" /* the bulk-row stage (pk_gen_tuning::attd_bulk_rows) */
+#include "kernels/cuda/mma.cuh"
 
 static_assert(PK_ATTD_WARPS == PK_DEV_WARPS, "the layout's warp count is the CTA's");
 #define PK_ATTD_HP 2    /* heads per pass over the positions: K and V rows unpacked once for both */
@@ -322,39 +323,10 @@ __device__ inline void pk_attd_warp_blocks(int D, int G, int P, const float *q_s
     }
 }
 
-/* The tensor-core path's primitives (D 64 / 128, sm_80 and later): mma.sync m16n8k16 (bf16 in,
- * fp32 sums) and ldmatrix. Against the scalar path: a fraction of the instructions per warp and
- * block, and all G heads in one pass. Rows past P read row P - 1 (finite: the staged rows end
- * there) and get e = 0. Fragments (PTX ISA, m16n8k16): lane = 4 · gid + tig; A a0 (row gid, k
- * 2 tig, +1), a2 (k + 8); B b0 (k 2 tig, +1; n gid), b1 (k + 8); C c0, c1 (row gid, n 2 tig, +1),
- * c2, c3 (row gid + 8). K_s [pos][D + 8] and V_s [pos][D + 8] are read through ldmatrix (V's
- * .trans). */
-/* c += A · B, A's four registers given (a[0..3]: rows gid / gid + 8, k 2 tig / + 8). Not volatile:
- * the product touches no memory, so the compiler may place it among the fragment loads. */
-__device__ __forceinline__ void pk_attd_mma4(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a, (void)b0, (void)b1;
-    __trap(); /* PK_ATTD_USE_MMA is 0 there */
-#endif
-}
-
-/* Four 8x8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8. */
-template <bool TRANS>
-__device__ __forceinline__ void pk_attd_ldsm4(uint32_t *r, const pk_bf16 *row) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-
+/* The tensor-core path's primitives are mma.cuh's (D 64 / 128): against the scalar path, a
+ * fraction of the instructions per warp and block, and all G heads in one pass. Rows past P read
+ * row P - 1 (finite: the staged rows end there) and get e = 0. K_s [pos][D + 8] and V_s [pos][D +
+ * 8] are read through ldmatrix (V's .trans). */
 /* Every K fragment of the block of 32 positions from jb (rows past P read row P - 1): f[k / 16][h]
  * is ldmatrix x4 over rows jb + 16 h .. + 15 and dims k .. k + 15, matrix i = (rows + 8 · (i & 1),
  * dims + 8 · (i / 2)): A = K of one 16-position tile for pk_attd_warp_blocks_mmat. */
@@ -364,8 +336,8 @@ __device__ __forceinline__ void pk_attd_k_frags(uint32_t (&f)[D / 16][2][4], con
     const int r0 = min(jb + row, P - 1), r1 = min(jb + 16 + row, P - 1);
 #pragma unroll
     for (int k0 = 0; k0 < D; k0 += 16) {
-        pk_attd_ldsm4<false>(f[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + col, D));
-        pk_attd_ldsm4<false>(f[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + col, D));
+        pk_ldsm4<false>(f[k0 / 16][0], K_s + pk_attd_kidx(r0, k0 + col, D));
+        pk_ldsm4<false>(f[k0 / 16][1], K_s + pk_attd_kidx(r1, k0 + col, D));
     }
 }
 
@@ -432,7 +404,7 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
                 const uint32_t b1 = qv ? *(const uint32_t *)(qr + k0 + 8) : 0u;
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    pk_attd_mma4(k0 >= D / 2 ? sc2[h] : sc[h], ak[k0 / 16][h], b0, b1);
+                    pk_mma_16816(k0 >= D / 2 ? sc2[h] : sc[h], ak[k0 / 16][h], b0, b1);
             }
 #pragma unroll
                 for (int h = 0; h < 2; h++)
@@ -494,11 +466,11 @@ __device__ inline void pk_attd_warp_blocks_mmat(int G, int P, const pk_bf16 *q_b
             const int vr = min(jb + 16 * kk + vrow, P - 1);
             uint32_t av[DT][4];
 #pragma unroll
-            for (int t = 0; t < DT; t++) pk_attd_ldsm4<true>(av[t], V_s + pk_attd_kidx(vr, 16 * t + vcol, D));
+            for (int t = 0; t < DT; t++) pk_ldsm4<true>(av[t], V_s + pk_attd_kidx(vr, 16 * t + vcol, D));
 #pragma unroll
-            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbh[kk][0], pbh[kk][1]);
+            for (int t = 0; t < DT; t++) pk_mma_16816(acc[t], av[t], pbh[kk][0], pbh[kk][1]);
 #pragma unroll
-            for (int t = 0; t < DT; t++) pk_attd_mma4(acc[t], av[t], pbl[kk][0], pbl[kk][1]);
+            for (int t = 0; t < DT; t++) pk_mma_16816(acc[t], av[t], pbl[kk][0], pbl[kk][1]);
         }
     }
 #pragma unroll

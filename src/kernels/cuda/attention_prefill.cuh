@@ -28,6 +28,8 @@
 #ifndef PK_CUDA_ATTENTION_PREFILL_CUH
 #define PK_CUDA_ATTENTION_PREFILL_CUH
 
+#include "kernels/cuda/mma.cuh"
+
 #define PK_APF_QROWS (16 * PK_DEV_WARPS) /* q-rows of a Q block: 16 per warp */
 #define PK_APF_KB 32                     /* positions per block (= PK_ATTN_SPLIT_BLOCK) */
 static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK, "a block is one split block");
@@ -43,23 +45,6 @@ __device__ __forceinline__ bool pk_att_prefill_ok(int D, int G) {
     return D % 16 == 0 && D <= 64 * NP && G <= PK_APF_QROWS && pk_apf_smem(D) <= PK_CUDA_SMEM_BYTES;
 }
 
-__device__ __forceinline__ void pk_apf_ldsm4(uint32_t (&r)[4], const pk_bf16 *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-}
-__device__ __forceinline__ void pk_apf_ldsm4_trans(uint32_t (&r)[4], const pk_bf16 *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-}
-__device__ __forceinline__ void pk_apf_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                           uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t pk_apf_pack(float lo, float hi) {
     return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
 }
@@ -144,7 +129,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
 #pragma unroll
             for (int ks = 0; ks < KS; ks++) {
                 qf[ks][0] = qf[ks][1] = qf[ks][2] = qf[ks][3] = 0;
-                if (active && 16 * ks < D) pk_apf_ldsm4(qf[ks], Qs + (r0 + lane % 16) * LD + 16 * ks + (lane / 16) * 8);
+                if (active && 16 * ks < D) pk_ldsm4<false>(qf[ks], Qs + (r0 + lane % 16) * LD + 16 * ks + (lane / 16) * 8);
             }
             /* rows r0 + lane / 4 and r0 + lane / 4 + 8: their positions and softmax state */
             const int pa = qpos_s[r0 + lane / 4 < PK_APF_QROWS ? r0 + lane / 4 : 0];
@@ -194,9 +179,9 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                         for (int q2 = 0; q2 < 2; q2++) {
                             uint32_t kf[4];
                             const int q = lane / 8;
-                            pk_apf_ldsm4(kf, Ks + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
-                            pk_apf_mma(sc[2 * q2], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], kf[0], kf[1]);
-                            pk_apf_mma(sc[2 * q2 + 1], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], kf[2], kf[3]);
+                            pk_ldsm4<false>(kf, Ks + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
+                            pk_mma_16816(sc[2 * q2], qf[ks], kf[0], kf[1]);
+                            pk_mma_16816(sc[2 * q2 + 1], qf[ks], kf[2], kf[3]);
                         }
                     }
                     /* mask, scale, row max over the quad (lanes 4 g .. 4 g + 3 hold row g) */
@@ -245,18 +230,18 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                      * dims 16 np + (q / 2) · 8 (b0, b1 of dim tiles 2 np and 2 np + 1) */
 #pragma unroll
                     for (int kp = 0; kp < 2; kp++) {
-                        const uint32_t a0 = pk_apf_pack(sc[2 * kp][0], sc[2 * kp][1]);
-                        const uint32_t a1 = pk_apf_pack(sc[2 * kp][2], sc[2 * kp][3]);
-                        const uint32_t a2 = pk_apf_pack(sc[2 * kp + 1][0], sc[2 * kp + 1][1]);
-                        const uint32_t a3 = pk_apf_pack(sc[2 * kp + 1][2], sc[2 * kp + 1][3]);
+                        const uint32_t pa[4] = {pk_apf_pack(sc[2 * kp][0], sc[2 * kp][1]),
+                                                pk_apf_pack(sc[2 * kp][2], sc[2 * kp][3]),
+                                                pk_apf_pack(sc[2 * kp + 1][0], sc[2 * kp + 1][1]),
+                                                pk_apf_pack(sc[2 * kp + 1][2], sc[2 * kp + 1][3])};
 #pragma unroll
                         for (int np = 0; np < NT / 2; np++) {
                             if (16 * np >= D) break;
                             uint32_t vf[4];
                             const int q = lane / 8;
-                            pk_apf_ldsm4_trans(vf, Vs + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
-                            pk_apf_mma(o[2 * np], a0, a1, a2, a3, vf[0], vf[1]);
-                            pk_apf_mma(o[2 * np + 1], a0, a1, a2, a3, vf[2], vf[3]);
+                            pk_ldsm4<true>(vf, Vs + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
+                            pk_mma_16816(o[2 * np], pa, vf[0], vf[1]);
+                            pk_mma_16816(o[2 * np + 1], pa, vf[2], vf[3]);
                         }
                     }
                 }

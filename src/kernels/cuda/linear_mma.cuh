@@ -24,6 +24,8 @@
 #ifndef PK_CUDA_LINEAR_MMA_CUH
 #define PK_CUDA_LINEAR_MMA_CUH
 
+#include "kernels/cuda/mma.cuh"
+
 #define PK_MMA_BM 128
 #define PK_MMA_BN 64
 #define PK_MMA_BK 64
@@ -160,19 +162,6 @@ __device__ __forceinline__ void pk_mma_b_slice(const pk_lin_args &a, int j0, int
     }
 }
 
-__device__ __forceinline__ void pk_mma_ldmatrix4(uint32_t (&r)[4], const pk_bf16 *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-}
-
-__device__ __forceinline__ void pk_mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /* The warp's 32 × 32 of one slice: acc[mi][ni] is the m16n8 tile (rows wm + 16 mi, columns
  * wn + 8 ni). ldmatrix x4 addresses: A, lane l → row l % 16, column (l / 16) · 8 (a0..a3 of the
  * mma's A fragment); B (rows are output columns, K contiguous: the mma's "col" operand), lane l →
@@ -185,11 +174,11 @@ __device__ __forceinline__ void pk_mma_slice(const pk_bf16 *As, const pk_bf16 *B
         uint32_t af[2][4], bf[2][4];
 #pragma unroll
         for (int mi = 0; mi < 2; mi++)
-            pk_mma_ldmatrix4(af[mi], As + (wm + 16 * mi + lane % 16) * PK_MMA_LD + kk + (lane / 16) * 8);
+            pk_ldsm4<false>(af[mi], As + (wm + 16 * mi + lane % 16) * PK_MMA_LD + kk + (lane / 16) * 8);
 #pragma unroll
         for (int nj = 0; nj < 2; nj++) {
             const int q = lane / 8;
-            pk_mma_ldmatrix4(bf[nj], Bs + (wn + 16 * nj + lane % 8 + (q / 2) * 8) * PK_MMA_LD + kk + (q % 2) * 8);
+            pk_ldsm4<false>(bf[nj], Bs + (wn + 16 * nj + lane % 8 + (q / 2) * 8) * PK_MMA_LD + kk + (q % 2) * 8);
         }
 #pragma unroll
         for (int mi = 0; mi < 2; mi++)
