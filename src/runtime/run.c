@@ -128,7 +128,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     k->spec_drafted = d.s.drafted;
     k->spec_accepted = d.s.accepted;
     if (s == PK_OK && rt->rec) finish_step_times(k, rt, max_steps);
-    if (s == PK_OK && __atomic_load_n(&k->cancel, __ATOMIC_ACQUIRE))
+    if (s == PK_OK && pk_cancel_requested(k))
         for (int i = 0; i < n; i++)
             if (reqs[i].finish == PK_FINISH_NONE) reqs[i].finish = PK_FINISH_CANCELLED;
     pk_decode_free(&d);
