@@ -23,14 +23,10 @@ export PK_CACHE_DIR=$PWD/.gpu/cache
 args() { echo --backend cuda --threads "$THREADS" --context "$CONTEXT" --gen "$GEN" --max-seq $((CONTEXT + GEN)) --batch "$1"; }
 
 if [ "${1:-}" = "--precompile" ]; then
-    export PK_CUDA_ARCH=sm_90a
     pk_gpu_libs
     for m in $MODELS; do
-        [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
-        for b in $BATCHES; do # compiles, then stops at "no CUDA GPU"
-            # shellcheck disable=SC2046
-            build/pk bench --model "/tmp/z-$m" $(args "$b") 2>&1 | grep -v "no CUDA GPU" &
-        done
+        # shellcheck disable=SC2046
+        for b in $BATCHES; do pk_bench_precompile "$m" $(args "$b"); done
     done
     wait
     pk_cache_strip .gpu/cache
@@ -39,7 +35,8 @@ fi
 
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tee "$out/batch_run.txt"
-for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null; done
+# shellcheck disable=SC2086
+pk_random_models $MODELS
 for m in $MODELS; do
     for b in $BATCHES; do
         # shellcheck disable=SC2046

@@ -27,15 +27,13 @@ mkdir -p .gpu/cache && chmod 700 .gpu/cache
 export PK_CACHE_DIR=$PWD/.gpu/cache
 
 if [ "${1:-}" = "--precompile" ]; then
-    export PK_CUDA_ARCH=sm_90a
     pk_gpu_libs
     for m in $MODELS; do
-        [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
         for n in $LENS; do
-            for t in $STEPS; do # compiles, then stops at "no CUDA GPU"
+            for t in $STEPS; do
                 # shellcheck disable=SC2086
-                build/pk bench --model "/tmp/z-$m" --backend cuda --threads "$THREADS" --prompt-len "$n" \
-                    --gen "$GEN" --max-seq $((n + GEN)) --step-tokens "$t" ${PK_ARGS:-} 2>&1 | grep -v "no CUDA GPU" &
+                pk_bench_precompile "$m" --backend cuda --threads "$THREADS" --prompt-len "$n" --gen "$GEN" \
+                    --max-seq $((n + GEN)) --step-tokens "$t" ${PK_ARGS:-}
             done
         done
     done
@@ -46,7 +44,8 @@ fi
 
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tee "$out/prompt_run.txt"
-for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null; done
+# shellcheck disable=SC2086
+pk_random_models $MODELS
 for m in $MODELS; do
     for n in $LENS; do
         for t in $STEPS; do

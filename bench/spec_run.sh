@@ -25,14 +25,10 @@ P="And God said, Let there be light: and there was light. And God saw the light,
 args() { echo --backend cuda --threads "$THREADS" --prompt-len "$CONTEXT" --gen "$GEN" --max-seq $((CONTEXT + GEN)) --step-tokens $((L + 1)); }
 
 if [ "${1:-}" = "--precompile" ]; then
-    export PK_CUDA_ARCH=sm_90a
     pk_gpu_libs
-    for m in $MODELS; do
-        [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
-        # shellcheck disable=SC2046
-        build/pk bench --model "/tmp/z-$m" $(args) 2>&1 | grep -v "no CUDA GPU" &
-    done
-    build/pk generate --backend cuda --threads "$THREADS" --prompt "$P $P $P And God said" --max-tokens 120 >/dev/null 2>&1 &
+    # shellcheck disable=SC2046
+    for m in $MODELS; do pk_bench_precompile "$m" $(args); done
+    PK_CUDA_ARCH=sm_90a build/pk generate --backend cuda --threads "$THREADS" --prompt "$P $P $P And God said" --max-tokens 120 >/dev/null 2>&1 &
     wait
     pk_cache_strip .gpu/cache
     exit 0
@@ -40,7 +36,8 @@ fi
 
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tee "$out/spec_run.txt"
-for m in $MODELS; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null; done
+# shellcheck disable=SC2086
+pk_random_models $MODELS
 for m in $MODELS; do
     # shellcheck disable=SC2046
     j=$(timeout 300 build/pk bench --model "/tmp/$m" $(args) --json 2>"$out/spec_${m}.err")

@@ -125,6 +125,23 @@ pk_gpu_libs() {
     done
 }
 
+# Compiles, without a GPU, the kernel `pk bench ARGS` would load for MODEL's zero-weight stand-in
+# (bench/shape_model.py --zeros, made into /tmp/z-MODEL first when missing), into $PK_CACHE_DIR;
+# the compile runs in the background (the caller waits), and pk's expected "no CUDA GPU" is
+# dropped from its output. Usage: pk_bench_precompile MODEL ARGS...
+pk_bench_precompile() {
+    local m=$1
+    shift
+    [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
+    PK_CUDA_ARCH=sm_90a build/pk bench --model "/tmp/z-$m" "$@" 2>&1 | grep -v "no CUDA GPU" &
+}
+
+# The random-weight stand-ins (bench/shape_model.py) of MODELS... in /tmp/MODEL, made where missing.
+pk_random_models() {
+    local m
+    for m in "$@"; do [ -d "/tmp/$m" ] || python3 bench/shape_model.py "$m" "/tmp/$m" >/dev/null; done
+}
+
 # Strips a kernel cache folder to its kernel.so files (the device tool carries 64 MiB at most):
 # each entry's generated sources go; an entry without kernel.so is an error (returns 1).
 pk_cache_strip() {
