@@ -40,7 +40,9 @@ LIB_OBJS  += $(BUILD)/gen/cuda_embedded.o
 # library, the pk tool and the tests keep their non-PIC code; sanitizer builds do not build it.
 PIC_OBJS  := $(LIB_OBJS:$(BUILD)/%=$(BUILD)/pic/%)
 SHARED    := $(if $(SAN),,$(BUILD)/libpk.so)
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_SRCS := $(sort $(wildcard tools/*.c tools/serve/*.c))
+# pk serve's HTTP server; only the pk command links it, never libpk
+TOOL_LDLIBS := -lmicrohttpd
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_SRCS:%.c=$(BUILD)/%.d)
@@ -98,7 +100,7 @@ $(BUILD)/gen/cuda_embedded.o: $(BUILD)/gen/cuda_embedded.c
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(TOOL_LDLIBS) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h tests/e2e_table.h
 	@mkdir -p $(@D)

@@ -23,17 +23,19 @@ struct chat_template {
     const char *name, *family_token;
     const char *begin;                /* once, first */
     const char *system_pre, *system_post;
-    const char *user_pre, *user_post; /* user_post ends with the assistant's header */
+    const char *user_pre, *user_post;
+    const char *assistant_pre;        /* the assistant's header: also what the prompt ends with */
     const char *assistant_post;       /* after an answer; starts with the end-of-turn token */
     const char *end_token;
+    const char *no_think;             /* after the header when thinking is off (Qwen3), "" if none */
 };
 
 static const chat_template TEMPLATES[] = {
-    {"ChatML", "<|im_start|>", "", "<|im_start|>system\n", "<|im_end|>\n", "<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>\n", "<|im_end|>"},
+    {"ChatML", "<|im_start|>", "", "<|im_start|>system\n", "<|im_end|>\n", "<|im_start|>user\n", "<|im_end|>\n",
+     "<|im_start|>assistant\n", "<|im_end|>\n", "<|im_end|>", "<think>\n\n</think>\n\n"},
     {"Llama 3", "<|start_header_id|>", "<|begin_of_text|>", "<|start_header_id|>system<|end_header_id|>\n\n",
-     "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n",
-     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eot_id|>"},
+     "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|>",
+     "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eot_id|>", ""},
 };
 
 typedef struct strbuf {
@@ -56,25 +58,34 @@ static void sb_add(strbuf *b, const char *s, size_t n) {
 
 static void sb_puts(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-char *chat_format(const chat_template *ct, const char *system, const chat_turn *turns, int n, const char *user) {
+char *chat_format_messages(const chat_template *ct, const chat_message *msgs, int n, int no_think) {
     strbuf b = {0};
     sb_puts(&b, ct->begin);
-    if (system) {
-        sb_puts(&b, ct->system_pre);
-        sb_puts(&b, system);
-        sb_puts(&b, ct->system_post);
-    }
     for (int i = 0; i < n; i++) {
-        sb_puts(&b, ct->user_pre);
-        sb_puts(&b, turns[i].user);
-        sb_puts(&b, ct->user_post);
-        sb_puts(&b, turns[i].assistant);
-        sb_puts(&b, ct->assistant_post);
+        const char *pre = msgs[i].role == CHAT_SYSTEM ? ct->system_pre : msgs[i].role == CHAT_USER ? ct->user_pre : ct->assistant_pre;
+        const char *post = msgs[i].role == CHAT_SYSTEM ? ct->system_post : msgs[i].role == CHAT_USER ? ct->user_post : ct->assistant_post;
+        sb_puts(&b, pre);
+        sb_puts(&b, msgs[i].content);
+        sb_puts(&b, post);
     }
-    sb_puts(&b, ct->user_pre);
-    sb_puts(&b, user);
-    sb_puts(&b, ct->user_post);
+    sb_puts(&b, ct->assistant_pre);
+    if (no_think) sb_puts(&b, ct->no_think);
     return b.s;
+}
+
+char *chat_format(const chat_template *ct, const char *system, const chat_turn *turns, int n, const char *user) {
+    chat_message *msgs = malloc((size_t)(2 * n + 2) * sizeof *msgs);
+    if (!msgs) die("out of memory");
+    int m = 0;
+    if (system) msgs[m++] = (chat_message){CHAT_SYSTEM, system};
+    for (int i = 0; i < n; i++) {
+        msgs[m++] = (chat_message){CHAT_USER, turns[i].user};
+        msgs[m++] = (chat_message){CHAT_ASSISTANT, turns[i].assistant};
+    }
+    msgs[m++] = (chat_message){CHAT_USER, user};
+    char *s = chat_format_messages(ct, msgs, m, 0);
+    free(msgs);
+    return s;
 }
 
 const chat_template *chat_template_for(pk_tokenizer *t) {
@@ -94,6 +105,10 @@ const chat_template *chat_template_for(pk_tokenizer *t) {
 }
 
 int32_t chat_end_token(const chat_template *ct, const pk_tokenizer *t) { return pk_tokenizer_token_id(t, ct->end_token); }
+
+int chat_has_thinking(const chat_template *ct, const pk_tokenizer *t) {
+    return ct->no_think[0] && pk_tokenizer_token_id(t, "<think>") >= 0 && pk_tokenizer_token_id(t, "</think>") >= 0;
+}
 
 /* ---- pk chat ----------------------------------------------------------------------------- */
 

@@ -18,6 +18,8 @@ typedef struct options {
     int prompt_len, gen, context, max_seq, json; /* bench; max_seq also chat */
     long seed;
     int batch; /* pk bench: requests decoding together */
+    const char *host, *api_key; /* pk serve */
+    int port, max_requests;
     int spec_length, spec_ngram; /* prompt-lookup speculation (pk_config) */
     pk_model_options model_opts; /* --fused-mlp, --lm-argmax, --check-tensors */
     int nargs;
@@ -49,9 +51,24 @@ const chat_template *chat_template_for(pk_tokenizer *t);
 /* system (or NULL), turns[0, n) and the new user message, up to the assistant's header.
  * A malloc'd string. */
 char *chat_format(const chat_template *ct, const char *system, const chat_turn *turns, int n, const char *user);
+typedef enum chat_role { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT } chat_role;
+typedef struct chat_message {
+    chat_role role;
+    const char *content;
+} chat_message;
+/* Any sequence of messages, then the assistant's header: what the model answers. no_think: the
+ * empty thinking block Qwen3's template writes for enable_thinking=false (see chat_has_thinking).
+ * A malloc'd string. */
+char *chat_format_messages(const chat_template *ct, const chat_message *msgs, int n, int no_think);
+/* Whether the template and tokenizer have Qwen3's <think> block (enable_thinking means something). */
+int chat_has_thinking(const chat_template *ct, const pk_tokenizer *t);
 /* The token that ends an assistant turn (<|im_end|>, <|eot_id|>), or -1. */
 int32_t chat_end_token(const chat_template *ct, const pk_tokenizer *t);
 
 int cmd_chat(options *o);
+
+/* ---- serve/serve.c: pk serve ------------------------------------------------------------ */
+
+int cmd_serve(options *o);
 
 #endif /* PK_CLI_H */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* pk.c — the pk command: generate, chat, bench, tokenize, detokenize, inspect, compile, help.
+/* pk.c — the pk command: generate, chat, serve, bench, tokenize, detokenize, inspect, compile, help.
  *
  * Uses only pk.h. Each command takes the options its table row names; an option another command
  * takes, or a stray argument, is an error naming it. Every error ends the program with exit
@@ -58,17 +58,18 @@ static int close_stdout(void) {
 
 enum {
     C_GENERATE = 1 << 0, C_CHAT = 1 << 1, C_BENCH = 1 << 2, C_TOKENIZE = 1 << 3, C_DETOKENIZE = 1 << 4,
-    C_INSPECT = 1 << 5, C_COMPILE = 1 << 6, C_HELP = 1 << 7,
-    C_ALL = 0xff,
-    C_RUNS = C_GENERATE | C_CHAT | C_BENCH,             /* run the model */
+    C_INSPECT = 1 << 5, C_COMPILE = 1 << 6, C_HELP = 1 << 7, C_SERVE = 1 << 8,
+    C_ALL = 0x1ff,
+    C_RUNS = C_GENERATE | C_CHAT | C_BENCH | C_SERVE,   /* run the model */
     C_GRAPH = C_RUNS | C_INSPECT | C_COMPILE,           /* build its graph */
-    C_LOADS = C_GENERATE | C_CHAT | C_BENCH | C_INSPECT, /* load the weights on this machine */
+    C_LOADS = C_RUNS | C_INSPECT,                       /* load the weights on this machine */
 };
 
 typedef enum opt_id {
     O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
     O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_SPEC_LENGTH, O_SPEC_NGRAM, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
     O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
+    O_HOST, O_PORT, O_API_KEY, O_MAX_REQUESTS,
 } opt_id;
 
 typedef struct opt_spec {
@@ -96,8 +97,8 @@ static const opt_spec OPTS[] = {
     {"--spec-length", O_SPEC_LENGTH, "L", C_RUNS,
      "prompt-lookup speculation: up to L draft tokens a step, taken from earlier text (default 0: off; at most 16)"},
     {"--spec-ngram", O_SPEC_NGRAM, "N", C_RUNS, "tokens the speculation matches to find its drafts (default 3; 1 .. 8)"},
-    {"--max-seq", O_MAX_SEQ, "N", C_CHAT | C_BENCH,
-     "positions in the KV cache: chat's context (default the model's, at most 4096), bench's (prompt + --gen)"},
+    {"--max-seq", O_MAX_SEQ, "N", C_CHAT | C_BENCH | C_SERVE,
+     "positions in the KV cache: chat's and serve's context (default the model's, at most 4096), bench's (prompt + --gen)"},
     {"--trace", O_TRACE, "FILE", C_GENERATE | C_BENCH, "write a Perfetto/Chrome trace of the run's tasks to FILE"},
     {"--logits", O_LOGITS, "FILE", C_GENERATE, "write the prompt's logits to FILE, float32 [prompt tokens, vocab]"},
     {"--prompt-len", O_PROMPT_LEN, "N", C_BENCH, "tokens of the random prompt (default 32)"},
@@ -111,6 +112,11 @@ static const opt_spec OPTS[] = {
     {"--arch", O_ARCH, "SM", C_COMPILE, "the GPU architecture, e.g. sm_90a: compiles without a GPU"},
     {"--fused-mlp", O_FUSED_MLP, "auto|on|off", C_GRAPH, "each MLP but the last as one layer, its sum in an accumulator"},
     {"--lm-argmax", O_LM_ARGMAX, "auto|on|off", C_GRAPH, "the LM head and the argmax as one layer"},
+    {"--host", O_HOST, "ADDR", C_SERVE, "the address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)"},
+    {"--port", O_PORT, "N", C_SERVE, "the TCP port (default 8000; 0: a free one, printed at start)"},
+    {"--api-key", O_API_KEY, "KEY", C_SERVE, "answer 401 unless requests carry 'Authorization: Bearer KEY' (default $PK_API_KEY)"},
+    {"--max-requests", O_MAX_REQUESTS, "N", C_SERVE,
+     "requests admitted at once, running or waiting (default 16); more are answered 503"},
     {"--check-tensors", O_CHECK_TENSORS, NULL, C_LOADS,
      "read every weight at load and fail naming a tensor that holds NaN or Inf"},
 };
@@ -159,6 +165,11 @@ static const command CMDS[] = {
      "Writes kernel.cu and task_graph.json to --out and compiles the kernel with nvcc. Without a GPU\n"
      "give --arch (e.g. sm_90a). When nvcc fails, what was written stays in --out to be inspected.\n",
      cmd_compile},
+    {"serve", C_SERVE, "", 0, "serve the model over HTTP with the OpenAI API",
+     "An OpenAI-compatible HTTP server: GET /v1/models, POST /v1/completions and /v1/chat/completions\n"
+     "(stream: server-sent events), GET /health and GET /metrics (Prometheus). Greedy decoding only;\n"
+     "requests run one at a time in arrival order. SIGINT or SIGTERM stops it. docs/SERVE.md.\n",
+     cmd_serve},
     {"help", C_HELP, " [COMMAND]", 1, "this text, or a command's options", "Prints the usage, or COMMAND's options.\n",
      NULL},
 };
@@ -248,6 +259,16 @@ static void set_option(options *o, const opt_spec *s, const char *v) {
     case O_FUSED_MLP: o->model_opts.fused_mlp = parse_auto_on_off(v, n); break;
     case O_LM_ARGMAX: o->model_opts.lm_head_argmax = parse_auto_on_off(v, n); break;
     case O_CHECK_TENSORS: o->model_opts.check_tensors = 1; break;
+    case O_HOST:
+        if (!*v) die("--host needs an address");
+        o->host = v;
+        break;
+    case O_PORT: o->port = (int)parse_long(v, n, 0, 65535); break;
+    case O_API_KEY:
+        if (!*v) die("--api-key needs a non-empty key");
+        o->api_key = v;
+        break;
+    case O_MAX_REQUESTS: o->max_requests = (int)parse_long(v, n, 1, 4096); break;
     }
 }
 
@@ -257,6 +278,9 @@ static void parse(const command *c, int argc, char **argv, options *o) {
     o->gen = 128;
     o->seed = 1234;
     o->backend = "cpu";
+    o->host = "127.0.0.1";
+    o->port = 8000;
+    o->max_requests = 16;
     o->model_opts = pk_model_options_default();
     o->args = calloc((size_t)argc + 1, sizeof *o->args);
     if (!o->args) die("out of memory");

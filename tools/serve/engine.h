@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+/* engine.h — what pk serve asks of the model: admit a job (or refuse it when the queue is full),
+ * hand out its tokens as they are made, cancel it, say when it is done. The HTTP side knows only
+ * this interface, so a resident session (issue 61) can replace the one implementation behind it.
+ *
+ * engine.c runs jobs one at a time on a worker thread, each as a pk_run of one request over the
+ * compiled kernel: pk_cancel stops the whole run, and a run of several requests ends when its
+ * last one does, so one request per run is what keeps a cancel or a long answer to its own job.
+ *
+ * Threads: submit, cancel and stats from any thread; on_token and on_done run on the engine's
+ * thread. After on_done the engine never touches the job again; until then the job must live.
+ */
+#ifndef PK_SERVE_ENGINE_H
+#define PK_SERVE_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pk.h"
+
+typedef enum serve_finish {
+    SERVE_FINISH_STOP = 1,      /* a stop token (not handed out) */
+    SERVE_FINISH_LENGTH = 2,    /* max_tokens or the context's end */
+    SERVE_FINISH_CANCELLED = 3, /* serve_engine_cancel */
+    SERVE_FINISH_ERROR = 4,     /* the run failed: serve_job.error says why */
+} serve_finish;
+
+typedef struct serve_job serve_job;
+struct serve_job {
+    /* set by the caller before serve_engine_submit; prompt stays valid until on_done */
+    const int32_t *prompt;
+    int prompt_len, max_tokens;
+    int32_t stop_ids[4]; /* tokens that end the job; not handed out, counted in num_generated */
+    int num_stop_ids;
+    void (*on_token)(serve_job *j, int32_t token);
+    void (*on_done)(serve_job *j);
+    void *user;
+    /* set by the engine before on_done */
+    serve_finish finish;
+    int num_generated;     /* tokens the model made for it, a stop token included */
+    double ttft_s;         /* from submit to the first token (0 if none) */
+    char error[256];
+    /* the engine's */
+    atomic_int cancel;
+    double submitted;
+    serve_job *next;
+};
+
+typedef struct serve_engine serve_engine;
+
+typedef struct serve_engine_stats {
+    int64_t jobs_done, tokens_generated, ttft_count;
+    double ttft_sum_s;
+    int queued, running; /* waiting jobs; 0 or 1 running */
+} serve_engine_stats;
+
+/* Starts the worker thread over a compiled kernel it then owns the use of (k is used from that
+ * thread only, and pk_cancel from others). capacity: jobs admitted at once, running or waiting.
+ * NULL when the thread cannot start. */
+serve_engine *serve_engine_new(pk_kernel *k, int capacity);
+/* 0: queued; -1: capacity reached (503), the job untouched. */
+int serve_engine_submit(serve_engine *e, serve_job *j);
+/* Asks the job to end; on_done still comes (at once from this thread when it was waiting, else
+ * from the engine's thread when its run stops, within a step). */
+void serve_engine_cancel(serve_engine *e, serve_job *j);
+void serve_engine_get_stats(serve_engine *e, serve_engine_stats *out);
+/* Cancels every job (each gets on_done), stops the thread and frees e. Accepts NULL. */
+void serve_engine_free(serve_engine *e);
+
+#endif /* PK_SERVE_ENGINE_H */
