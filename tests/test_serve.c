@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+/* test_serve.c — pk serve as a client sees it: starts $BUILD/pk serve on the shipped model (CPU,
+ * a free port, an API key, --max-requests 1) and talks HTTP to it over plain sockets.
+ *   - the routes: /health, /v1/models, /metrics; completions and chat, streamed and not, whose
+ *     text at temperature 0 equals `pk generate` (and `pk generate --chat`) for the same prompt;
+ *   - every error in OpenAI's JSON with its status: 401, 404, 405, 400 (malformed JSON, wrong
+ *     types, unknown fields, max_tokens negative or huge, sampling, a prompt over the context),
+ *     413 (2 MB and 10 MB bodies);
+ *   - a full queue answers 503; a client that disconnects mid-stream cancels its job (far fewer
+ *     tokens than asked are made) and frees the slot; a client stalled mid-request and bytes that
+ *     are not HTTP leave the server answering;
+ *   - SIGTERM stops it with exit status 0 (under ASan: without leaks).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char pk_bin[512];
+static int port;
+static const char *KEY = "Authorization: Bearer sk-test\r\n";
+
+/* A connected socket to the server, reads timing out after 60 s. */
+static int dial(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 60};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+typedef struct reply {
+    int status;
+    char *body; /* malloc'd, NUL-terminated */
+} reply;
+
+/* One HTTP/1.0 exchange (the server closes after it, no chunking): the status and the body. */
+static reply http(const char *method, const char *path, const char *headers, const char *body, size_t len) {
+    reply r = {0};
+    int fd = dial();
+    if (fd < 0) return r;
+    char head[1024];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: localhost\r\n%sContent-Length: %zu\r\n\r\n", method,
+                     path, headers ? headers : "", body ? len : 0);
+    if (send_all(fd, head, (size_t)n) == 0 && body) send_all(fd, body, len); /* a 413 may close early */
+    size_t cap = 1 << 16, got = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t k;
+    while ((k = recv(fd, buf + got, cap - got, 0)) > 0) {
+        got += (size_t)k;
+        if (got == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    close(fd);
+    buf[got] = '\0';
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &r.status) != 1 || !sep) r.status = -1;
+    r.body = strdup(sep ? sep + 4 : "");
+    free(buf);
+    return r;
+}
+
+static reply post(const char *path, const char *json) { return http("POST", path, KEY, json, strlen(json)); }
+
+/* The JSON string value after "key": (escapes \n, \", \\ and \uXXXX < 0x80 undone) appended to out. */
+static const char *json_str(const char *p, const char *key, char *out, size_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *s = strstr(p, pat);
+    if (!s) return NULL;
+    s += strlen(pat);
+    size_t n = strlen(out);
+    while (*s && *s != '"' && n + 1 < cap) {
+        if (*s == '\\') {
+            s++;
+            if (*s == 'n') out[n++] = '\n';
+            else if (*s == 'u') out[n++] = (char)strtol((char[]){s[1], s[2], s[3], s[4], 0}, NULL, 16), s += 4;
+            else out[n++] = *s;
+            s++;
+        } else {
+            out[n++] = *s++;
+        }
+    }
+    out[n] = '\0';
+    return s;
+}
+
+/* The streamed text: every "content" (chat) or "text" (completions) of the SSE chunks joined. */
+static void sse_text(const char *body, const char *key, char *out, size_t cap) {
+    out[0] = '\0';
+    for (const char *p = strstr(body, "data: {"); p; p = strstr(p + 1, "data: {")) {
+        const char *end = strstr(p, "\n\n");
+        char one[4096] = "";
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char line[8192];
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        if (json_str(line, key, one, sizeof one)) snprintf(out + strlen(out), cap - strlen(out), "%s", one);
+    }
+}
+
+/* stdout of a pk command line. */
+static void pk_out(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", pk_bin, args);
+    FILE *f = popen(cmd, "r");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) pclose(f);
+}
+
+static long metric(const char *name) {
+    reply r = http("GET", "/metrics", NULL, NULL, 0);
+    char pat[128];
+    snprintf(pat, sizeof pat, "\n%s ", name);
+    const char *p = r.body ? strstr(r.body, pat) : NULL;
+    long v = p ? atol(p + strlen(pat)) : -1;
+    free(r.body);
+    return v;
+}
+
+static void expect(const char *what, reply r, int status, const char *needle) {
+    CHECK(r.status == status && r.body && strstr(r.body, needle) && (status == 200 || strstr(r.body, "\"error\"")),
+          "%s: status %d (want %d), body %.300s", what, r.status, status, r.body ? r.body : "(none)");
+    free(r.body);
+}
+
+static void check_generation(void) {
+    /* completions: the text equals what pk generate adds to the prompt */
+    char gen[4096], text[4096] = "";
+    pk_out("generate --prompt 'In the beginning' --max-tokens 12", gen, sizeof gen);
+    reply r = post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning\",\"max_tokens\":12,\"temperature\":0}");
+    json_str(r.body ? r.body : "", "text", text, sizeof text);
+    CHECK(r.status == 200 && !strncmp(gen, "In the beginning", 16) && strlen(gen) > 17 &&
+              !strncmp(gen + 16, text, strlen(gen) - 17) && strlen(text) == strlen(gen) - 17,
+          "completion '%s' vs pk generate '%s' (status %d)", text, gen, r.status);
+    CHECK(r.body && strstr(r.body, "\"finish_reason\":\"length\"") && strstr(r.body, "\"completion_tokens\":12") &&
+              strstr(r.body, "\"object\":\"text_completion\""),
+          "completion body %s", r.body);
+    free(r.body);
+
+    /* streamed, the same text; usage last, then [DONE] */
+    r = post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning\",\"max_tokens\":12,\"stream\":true,"
+                                "\"stream_options\":{\"include_usage\":true}}");
+    char streamed[4096];
+    sse_text(r.body ? r.body : "", "text", streamed, sizeof streamed);
+    CHECK(r.status == 200 && !strcmp(streamed, text), "streamed completion '%s' vs '%s'", streamed, text);
+    const char *usage = r.body ? strstr(r.body, "\"usage\"") : NULL, *done = r.body ? strstr(r.body, "data: [DONE]\n\n") : NULL;
+    CHECK(usage && done && usage < done && done[14] == '\0' && strstr(r.body, "\"finish_reason\":\"length\""),
+          "stream's end: %s", r.body);
+    free(r.body);
+
+    /* chat: the answer equals pk generate --chat */
+    text[0] = '\0';
+    pk_out("generate --chat --prompt 'Tell me about Moses' --max-tokens 10", gen, sizeof gen);
+    r = post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about "
+                                     "Moses\"}],\"max_tokens\":10,\"chat_template_kwargs\":{\"enable_thinking\":true}}");
+    json_str(r.body ? r.body : "", "content", text, sizeof text);
+    size_t gl = strlen(gen);
+    CHECK(r.status == 200 && gl > 1 && strlen(text) == gl - 1 && !strncmp(gen, text, gl - 1),
+          "chat '%s' vs pk generate --chat '%s' (status %d)", text, gen, r.status);
+    CHECK(r.body && strstr(r.body, "\"object\":\"chat.completion\"") && strstr(r.body, "\"role\":\"assistant\""),
+          "chat body %s", r.body);
+    free(r.body);
+    r = post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                                     "\"text\":\"Tell me about Moses\"}]}],\"max_tokens\":10,\"stream\":true}");
+    sse_text(r.body ? r.body : "", "content", streamed, sizeof streamed);
+    CHECK(r.status == 200 && !strcmp(streamed, text) && strstr(r.body, "\"delta\":{\"role\":\"assistant\"") &&
+              !strstr(r.body, "\"usage\"") && strstr(r.body, "data: [DONE]"),
+          "streamed chat '%s' vs '%s': %.400s", streamed, text, r.body);
+    free(r.body);
+    /* a system prompt and earlier turns change the prompt: more prompt tokens */
+    r = post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                                     "{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"hello\"},"
+                                     "{\"role\":\"user\",\"content\":\"Tell me about Moses\"}],\"max_tokens\":2}");
+    expect("chat with history", r, 200, "\"prompt_tokens\":");
+}
+
+static void check_errors(void) {
+    expect("health", http("GET", "/health", NULL, NULL, 0), 200, "ok");
+    expect("models", http("GET", "/v1/models", KEY, NULL, 0), 200, "\"id\":\"pk-tiny\"");
+    expect("one model", http("GET", "/v1/models/pk-tiny", KEY, NULL, 0), 200, "\"id\":\"pk-tiny\"");
+    expect("no key", http("GET", "/v1/models", NULL, NULL, 0), 401, "invalid_api_key");
+    expect("wrong key", http("GET", "/v1/models", "Authorization: Bearer sk-wrong\r\n", NULL, 0), 401, "invalid_api_key");
+    expect("unknown route", http("GET", "/v2/nothing", KEY, NULL, 0), 404, "no route");
+    expect("unknown model id", http("GET", "/v1/models/gpt-4", KEY, NULL, 0), 404, "model_not_found");
+    expect("GET on a POST route", http("GET", "/v1/completions", KEY, NULL, 0), 405, "not allowed");
+    expect("unknown model", post("/v1/completions", "{\"model\":\"gpt-4\",\"prompt\":\"x\"}"), 404, "model_not_found");
+    expect("malformed JSON", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":"), 400, "not valid JSON");
+    expect("empty body", post("/v1/completions", ""), 400, "empty");
+    expect("not an object", post("/v1/chat/completions", "[1,2]"), 400, "JSON object");
+    expect("trailing bytes", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\"} x"), 400, "after its JSON");
+    expect("wrong type", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":\"5\"}"), 400,
+           "\"param\":\"max_tokens\"");
+    expect("stream not bool", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"stream\":1}"), 400, "stream");
+    expect("prompt type", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":{}}"), 400, "\"param\":\"prompt\"");
+    expect("messages type", post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":\"hi\"}"), 400, "messages");
+    expect("bad role", post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}"),
+           400, "role");
+    expect("unknown field", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"frobnicate\":1}"), 400,
+           "Unrecognized request argument supplied: frobnicate");
+    expect("max_tokens negative", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":-1}"), 400,
+           "at least 1");
+    expect("max_tokens huge", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":1e300}"), 400,
+           "max_tokens");
+    expect("max_tokens over the context", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":600}"),
+           400, "maximum context length is 512 tokens");
+    expect("temperature > 0", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"temperature\":0.8}"), 400,
+           "no sampling yet");
+    expect("top_p", post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                                 "\"top_p\":0.5}"), 400, "top_p");
+    expect("stop", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"stop\":[\"\\n\"]}"), 400, "stop");
+    expect("n > 1", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"n\":2}"), 400, "one choice");
+    expect("token id out of range", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":[1,2,99999]}"), 400, "vocabulary");
+    /* a prompt longer than the context */
+    size_t big = 700 * 6 + 64;
+    char *long_prompt = malloc(big);
+    int at = snprintf(long_prompt, big, "{\"model\":\"pk-tiny\",\"prompt\":\"");
+    for (int i = 0; i < 700; i++) at += snprintf(long_prompt + at, big - (size_t)at, "Moses ");
+    snprintf(long_prompt + at, big - (size_t)at, "\"}");
+    expect("prompt over the context", post("/v1/completions", long_prompt), 400, "context_length_exceeded");
+    free(long_prompt);
+    /* bodies over the cap: 2 MB and 10 MB */
+    for (size_t mb = 2; mb <= 10; mb += 8) {
+        size_t n = mb << 20;
+        char *body = malloc(n);
+        memset(body, ' ', n);
+        memcpy(body, "{\"prompt\":\"", 11);
+        expect("body over 1 MiB", http("POST", "/v1/completions", KEY, body, n), 413, "request_too_large");
+        free(body);
+    }
+}
+
+/* --max-requests 1: a second request while one streams gets 503; closing the streaming client
+ * cancels its job and the next request runs. */
+static void check_queue_and_cancel(void) {
+    long before = metric("pk_generation_tokens_total");
+    int fd = dial();
+    static const char body[] = "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning\",\"max_tokens\":400,\"stream\":true}";
+    char head[512];
+    int n = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s", KEY,
+                     sizeof body - 1, body);
+    CHECK(fd >= 0 && send_all(fd, head, (size_t)n) == 0, "the streaming request was not sent");
+    char buf[2048];
+    ssize_t got = recv(fd, buf, sizeof buf - 1, 0); /* its headers and first chunk: it is running */
+    CHECK(got > 0 && !strncmp(buf, "HTTP/1.1 200", 12), "the streaming request: %zd bytes", got);
+    expect("queue full", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":2}"), 503, "server_busy");
+    close(fd);
+    long running = 1;
+    for (int i = 0; i < 100 && (running = metric("pk_requests_running")) != 0; i++) usleep(50000);
+    CHECK(running == 0, "the disconnected client's job still runs 5 s later");
+    long made = metric("pk_generation_tokens_total") - before;
+    printf("the cancelled job made %ld of its 400 tokens\n", made);
+    CHECK(made >= 0 && made < 400, "the cancelled job made %ld tokens (of 400)", made);
+    expect("after the cancel", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":2}"), 200,
+           "\"finish_reason\"");
+
+    /* a client stalled in its headers, and one that sends no HTTP: the server goes on answering */
+    static const char stall[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le";
+    static const char tls[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"; /* a TLS hello's start */
+    int stalled = dial(), junk = dial();
+    CHECK(stalled >= 0 && send_all(stalled, stall, sizeof stall - 1) == 0, "stall");
+    CHECK(junk >= 0 && send_all(junk, tls, sizeof tls - 1) == 0, "junk");
+    expect("health beside a stalled client", http("GET", "/health", NULL, NULL, 0), 200, "ok");
+    expect("completion beside a stalled client",
+           post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":2}"), 200, "\"finish_reason\"");
+    close(stalled);
+    close(junk);
+    CHECK(metric("pk_time_to_first_token_seconds_count") >= 1 && metric("pk_queue_depth") == 0, "metrics");
+}
+
+int main(void) {
+    const char *build = getenv("BUILD");
+    snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
+    if (access(pk_bin, X_OK) != 0) {
+        CHECK(0, "%s is not built", pk_bin);
+        return check_report("serve");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int errp[2];
+    CHECK(pipe(errp) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(errp[1], 2);
+        close(errp[0]), close(errp[1]);
+        execl(pk_bin, pk_bin, "serve", "--port", "0", "--api-key", "sk-test", "--max-requests", "1", "--threads", "2",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(errp[1]);
+    FILE *err = fdopen(errp[0], "r");
+    char line[1024] = "";
+    while (fgets(line, sizeof line, err) && !strstr(line, "serving")) {
+    }
+    const char *url = strstr(line, "http://127.0.0.1:");
+    port = url ? atoi(url + 17) : 0;
+    CHECK(port > 0, "pk serve did not start: %s", line);
+    if (port > 0) {
+        check_errors();
+        check_generation();
+        check_queue_and_cancel();
+    }
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    char rest[8192];
+    size_t n = fread(rest, 1, sizeof rest - 1, err);
+    rest[n] = '\0';
+    fclose(err);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(rest, "stopping"), "pk serve after SIGTERM: %s %d; stderr %s",
+          WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), rest);
+    return check_report("serve");
+}
