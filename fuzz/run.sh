@@ -5,14 +5,14 @@
 #      fuzz/standalone_main.c (no libFuzzer needed);
 #   2. builds each target with clang -fsanitize=fuzzer,address,undefined and fuzzes it for
 #      FUZZ_SECONDS (default 20) over a copy of its corpus in a temp dir.
-# Env: FUZZ_SECONDS, FUZZ_TARGETS ("safetensors config tokenizer"), FUZZ_OUT (binaries and crash
+# Env: FUZZ_SECONDS, FUZZ_TARGETS ("safetensors config tokenizer serve_request"), FUZZ_OUT (binaries and crash
 # reproducers, default fuzz-out/), CC_REPLAY (gcc), CLANG (clang), FUZZ_REPLAY_ONLY=1 (skip 2).
 # A crash leaves its input in $FUZZ_OUT/crash-<target>-*; replay it with
 # $FUZZ_OUT/<target>_replay FILE.
 set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-20}
-TARGETS=${FUZZ_TARGETS:-"safetensors config tokenizer"}
+TARGETS=${FUZZ_TARGETS:-"safetensors config tokenizer serve_request"}
 OUT=${FUZZ_OUT:-fuzz-out}
 CC_REPLAY=${CC_REPLAY:-gcc}
 CLANG=${CLANG:-clang}
@@ -20,10 +20,11 @@ mkdir -p "$OUT"
 
 WARN="-std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla"
 CPP="-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc"
-LIBS="-lcjson -lpcre2-8 -lm"
+LIBS="-lcjson -lpcre2-8 -lm -lpthread"
 SRCS_safetensors="src/model/safetensors.c src/common/file.c"
 SRCS_config="src/model/hf_config.c src/common/file.c"
 SRCS_tokenizer="$(echo src/tokenizer/*.c) src/common/file.c"
+SRCS_serve_request="tools/serve/request.c"
 
 work=$(mktemp -d /tmp/pk_fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
