@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # The full suite, as CI runs it (README: `make check`):
 #   1. the normal build and every test; the Python package over build/libpk.so (tests/test_python.sh);
+#      pk serve through the OpenAI Node SDK (tests/test_serve_openai.sh);
 #      `make install` into the build dir and the examples built against it through pkg-config
 #      (tests/test_install.sh); LICENSE and the SPDX line of every source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
-#   3. the runtime and task-graph tests built with ThreadSanitizer;
+#   3. the runtime, task-graph and pk serve tests built with ThreadSanitizer;
 #   4. the fuzz targets replaying their seed corpora, and a short libFuzzer run when clang has it;
 #   5. `pk compile` of the shipped model for the CUDA backend (compile only) when nvcc is present.
 # Ends with the total line "N passed, N failed"; exits non-zero if anything failed.
@@ -29,6 +30,8 @@ if make -j"$JOBS" >"$log/build.txt" 2>&1; then
     BUILD=build bash tests/run.sh | tee "$log/normal.txt"; tally "$log/normal.txt" normal
     echo "== Python package"
     BUILD=build bash tests/test_python.sh | tee "$log/python.txt"; tally "$log/python.txt" python
+    echo "== pk serve through the OpenAI Node SDK"
+    BUILD=build bash tests/test_serve_openai.sh | tee "$log/openai.txt"; tally "$log/openai.txt" serve_openai
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
@@ -47,8 +50,8 @@ else
 fi
 
 echo "== ThreadSanitizer (runtime tests)"
-tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph"
-targets=""; for t in $tsan_tests; do [ -f "tests/$t.c" ] && targets="$targets build-thread/tests/$t"; done
+tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph test_serve"
+targets="build-thread/pk"; for t in $tsan_tests; do [ -f "tests/$t.c" ] && targets="$targets build-thread/tests/$t"; done
 if make -j"$JOBS" SAN=thread $targets >"$log/tsan-build.txt" 2>&1; then
     ONLY="$tsan_tests" BUILD=build-thread bash tests/run.sh | tee "$log/tsan.txt"; tally "$log/tsan.txt" tsan
 else

@@ -131,6 +131,14 @@ static void pk_out(const char *args, char *out, size_t cap) {
     if (f) pclose(f);
 }
 
+/* The file's first cap - 1 bytes, NUL-terminated ("" if it cannot be read). */
+static void slurp(const char *path, char *out, size_t cap) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+}
+
 static long metric(const char *name) {
     reply r = http("GET", "/metrics", NULL, NULL, 0);
     char pat[128];
@@ -299,20 +307,21 @@ int main(void) {
         return check_report("serve");
     }
     signal(SIGPIPE, SIG_IGN);
-    int errp[2];
-    CHECK(pipe(errp) == 0, "pipe");
+    /* the server's stderr goes to a file, never a pipe that could fill (sanitizer reports) */
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/pk_test_serve.%d.err", (int)getpid());
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(errp[1], 2);
-        close(errp[0]), close(errp[1]);
+        if (!freopen(errpath, "w", stderr)) _exit(126);
         execl(pk_bin, pk_bin, "serve", "--port", "0", "--api-key", "sk-test", "--max-requests", "1", "--threads", "2",
               (char *)NULL);
         _exit(127);
     }
-    close(errp[1]);
-    FILE *err = fdopen(errp[0], "r");
-    char line[1024] = "";
-    while (fgets(line, sizeof line, err) && !strstr(line, "serving")) {
+    char line[8192] = "";
+    for (int i = 0; i < 600 && !strstr(line, "serving"); i++) { /* up to 60 s: a sanitizer build loads slowly */
+        usleep(100000);
+        slurp(errpath, line, sizeof line);
+        if (waitpid(pid, NULL, WNOHANG) == pid) break;
     }
     const char *url = strstr(line, "http://127.0.0.1:");
     port = url ? atoi(url + 17) : 0;
@@ -326,9 +335,8 @@ int main(void) {
     int st = 0;
     waitpid(pid, &st, 0);
     char rest[8192];
-    size_t n = fread(rest, 1, sizeof rest - 1, err);
-    rest[n] = '\0';
-    fclose(err);
+    slurp(errpath, rest, sizeof rest);
+    unlink(errpath);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(rest, "stopping"), "pk serve after SIGTERM: %s %d; stderr %s",
           WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), rest);
     return check_report("serve");
