@@ -135,8 +135,9 @@ serve_engine *serve_engine_new(pk_kernel *k, int capacity) {
 int serve_engine_submit(serve_engine *e, serve_job *j) {
     pthread_mutex_lock(&e->mu);
     if (e->stopping || e->queued + (e->running != NULL) >= e->capacity) {
+        int rc = e->stopping ? -2 : -1;
         pthread_mutex_unlock(&e->mu);
-        return -1;
+        return rc;
     }
     atomic_store(&j->cancel, 0);
     j->submitted = mono_s();
@@ -181,8 +182,7 @@ void serve_engine_get_stats(serve_engine *e, serve_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-void serve_engine_free(serve_engine *e) {
-    if (!e) return;
+void serve_engine_stop(serve_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stopping = 1;
     serve_job *waiting = e->head;
@@ -195,12 +195,17 @@ void serve_engine_free(serve_engine *e) {
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     while (waiting) {
-        serve_job *next = waiting->next;
+        serve_job *next = waiting->next; /* read before on_done, which may free it */
         waiting->finish = SERVE_FINISH_CANCELLED;
         waiting->num_generated = 0;
         waiting->on_done(waiting);
         waiting = next;
     }
+}
+
+void serve_engine_free(serve_engine *e) {
+    if (!e) return;
+    serve_engine_stop(e);
     pthread_join(e->thread, NULL);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);

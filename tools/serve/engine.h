@@ -58,13 +58,16 @@ typedef struct serve_engine_stats {
  * thread only, and pk_cancel from others). capacity: jobs admitted at once, running or waiting.
  * NULL when the thread cannot start. */
 serve_engine *serve_engine_new(pk_kernel *k, int capacity);
-/* 0: queued; -1: capacity reached (503), the job untouched. */
+/* 0: queued; -1: capacity reached, -2: stopping (both 503); the job untouched. */
 int serve_engine_submit(serve_engine *e, serve_job *j);
 /* Asks the job to end; on_done still comes (at once from this thread when it was waiting, else
  * from the engine's thread when its run stops, within a step). */
 void serve_engine_cancel(serve_engine *e, serve_job *j);
 void serve_engine_get_stats(serve_engine *e, serve_engine_stats *out);
-/* Cancels every job (each gets on_done), stops the thread and frees e. Accepts NULL. */
+/* Refuses new jobs and cancels every one it holds (the waiting get on_done from this thread, the
+ * running one from the engine's); returns without waiting. Cancel and stats stay valid after it. */
+void serve_engine_stop(serve_engine *e);
+/* serve_engine_stop, then waits for the thread to end and frees e. Accepts NULL. */
 void serve_engine_free(serve_engine *e);
 
 #endif /* PK_SERVE_ENGINE_H */

@@ -146,9 +146,9 @@ static void wait_a_while(conn *c) {
 
 /* The stream's last events, once the job is done. Under c->mu. */
 static void stream_tail(conn *c) {
-    if (c->job.finish == SERVE_FINISH_ERROR) {
+    if (c->job.finish == SERVE_FINISH_ERROR || c->job.finish == SERVE_FINISH_CANCELLED) {
         cJSON *r = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(r, "error");
-        cJSON_AddStringToObject(e, "message", c->job.error);
+        cJSON_AddStringToObject(e, "message", c->job.finish == SERVE_FINISH_ERROR ? c->job.error : "The server is stopping");
         cJSON_AddStringToObject(e, "type", "server_error");
         sse_add(c, r);
     } else {
@@ -292,11 +292,14 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
     if (kind == SERVE_CHAT && s->chat_end >= 0 && s->chat_end != s->eos) j->stop_ids[j->num_stop_ids++] = s->chat_end;
     j->on_token = job_token, j->on_done = job_done, j->user = c;
     if (kind == SERVE_CHAT && c->req.stream) sse_text(c, "", NULL, 1); /* the role first, as OpenAI does */
-    if (serve_engine_submit(s->engine, j))
+    int queued = serve_engine_submit(s->engine, j);
+    if (queued == -2) FAIL(503, NULL, "server_stopping", "The server is stopping");
+    if (queued)
         FAIL(503, NULL, "server_busy",
              "The server is busy: %d requests are running or waiting (--max-requests %d); try again later",
              s->capacity, s->capacity);
     c->submitted = 1;
+    atomic_fetch_add(&s->in_flight, 1);
     /* silent while it waits for the engine: no idle timeout from here on (the socket is polled) */
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 
@@ -315,6 +318,7 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
     pthread_mutex_unlock(&c->mu);
     if (c->gone) return MHD_NO;
     if (j->finish == SERVE_FINISH_ERROR) FAIL(500, NULL, NULL, "the run failed: %s", j->error);
+    if (j->finish == SERVE_FINISH_CANCELLED) FAIL(503, NULL, "server_stopping", "The server is stopping");
     cJSON *root = head_json(c, 0);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"),
                          choice_json(c, 0, c->out ? c->out : "", finish_name(j->finish), 0));
@@ -333,6 +337,7 @@ void serve_conn_free(conn *c) {
         pthread_mutex_lock(&c->mu);
         while (!c->done) pthread_cond_wait(&c->cv, &c->mu);
         pthread_mutex_unlock(&c->mu);
+        atomic_fetch_sub(&c->s->in_flight, 1);
     }
     serve_request_free(&c->req);
     pk_decoder_free(c->dec);

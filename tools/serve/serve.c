@@ -6,7 +6,8 @@
  * A request's body is read up to SERVE_BODY_CAP and dropped beyond it (413 at its end; at once
  * when Content-Length says so). Headers and bodies that stall are cut by libmicrohttpd's idle
  * timeout; generation turns that timeout off for its own connection (it is silent while it waits).
- * SIGINT and SIGTERM stop the daemon (running jobs are cancelled), then the engine.
+ * SIGINT and SIGTERM: no new connections, every job cancelled (its client gets a 503 or the end of
+ * its stream), the connections joined, the engine freed.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -207,10 +209,12 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *mc, const char *
 }
 
 static void completed(void *cls, struct MHD_Connection *mc, void **state, enum MHD_RequestTerminationCode why) {
-    (void)cls, (void)mc, (void)why;
+    (void)cls, (void)why;
     conn *c = *state;
     if (!c) return;
     *state = NULL;
+    /* a kept-alive connection idles under the timeout again (generation turned it off) */
+    if (c->submitted) MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, SERVE_IDLE_S);
     serve_conn_free(c);
 }
 
@@ -276,13 +280,13 @@ int cmd_serve(options *o) {
 
     s.engine = serve_engine_new(k, o->max_requests);
     if (!s.engine) die("cannot start the engine's thread");
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     /* connections: every admitted request, plus room for the ones answered 503 or at once */
     unsigned limit = (unsigned)o->max_requests + 64;
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, answer, &s, MHD_OPTION_SOCK_ADDR,
                                             ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, &s,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, limit,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, SERVE_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, limit,
                                             MHD_OPTION_END);
     if (!d) die("cannot listen on %s port %d (in use, or not an address of this machine)", o->host, o->port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -297,7 +301,12 @@ int cmd_serve(options *o) {
     while (sigwait(&set, &sig) != 0) {
     }
     fprintf(stderr, "pk: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    MHD_stop_daemon(d); /* closes every connection: their jobs are cancelled, their threads joined */
+    /* every job ends first (its request answers 503 or ends its stream), so the connections'
+     * threads end and MHD_stop_daemon can join them */
+    MHD_quiesce_daemon(d);
+    serve_engine_stop(s.engine);
+    for (int i = 0; i < 500 && atomic_load(&s.in_flight) > 0; i++) usleep(10000); /* their last bytes: 5 s at most */
+    MHD_stop_daemon(d);
     serve_engine_free(s.engine);
     pk_model_free(m);
     pk_tokenizer_free(s.tok);

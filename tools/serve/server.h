@@ -21,6 +21,7 @@
 
 #define SERVE_BODY_CAP ((size_t)1 << 20) /* request bodies above 1 MiB: 413 */
 #define SERVE_WAIT_MS 100
+#define SERVE_IDLE_S 30u /* a connection silent this long (stalled headers or body, idle keep-alive) is closed */
 
 enum { CODE_200, CODE_400, CODE_401, CODE_404, CODE_405, CODE_413, CODE_500, CODE_503, NCODES };
 
@@ -37,6 +38,7 @@ typedef struct server {
     long created;
     atomic_long responses[NCODES];
     atomic_long next_id;
+    atomic_int in_flight;        /* generation requests submitted and not yet ended */
 } server;
 
 /* One request: its body as it arrives, then (for generation) its job and the text made. */
