@@ -331,7 +331,21 @@ int main(void) {
         check_generation();
         check_queue_and_cancel();
     }
+    /* SIGTERM with a stream running: it ends with an error event and [DONE], then the server exits */
+    int fd = port > 0 ? dial() : -1;
+    static const char body[] = "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":400,\"stream\":true}";
+    char head[512], got[1 << 16];
+    int n = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.0\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s", KEY,
+                     sizeof body - 1, body);
+    ssize_t k = fd >= 0 && send_all(fd, head, (size_t)n) == 0 ? recv(fd, got, sizeof got - 1, 0) : -1;
     kill(pid, SIGTERM);
+    size_t total = k > 0 ? (size_t)k : 0;
+    while (fd >= 0 && total < sizeof got - 1 && (k = recv(fd, got + total, sizeof got - 1 - total, 0)) > 0) total += (size_t)k;
+    got[total] = '\0';
+    if (fd >= 0) close(fd);
+    const char *stopping = strstr(got, "The server is stopping");
+    CHECK(stopping && strstr(stopping, "data: [DONE]"), "a stream at SIGTERM: %zu bytes, ending %.200s", total,
+          total > 200 ? got + total - 200 : got);
     int st = 0;
     waitpid(pid, &st, 0);
     char rest[8192];
