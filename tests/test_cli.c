@@ -338,6 +338,13 @@ static void check_chat(void) {
     CHECK(r.status == 0 && strstr(r.err, "does not fit"), "chat, a message over the context: %d %s", r.status, r.err);
     expect_error("chat --max-seq 64 --max-tokens 63 </dev/null", 1, "--max-tokens");
     expect_error("chat --prompt hi", 1, "does not take --prompt");
+    expect_error("serve --port 99999", 1, "--port '99999' is not a number in [0, 65535]");
+    expect_error("serve --max-requests 0", 1, "--max-requests");
+    expect_error("serve --api-key ''", 1, "--api-key needs");
+    expect_error("serve --prompt hi", 1, "does not take --prompt");
+    expect_error("serve --backend tpu", 1, "unknown backend");
+    run(&r, "help serve");
+    CHECK(r.status == 0 && strstr(r.out, "--api-key") && strstr(r.out, "--max-requests"), "help serve: %s", r.out);
 
     /* SIGINT during an answer (400 tokens, long enough to be hit): the answer and its run stop,
      * the next turn still runs, exit 0. */

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,10 +198,17 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *mc, const char *
         if (c->len + n > SERVE_BODY_CAP) {
             c->too_large = 1;
             free(c->body);
-            c->body = NULL, c->len = 0;
+            c->body = NULL, c->len = c->cap = 0;
             return MHD_YES;
         }
-        if (!c->body && !(c->body = malloc(SERVE_BODY_CAP))) return MHD_NO;
+        if (c->len + n > c->cap) { /* doubling, up to the cap */
+            size_t cap = c->cap ? c->cap : 4096;
+            while (cap < c->len + n) cap *= 2;
+            if (cap > SERVE_BODY_CAP) cap = SERVE_BODY_CAP;
+            char *p = realloc(c->body, cap);
+            if (!p) return MHD_NO;
+            c->body = p, c->cap = cap;
+        }
         memcpy(c->body + c->len, upload, n);
         c->len += n;
         return MHD_YES;
@@ -216,6 +224,20 @@ static void completed(void *cls, struct MHD_Connection *mc, void **state, enum M
     /* a kept-alive connection idles under the timeout again (generation turned it off) */
     if (c->submitted) MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, SERVE_IDLE_S);
     serve_conn_free(c);
+}
+
+/* libmicrohttpd's messages: kept for the error line until the daemon runs, then one
+ * "pk: http: ..." line each on stderr. */
+static char start_msg[512];
+static atomic_int running;
+
+static void http_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    if (!atomic_load(&running)) snprintf(start_msg, sizeof start_msg, "%s", msg);
+    else fprintf(stderr, "pk: http: %s\n", msg);
 }
 
 /* The model's name for clients: the last component of its directory. */
@@ -287,8 +309,11 @@ int cmd_serve(options *o) {
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, answer, &s, MHD_OPTION_SOCK_ADDR,
                                             ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, &s,
                                             MHD_OPTION_CONNECTION_TIMEOUT, SERVE_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, limit,
-                                            MHD_OPTION_END);
-    if (!d) die("cannot listen on %s port %d (in use, or not an address of this machine)", o->host, o->port);
+                                            MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
+    if (!d)
+        die("cannot listen on %s port %d: %s", o->host, o->port,
+            start_msg[0] ? start_msg : "in use, or not an address of this machine");
+    atomic_store(&running, 1);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     char host[INET6_ADDRSTRLEN + 2];
     snprintf(host, sizeof host, ai->ai_family == AF_INET6 ? "[%s]" : "%s", o->host);

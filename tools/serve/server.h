@@ -47,7 +47,7 @@ typedef struct conn {
     struct MHD_Connection *mc;
     int kind;                    /* a route below, chosen from the URL at the first call */
     char *body;
-    size_t len;
+    size_t len, cap;
     int too_large;
     /* generation */
     serve_request req;
