@@ -52,9 +52,15 @@ enum MHD_Result serve_send_error(conn *c, const serve_error *e) {
     return ok;
 }
 
-static enum MHD_Result send_err(conn *c, int status, const char *type, const char *code, const char *fmt, const char *arg) {
+static enum MHD_Result send_err(conn *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_err(conn *c, int status, const char *code, const char *fmt, ...) {
     serve_error e;
-    serve_error_set(&e, status, type, NULL, code, fmt, arg);
+    serve_error_set(&e, status, "invalid_request_error", NULL, code, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
     return serve_send_error(c, &e);
 }
 
@@ -148,7 +154,7 @@ static enum MHD_Result dispatch(conn *c, const char *url, const char *method) {
     case R_MODEL:
         if (!get) break;
         if (strcmp(url + 11, c->s->model_id))
-            return send_err(c, 404, "invalid_request_error", "model_not_found", "The model '%.200s' does not exist", url + 11);
+            return send_err(c, 404, "model_not_found", "The model '%.200s' does not exist", url + 11);
         return send_json(c, model_json(c->s));
     case R_COMPLETIONS:
     case R_CHAT:
@@ -161,9 +167,9 @@ static enum MHD_Result dispatch(conn *c, const char *url, const char *method) {
         }
         return serve_generate(c, c->kind == R_CHAT ? SERVE_CHAT : SERVE_COMPLETIONS);
     default:
-        return send_err(c, 404, "invalid_request_error", "not_found", "no route %.200s", url);
+        return send_err(c, 404, "not_found", "no route %.200s", url);
     }
-    return send_err(c, 405, "invalid_request_error", "method_not_allowed", "%s is not allowed on this route", method);
+    return send_err(c, 405, "method_not_allowed", "%s is not allowed on this route", method);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
@@ -178,10 +184,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *mc, const char *
         pthread_mutex_init(&c->mu, NULL);
         pthread_cond_init(&c->cv, NULL);
         *state = c;
-        if (c->kind == R_UNKNOWN) return send_err(c, 404, "invalid_request_error", "not_found", "no route %.200s", url);
+        if (c->kind == R_UNKNOWN) return send_err(c, 404, "not_found", "no route %.200s", url);
         if (c->kind != R_HEALTH && c->kind != R_METRICS && !authorized(s, mc))
-            return send_err(c, 401, "invalid_request_error", "invalid_api_key",
-                            "Incorrect API key provided%s: give 'Authorization: Bearer KEY'", "");
+            return send_err(c, 401, "invalid_api_key", "Incorrect API key provided: give 'Authorization: Bearer KEY'");
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > SERVE_BODY_CAP) {
             serve_error e;
