@@ -102,7 +102,7 @@ $(BUILD)/gen/cuda_embedded.o: $(BUILD)/gen/cuda_embedded.c
 $(BUILD)/pk: $(TOOL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libpk.a
 	$(CC) $(LDFLAGS) $^ $(TOOL_LDLIBS) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h tests/e2e_table.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h tests/e2e_table.h tests/serve_client.h
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(filter %.o,$^) $(BUILD)/libpk.a $(LDLIBS) -o $@
 

@@ -25,101 +25,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "serve_client.h"
 
 static char pk_bin[512];
-static int port;
 static const char *KEY = "Authorization: Bearer sk-test\r\n";
 
-/* A connected socket to the server, reads timing out after 60 s. */
-static int dial(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {.tv_sec = 60};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int send_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w <= 0) return -1;
-        p += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
-typedef struct reply {
-    int status;
-    char *body; /* malloc'd, NUL-terminated */
-} reply;
-
-/* One HTTP/1.0 exchange (the server closes after it, no chunking): the status and the body. */
-static reply http(const char *method, const char *path, const char *headers, const char *body, size_t len) {
-    reply r = {0};
-    int fd = dial();
-    if (fd < 0) return r;
-    char head[1024];
-    int n = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: localhost\r\n%sContent-Length: %zu\r\n\r\n", method,
-                     path, headers ? headers : "", body ? len : 0);
-    if (send_all(fd, head, (size_t)n) == 0 && body) send_all(fd, body, len); /* a 413 may close early */
-    size_t cap = 1 << 16, got = 0;
-    char *buf = malloc(cap + 1);
-    ssize_t k;
-    while ((k = recv(fd, buf + got, cap - got, 0)) > 0) {
-        got += (size_t)k;
-        if (got == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    close(fd);
-    buf[got] = '\0';
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &r.status) != 1 || !sep) r.status = -1;
-    r.body = strdup(sep ? sep + 4 : "");
-    free(buf);
-    return r;
-}
-
 static reply post(const char *path, const char *json) { return http("POST", path, KEY, json, strlen(json)); }
-
-/* The JSON string value after "key": (escapes \n, \", \\ and \uXXXX < 0x80 undone) appended to out. */
-static const char *json_str(const char *p, const char *key, char *out, size_t cap) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *s = strstr(p, pat);
-    if (!s) return NULL;
-    s += strlen(pat);
-    size_t n = strlen(out);
-    while (*s && *s != '"' && n + 1 < cap) {
-        if (*s == '\\') {
-            s++;
-            if (*s == 'n') out[n++] = '\n';
-            else if (*s == 'u') out[n++] = (char)strtol((char[]){s[1], s[2], s[3], s[4], 0}, NULL, 16), s += 4;
-            else out[n++] = *s;
-            s++;
-        } else {
-            out[n++] = *s++;
-        }
-    }
-    out[n] = '\0';
-    return s;
-}
-
-/* The streamed text: every "content" (chat) or "text" (completions) of the SSE chunks joined. */
-static void sse_text(const char *body, const char *key, char *out, size_t cap) {
-    out[0] = '\0';
-    for (const char *p = strstr(body, "data: {"); p; p = strstr(p + 1, "data: {")) {
-        const char *end = strstr(p, "\n\n");
-        char one[4096] = "";
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char line[8192];
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        if (json_str(line, key, one, sizeof one)) snprintf(out + strlen(out), cap - strlen(out), "%s", one);
-    }
-}
 
 /* stdout of a pk command line. */
 static void pk_out(const char *args, char *out, size_t cap) {
@@ -129,24 +40,6 @@ static void pk_out(const char *args, char *out, size_t cap) {
     size_t n = f ? fread(out, 1, cap - 1, f) : 0;
     out[n] = '\0';
     if (f) pclose(f);
-}
-
-/* The file's first cap - 1 bytes, NUL-terminated ("" if it cannot be read). */
-static void slurp(const char *path, char *out, size_t cap) {
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
-    out[n] = '\0';
-    if (f) fclose(f);
-}
-
-static long metric(const char *name) {
-    reply r = http("GET", "/metrics", NULL, NULL, 0);
-    char pat[128];
-    snprintf(pat, sizeof pat, "\n%s ", name);
-    const char *p = r.body ? strstr(r.body, pat) : NULL;
-    long v = p ? atol(p + strlen(pat)) : -1;
-    free(r.body);
-    return v;
 }
 
 static void expect(const char *what, reply r, int status, const char *needle) {
@@ -309,23 +202,11 @@ int main(void) {
     }
     signal(SIGPIPE, SIG_IGN);
     /* the server's stderr goes to a file, never a pipe that could fill (sanitizer reports) */
-    char errpath[64];
+    char errpath[64], line[8192];
     snprintf(errpath, sizeof errpath, "/tmp/pk_test_serve.%d.err", (int)getpid());
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(errpath, "w", stderr)) _exit(126);
-        execl(pk_bin, pk_bin, "serve", "--port", "0", "--api-key", "sk-test", "--max-requests", "1", "--threads", "2",
-              (char *)NULL);
-        _exit(127);
-    }
-    char line[8192] = "";
-    for (int i = 0; i < 600 && !strstr(line, "serving"); i++) { /* up to 60 s: a sanitizer build loads slowly */
-        usleep(100000);
-        slurp(errpath, line, sizeof line);
-        if (waitpid(pid, NULL, WNOHANG) == pid) break;
-    }
-    const char *url = strstr(line, "http://127.0.0.1:");
-    port = url ? atoi(url + 17) : 0;
+    char *argv[] = {pk_bin, "serve", "--port", "0", "--api-key", "sk-test", "--max-requests", "1", "--threads", "2", NULL};
+    pid_t pid = serve_start(argv, errpath, line, sizeof line);
+    int port = serve_port;
     CHECK(port > 0, "pk serve did not start: %s", line);
     if (port > 0) {
         check_errors();
