@@ -168,6 +168,7 @@ void serve_engine_cancel(serve_engine *e, serve_job *j) {
     *p = j->next;
     if (e->tail == j) e->tail = prev;
     e->queued--;
+    e->stats.jobs_done++; /* ended, as a run's end counts, so the queue's arrivals all show */
     pthread_mutex_unlock(&e->mu);
     j->finish = SERVE_FINISH_CANCELLED;
     j->num_generated = 0;
@@ -187,6 +188,7 @@ void serve_engine_stop(serve_engine *e) {
     e->stopping = 1;
     serve_job *waiting = e->head;
     e->head = e->tail = NULL;
+    e->stats.jobs_done += e->queued;
     e->queued = 0;
     if (e->running) {
         atomic_store(&e->running->cancel, 1);
