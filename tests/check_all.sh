@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The full suite, as CI runs it (README: `make check`):
 #   1. the normal build and every test; the Python package over build/libpk.so (tests/test_python.sh);
-#      pk serve through the OpenAI Node SDK (tests/test_serve_openai.sh);
+#      pk serve through the OpenAI Node SDK (tests/test_serve_openai.sh); bench/serve_bench.py's
+#      smoke run (tests/test_serve_bench.sh);
 #      `make install` into the build dir and the examples built against it through pkg-config
 #      (tests/test_install.sh); LICENSE and the SPDX line of every source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
@@ -32,6 +33,8 @@ if make -j"$JOBS" >"$log/build.txt" 2>&1; then
     BUILD=build bash tests/test_python.sh | tee "$log/python.txt"; tally "$log/python.txt" python
     echo "== pk serve through the OpenAI Node SDK"
     BUILD=build bash tests/test_serve_openai.sh | tee "$log/openai.txt"; tally "$log/openai.txt" serve_openai
+    echo "== pk serve's load benchmark, a smoke run"
+    BUILD=build bash tests/test_serve_bench.sh | tee "$log/serve_bench.txt"; tally "$log/serve_bench.txt" serve_bench
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
