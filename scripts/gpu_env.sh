@@ -112,16 +112,24 @@ pk_with_variant() {
     "$@" $v
 }
 
-# The host libraries pk links (cJSON, PCRE2), copied into .gpu/lib for the device, whose image
-# may lack them (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there).
+# The host libraries build/pk loads beyond glibc's own (libc, libm and the loader, which the
+# device has): cJSON, PCRE2, and pk serve's libmicrohttpd with what it pulls in (GnuTLS, nettle,
+# gmp, p11-kit, ...), copied into .gpu/lib for the device, whose image may lack any of them
+# (pk_gpu_paths puts .gpu/lib on LD_LIBRARY_PATH there). The list is ldd's, so a library pk
+# comes to link is carried without a change here.
 # Each goes in under a new name and is renamed over the old: a shell where pk_gpu_paths put .gpu/lib
 # on LD_LIBRARY_PATH runs cp itself against these files (cp links PCRE2), and writing into the
 # library cp has mapped crashes it.
 pk_gpu_libs() {
+    [ -x build/pk ] || { echo "pk_gpu_libs: build/pk is missing (make first)" >&2; return 1; }
     mkdir -p .gpu/lib
-    local f
-    for f in /usr/lib/x86_64-linux-gnu/libcjson.so.1 /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0; do
-        cp -L "$f" ".gpu/lib/.new.${f##*/}" && mv -f ".gpu/lib/.new.${f##*/}" ".gpu/lib/${f##*/}" || return 1
+    local name path
+    while read -r name path; do
+        case "$name" in libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) continue ;; esac
+        cp -L "$path" ".gpu/lib/.new.$name" && mv -f ".gpu/lib/.new.$name" ".gpu/lib/$name" || return 1
+    done < <(ldd build/pk | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    for name in libcjson.so.1 libpcre2-8.so.0 libmicrohttpd.so.12; do
+        [ -f ".gpu/lib/$name" ] || { echo "pk_gpu_libs: ldd build/pk names no $name" >&2; return 1; }
     done
 }
 

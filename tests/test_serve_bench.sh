@@ -6,7 +6,7 @@
 # the end token), prompts near the length asked, and ordered positive latencies. Needs `make`
 # first and python3 (standard library only). Ends with "serve_bench: N passed, N failed".
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 [ -x "$BUILD/pk" ] || { echo "$BUILD/pk is missing: run make first"; echo "serve_bench: 0 passed, 1 failed"; exit 1; }
 out=$(mktemp -d)
