@@ -152,7 +152,6 @@ typedef struct soak {
     atomic_int next;
     int end;
     atomic_int outcome[3];
-    atomic_int reported;
 } soak;
 
 /* Request i of the soak, its kind and prompt from a generator seeded by i. */
