@@ -203,7 +203,8 @@ def start_server(pk, model, extra):
     """`pk serve --port 0` with its stderr in a file; (process, url, log path) once it serves."""
     log = f"/tmp/serve_bench.{os.getpid()}.err"
     cmd = [pk, "serve", "--port", "0"] + (["--model", model] if model else []) + extra
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
     deadline = time.time() + 900  # a CUDA kernel that is not in the cache compiles first
     while time.time() < deadline:
         text = open(log).read()
@@ -250,19 +251,22 @@ def main():
     a.levels = [int(x) for x in a.levels.split(",") if x]
     if bool(a.url) == bool(a.pk):
         ap.error("give --url or --pk")
-    proc = None
+    proc = log = None
     url = a.url
     if a.pk:
         extra = a.server_args.split()
         if "--max-requests" not in extra:  # every client of the top level must be admitted
             extra += ["--max-requests", str(max(a.levels))]
-        proc, url, _ = start_server(a.pk, a.model, extra)
+        proc, url, log = start_server(a.pk, a.model, extra)
     try:
         out = asyncio.run(main_async(a, url))
     finally:
         if proc:
             proc.terminate()
             proc.wait(timeout=60)
+            if proc.returncode != 0:
+                print(f"serve_bench: the server exited {proc.returncode}: {open(log).read()[-2000:]}", file=sys.stderr)
+            os.unlink(log)
     print(f"pk serve {out['model']} at {url}: prompt {a.prompt_tokens} tokens (asked), {a.max_tokens} new tokens")
     print(table(out["levels"]))
     if a.json == "-":
