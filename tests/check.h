@@ -6,8 +6,10 @@
 #ifndef PK_TEST_CHECK_H
 #define PK_TEST_CHECK_H
 
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static int check_passed_, check_failed_;
 
@@ -26,6 +28,16 @@ static int check_passed_, check_failed_;
 static inline int check_report(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed_, check_failed_);
     return check_failed_ ? 1 : 0;
+}
+
+/* The pk binary under $BUILD (default build) into path; counts a failure and returns 0 when it is
+ * not built (the caller then ends with check_report). */
+static inline int check_pk_bin(char *path, size_t n) {
+    const char *build = getenv("BUILD");
+    snprintf(path, n, "%s/pk", build && *build ? build : "build");
+    if (access(path, X_OK) == 0) return 1;
+    CHECK(0, "%s is not built", path);
+    return 0;
 }
 
 /* Deterministic random numbers for tests (xorshift64*). */

@@ -387,12 +387,7 @@ static void check_chat(void) {
 }
 
 int main(void) {
-    const char *build = getenv("BUILD");
-    snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
-    if (access(pk_bin, X_OK) != 0) {
-        CHECK(0, "%s is not built", pk_bin);
-        return check_report("cli");
-    }
+    if (!check_pk_bin(pk_bin, sizeof pk_bin)) return check_report("cli");
     check_golden_cli("qwen3_untied", "", 1);
     check_golden_cli("qwen3_tied", "", 1);
     check_golden_cli("llama3_scaled", "", 1);

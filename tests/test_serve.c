@@ -194,12 +194,7 @@ static void check_queue_and_cancel(void) {
 }
 
 int main(void) {
-    const char *build = getenv("BUILD");
-    snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
-    if (access(pk_bin, X_OK) != 0) {
-        CHECK(0, "%s is not built", pk_bin);
-        return check_report("serve");
-    }
+    if (!check_pk_bin(pk_bin, sizeof pk_bin)) return check_report("serve");
     signal(SIGPIPE, SIG_IGN);
     /* the server's stderr goes to a file, never a pipe that could fill (sanitizer reports) */
     char errpath[64], line[8192];

@@ -276,13 +276,8 @@ static void check_soak(pid_t pid) {
 }
 
 int main(void) {
-    const char *build = getenv("BUILD");
     char pk_bin[512];
-    snprintf(pk_bin, sizeof pk_bin, "%s/pk", build && *build ? build : "build");
-    if (access(pk_bin, X_OK) != 0) {
-        CHECK(0, "%s is not built", pk_bin);
-        return check_report("serve_load");
-    }
+    if (!check_pk_bin(pk_bin, sizeof pk_bin)) return check_report("serve_load");
     signal(SIGPIPE, SIG_IGN);
     make_prompts();
     char errpath[64], line[8192];

@@ -323,12 +323,7 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
     cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"),
                          choice_json(c, 0, c->out ? c->out : "", finish_name(j->finish), 0));
     add_usage(root, c);
-    char *body = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!body) return MHD_NO;
-    enum MHD_Result ok = serve_send(c, 200, "application/json", body, strlen(body));
-    free(body);
-    return ok;
+    return serve_send_json(c, 200, root);
 }
 
 void serve_conn_free(conn *c) {

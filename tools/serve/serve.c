@@ -36,6 +36,15 @@ enum MHD_Result serve_send(conn *c, int status, const char *content_type, const 
     return ok;
 }
 
+enum MHD_Result serve_send_json(conn *c, int status, cJSON *root) {
+    char *s = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!s) return MHD_NO;
+    enum MHD_Result ok = serve_send(c, status, "application/json", s, strlen(s));
+    free(s);
+    return ok;
+}
+
 enum MHD_Result serve_send_error(conn *c, const serve_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(err, "message", e->message);
@@ -44,12 +53,7 @@ enum MHD_Result serve_send_error(conn *c, const serve_error *e) {
     else cJSON_AddNullToObject(err, "param");
     if (e->code[0]) cJSON_AddStringToObject(err, "code", e->code);
     else cJSON_AddNullToObject(err, "code");
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!s) return MHD_NO;
-    enum MHD_Result ok = serve_send(c, e->status, "application/json", s, strlen(s));
-    free(s);
-    return ok;
+    return serve_send_json(c, e->status, root);
 }
 
 static enum MHD_Result send_err(conn *c, int status, const char *code, const char *fmt, ...)
@@ -96,15 +100,6 @@ static cJSON *model_json(const server *s) {
     return m;
 }
 
-static enum MHD_Result send_json(conn *c, cJSON *root) {
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!s) return MHD_NO;
-    enum MHD_Result ok = serve_send(c, 200, "application/json", s, strlen(s));
-    free(s);
-    return ok;
-}
-
 static enum MHD_Result send_metrics(conn *c) {
     server *s = c->s;
     serve_engine_stats st;
@@ -149,13 +144,13 @@ static enum MHD_Result dispatch(conn *c, const char *url, const char *method) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "object", "list");
         cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model_json(c->s));
-        return send_json(c, root);
+        return serve_send_json(c, 200, root);
     }
     case R_MODEL:
         if (!get) break;
         if (strcmp(url + 11, c->s->model_id))
             return send_err(c, 404, "model_not_found", "The model '%.200s' does not exist", url + 11);
-        return send_json(c, model_json(c->s));
+        return serve_send_json(c, 200, model_json(c->s));
     case R_COMPLETIONS:
     case R_CHAT:
         if (!post) break;

@@ -68,6 +68,8 @@ typedef struct conn {
 enum MHD_Result serve_send_error(conn *c, const serve_error *e);
 /* Queues a JSON (or text) answer with this status; the body is copied. */
 enum MHD_Result serve_send(conn *c, int status, const char *content_type, const char *body, size_t len);
+/* Queues root as a JSON answer with this status and deletes root (NULL: MHD_NO, nothing sent). */
+enum MHD_Result serve_send_json(conn *c, int status, cJSON *root);
 /* POST /v1/completions and /v1/chat/completions, once the body is in. */
 enum MHD_Result serve_generate(conn *c, serve_kind kind);
 /* Ends the request's job if it runs (cancel, then wait for on_done) and frees what it holds. */
