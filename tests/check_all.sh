@@ -25,25 +25,27 @@ tally() { # adds "[NAME: ]P passed, F failed" from the last line of $1
     fi
 }
 log=$(mktemp -d)
+start=$SECONDS
+section() { echo "== $1 (at $((SECONDS - start)) s)"; } # CI has 30 minutes: say where they go
 
-echo "== build and test"
+section "build and test"
 if make -j"$JOBS" >"$log/build.txt" 2>&1; then
     BUILD=build bash tests/run.sh | tee "$log/normal.txt"; tally "$log/normal.txt" normal
-    echo "== Python package"
+    section "Python package"
     BUILD=build bash tests/test_python.sh | tee "$log/python.txt"; tally "$log/python.txt" python
-    echo "== pk serve through the OpenAI Node SDK"
+    section "pk serve through the OpenAI Node SDK"
     BUILD=build bash tests/test_serve_openai.sh | tee "$log/openai.txt"; tally "$log/openai.txt" serve_openai
-    echo "== pk serve's load benchmark, a smoke run"
+    section "pk serve's load benchmark, a smoke run"
     BUILD=build bash tests/test_serve_bench.sh | tee "$log/serve_bench.txt"; tally "$log/serve_bench.txt" serve_bench
 else
     tail -n 30 "$log/build.txt"; echo "build failed"; fail=$((fail + 1))
 fi
 
-echo "== install, pkg-config, examples; licence"
+section "install, pkg-config, examples; licence"
 BUILD=build bash tests/test_install.sh | tee "$log/install.txt"; tally "$log/install.txt" install
 bash tests/test_license.sh | tee "$log/license.txt"; tally "$log/license.txt" license
 
-echo "== AddressSanitizer + UBSan"
+section "AddressSanitizer + UBSan"
 if make -j"$JOBS" SAN=address >"$log/asan-build.txt" 2>&1; then
     # nvcc's own output (ptxas's report, the bench builds) is checked once, in the normal pass
     PK_TEST_NVCC_EXTRAS=0 ASAN_OPTIONS=detect_leaks=1 BUILD=build-address bash tests/run.sh | tee "$log/asan.txt"
@@ -52,7 +54,7 @@ else
     tail -n 30 "$log/asan-build.txt"; echo "ASan build failed"; fail=$((fail + 1))
 fi
 
-echo "== ThreadSanitizer (runtime tests)"
+section "ThreadSanitizer (runtime tests)"
 tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph test_serve"
 targets="build-thread/pk"; for t in $tsan_tests; do [ -f "tests/$t.c" ] && targets="$targets build-thread/tests/$t"; done
 if make -j"$JOBS" SAN=thread $targets >"$log/tsan-build.txt" 2>&1; then
@@ -62,7 +64,7 @@ else
 fi
 
 if [ -x fuzz/run.sh ] || [ -f fuzz/run.sh ]; then
-    echo "== fuzz"
+    section "fuzz"
     if FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash fuzz/run.sh >"$log/fuzz.txt" 2>&1; then
         tail -n 5 "$log/fuzz.txt"; pass=$((pass + 1)); echo "fuzz: 1 passed, 0 failed"
     else
@@ -71,7 +73,7 @@ if [ -x fuzz/run.sh ] || [ -f fuzz/run.sh ]; then
 fi
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    echo "== CUDA compile-only (pk compile of the shipped model)"
+    section "CUDA compile-only (pk compile of the shipped model)"
     out=$(mktemp -d)
     if PK_CACHE_DIR="$out/cache" ./build/pk compile --out "$out/kernel" --arch sm_90a >"$log/cuda.txt" 2>&1; then
         tail -n 3 "$log/cuda.txt"; pass=$((pass + 1)); echo "cuda_compile_only: 1 passed, 0 failed"
@@ -81,5 +83,6 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     rm -rf "$out"
 fi
 rm -rf "$log"
+echo "(all sections: $((SECONDS - start)) s)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -300,7 +300,8 @@ static void test_bench_cli(void) {
     json = strstr(out, "{\"model\"");
     j = json && rc == 0 ? cJSON_Parse(json) : NULL;
     CHECK(j && num(j, "batch") == 3 && num(j, "generated") == 18 && num(j, "decode_steps") >= 1 &&
-              fabs(num(j, "decode_tokens_per_s") - 3e3 / num(j, "decode_ms_median")) < 1e-3 * num(j, "decode_tokens_per_s"),
+              /* both printed with 3 and 6 decimals: the rounding, not timing, bounds the difference */
+              fabs(num(j, "decode_tokens_per_s") - 3e3 / num(j, "decode_ms_median")) < 1e-3 + 1e-4 * num(j, "decode_tokens_per_s"),
           "pk bench --batch 3 (exit %d): %s", rc, out);
     if (j) {
         /* the floor counts the KV of all three requests */

@@ -812,7 +812,7 @@ static int cmd_bench(options *o) {
                cuda ? "cuda" : "cpu", workers, T, info.attention_kv_splits, fused_mlp ? "true" : "false",
                lm_argmax ? "true" : "false", c.max_seq_length, o->seed, B);
         printf(" \"prompt_len\": %d, \"gen\": %d, \"generated\": %d, \"finish\": \"%s\", \"steps\": %lld, "
-               "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f, \"decode_tokens_per_s\": %.1f,\n",
+               "\"prefill_steps\": %d, \"decode_steps\": %d, \"median_context\": %.1f, \"decode_tokens_per_s\": %.3f,\n",
                P, gen, generated, finish, (long long)st.num_steps, nprefill, ndec, ctx, B * 1e3 / median);
         printf(" \"decode_ms_median\": %.6f, \"decode_ms_mean\": %.6f, \"decode_ms_min\": %.6f, \"decode_ms_p90\": %.6f, "
                "\"prefill_ms\": %.6f, \"run_ms\": %.3f, \"compile_ms\": %.1f,\n",
