@@ -352,6 +352,42 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
  * signal handler. Without a run in progress it does nothing (pk_run starts with the flag clear). */
 void pk_cancel(pk_kernel *k);
 
+/* ---- A resident session: the compiled kernel keeps running between requests ----
+ *
+ * pk_session_open starts the runtime once; requests then join and leave it between steps: a new
+ * request's prompt chunks share steps with the decode rows of those already running, up to
+ * max_requests at once, the rest waiting in order (each waits, too, until the KV pages its whole
+ * life may need are free). Tokens come back through pk_session_poll, which calls on_token from
+ * the polling thread. Every pk_session_* call on a kernel comes from one thread at a time, as
+ * every pk call on a kernel does; the runtime's own threads do the rest. pk_run refuses to run
+ * while a session is open. A backend that cannot keep its kernel resident returns
+ * PK_ERR_UNSUPPORTED from pk_session_open (the CUDA backend so far). */
+
+/* Starts the session over a compiled kernel. queue: requests at once, running or waiting (at
+ * least max_requests; 0: 4 · max_requests), rounded up to a power of two. on_token may be NULL;
+ * its `request` is the id pk_session_submit gave. */
+pk_status pk_session_open(pk_kernel *k, int queue, pk_token_fn on_token, void *user);
+
+/* Hands req to the session and returns at once with its id (ids count up from 0). req, its prompt
+ * and its output belong to the session until pk_session_poll sets req->finish; the session writes
+ * req->output, req->num_output and req->finish from pk_session_poll's thread. The request is
+ * checked as pk_run checks it; PK_ERR_LIMIT when the queue is full (try again after a poll). */
+pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id);
+
+/* Ends request id at the next step boundary (PK_FINISH_CANCELLED, output holds what was made);
+ * its pages come back then. One that ended already, or an unknown id, is left alone. */
+pk_status pk_session_cancel(pk_kernel *k, int id);
+
+/* Delivers the tokens made since the last poll (on_token, in order per request) and sets
+ * req->finish of the requests that ended; waits up to timeout_ms for the first (0: does not
+ * wait). *running (may be NULL): requests submitted and not yet ended. */
+pk_status pk_session_poll(pk_kernel *k, int timeout_ms, int *running);
+
+/* Cancels every request still running or waiting, delivers what remains (as pk_session_poll
+ * would), stops the runtime and returns; the kernel can run again (pk_run or a new session).
+ * Without an open session it does nothing. pk_kernel_free closes an open session. */
+pk_status pk_session_close(pk_kernel *k);
+
 typedef struct pk_graph_stats {
     int num_layers;
     int num_tasks;  /* including the BEGIN task */

@@ -6,9 +6,7 @@
  * src/runtime/cpu/cpu_backend.c, the CUDA backend's in src/runtime/cuda/cuda_backend.c. The core
  * names no backend; it calls k->backend->entry(k, ...). A kernel runs on one device of its
  * backend, k->device (pk_config.rank: one device per rank); a backend keeps what it builds for the
- * kernel in k->backend_ctx and releases it in `free`. Every entry is set except the serving
- * session's, which may be NULL: "not yet provided by this backend", and the public call that
- * would use one returns PK_ERR_UNSUPPORTED.
+ * kernel in k->backend_ctx and releases it in `free`. Every entry is set.
  *
  * Errors: an entry that takes a kernel records its error on it (pk_fail) and returns the status.
  */
@@ -60,20 +58,12 @@ typedef struct pk_backend_i {
      * Safe to call when nothing was set up. */
     void (*free)(pk_kernel *k);
 
-    /* A resident serving session: the compiled graph stays running between requests. NULL in
-     * every backend so far (not yet provided by this backend).
-     *   session_start:  launches the workers, which then wait for requests; tokens go to
-     *                   on_token(user, ...) from session_poll's thread.
-     *   session_submit: hands req to the running session and returns at once; req (and its
-     *                   prompt and output) stays the caller's and must live until it finishes.
-     *   session_poll:   delivers the tokens produced since the last poll, sets req->finish of
-     *                   the requests that ended, and *running to those still running.
-     *   session_stop:   ends the session once the running requests finish; the kernel can run
-     *                   again (pk_run or a new session). */
-    pk_status (*session_start)(pk_kernel *k, pk_token_fn on_token, void *user);
-    pk_status (*session_submit)(pk_kernel *k, pk_request *req);
-    pk_status (*session_poll)(pk_kernel *k, int *running);
-    pk_status (*session_stop)(pk_kernel *k);
+    /* Whether `run` can serve a resident session (pk_session_open, runtime/session.h): called
+     * with d->sess set from the session's own thread, it returns only once the session closes,
+     * its step boundary being pk_decode_finish_step / pk_decode_plan_step as for pk_run (which,
+     * in session mode, wait while there is nothing to run). 0: pk_session_open returns
+     * PK_ERR_UNSUPPORTED. */
+    int serves_sessions;
 } pk_backend_i;
 
 /* The table of backend b (src/backend_registry.c), NULL for an unknown value. */

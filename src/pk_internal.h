@@ -129,6 +129,9 @@ struct pk_kernel {
     int64_t steps_run;
     int64_t spec_drafted, spec_accepted; /* the last pk_run's speculation (pk_graph_stats) */
     int cancel; /* pk_cancel's flag: set and read with __atomic builtins (a signal handler may set it) */
+    struct pk_session *session; /* the open resident session (runtime/session.h), NULL when none */
+    pk_status (*close_session)(pk_kernel *k); /* pk_session_close while one is open: pk_kernel_free
+                                               * calls it (src/graph does not call into src/runtime) */
     pk_run_record runs;
     const pk_backend_i *backend; /* cfg.backend's table; NULL while the config is invalid */
     int device;                  /* the backend's device ordinal: cfg.rank (one device per rank) */

@@ -11,6 +11,19 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* SANITIZED: 1 in AddressSanitizer / ThreadSanitizer builds, whose tests run many times slower
+ * (a test may then do less of what it repeats). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 static int check_passed_, check_failed_;
 
 #define CHECK(cond, ...)                                                         \

@@ -8,7 +8,7 @@
 #      (tests/test_install.sh); LICENSE and the SPDX line of every source file (tests/test_license.sh);
 #   2. the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (test_cuda_compile's
 #      checks of nvcc's own output, ptxas's report and the bench builds, run in 1 only);
-#   3. the runtime, task-graph and pk serve tests built with ThreadSanitizer;
+#   3. the runtime, task-graph, session and pk serve tests built with ThreadSanitizer;
 #   4. the fuzz targets replaying their seed corpora, and a short libFuzzer run when clang has it;
 #   5. `pk compile` of the shipped model for the CUDA backend (compile only) when nvcc is present.
 # Ends with the total line "N passed, N failed"; exits non-zero if anything failed.
@@ -55,7 +55,7 @@ else
 fi
 
 section "ThreadSanitizer (runtime tests)"
-tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph test_serve"
+tsan_tests="test_e2e_graph test_runtime_stress test_taskgraph test_session test_serve"
 targets="build-thread/pk"; for t in $tsan_tests; do [ -f "tests/$t.c" ] && targets="$targets build-thread/tests/$t"; done
 if make -j"$JOBS" SAN=thread $targets >"$log/tsan-build.txt" 2>&1; then
     ONLY="$tsan_tests" BUILD=build-thread bash tests/run.sh | tee "$log/tsan.txt"; tally "$log/tsan.txt" tsan

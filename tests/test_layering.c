@@ -145,9 +145,8 @@ static void check_tables(void) {
         CHECK(t->name && t->default_workers && t->device_figures && t->attention_reach && t->compile && t->run &&
                   t->read_tensor && t->memory && t->copy_bandwidth && t->free,
               "backend %d (%s) leaves a required entry NULL", (int)b[i], t->name ? t->name : "?");
-        /* the serving session comes whole or not at all */
-        int nsession = !!t->session_start + !!t->session_submit + !!t->session_poll + !!t->session_stop;
-        CHECK(nsession == 0 || nsession == 4, "backend %s provides %d of the 4 session entries", t->name, nsession);
+        CHECK(t->serves_sessions == 0 || t->serves_sessions == 1, "backend %s: serves_sessions %d", t->name,
+              t->serves_sessions);
     }
     CHECK(pk_backend_find((pk_backend)99) == NULL, "an unknown backend has a table");
 }

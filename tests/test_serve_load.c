@@ -24,16 +24,6 @@
 #include "check.h"
 #include "serve_client.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 enum { NPROMPT = 32, ALONE_TOKENS = 16, CLIENTS = 8, FIRST = 100, TEXT_CAP = 4096 };
 

@@ -207,6 +207,7 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
 
 void pk_kernel_free(pk_kernel *k) {
     if (!k) return;
+    if (k->close_session) k->close_session(k); /* an open session's runtime uses everything below */
     if (k->backend) k->backend->free(k);
     free(k->runs.rec);
     free(k->runs.step_ms);

@@ -3,6 +3,7 @@
  * and hands generated tokens to the caller. The step logic itself (admission with page
  * reservations, chunked prefill, EOS / length) is decode_step.h, shared with the CUDA kernel.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
@@ -10,47 +11,36 @@
 static int32_t *tensor_i32(pk_kernel *k, int id) { return (int32_t *)k->tensors[id]->data; }
 
 _Static_assert(PK_STEP_FINISH_EOS == (int)PK_FINISH_EOS && PK_STEP_FINISH_LENGTH == (int)PK_FINISH_LENGTH &&
-                   PK_STEP_FINISH_NONE == (int)PK_FINISH_NONE,
+                   PK_STEP_FINISH_NONE == (int)PK_FINISH_NONE && PK_STEP_FINISH_CANCELLED == (int)PK_FINISH_CANCELLED,
                "decode_step.h finish reasons are pk.h's");
 
-pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token,
-                         void *user) {
+pk_status pk_decode_check_request(pk_kernel *k, const pk_request *r, const char *who) {
+    const pk_config *c = &k->cfg;
+    if (!r->prompt || !r->output) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has a NULL prompt or output", who);
+    if (r->prompt_len < 1)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has an empty prompt (%d tokens)", who, r->prompt_len);
+    if (r->prompt_len >= c->max_seq_length)
+        return pk_fail(k, PK_ERR_LIMIT,
+                       "%s has a prompt of %d tokens; max_seq_length %d leaves room for at most %d", who,
+                       r->prompt_len, c->max_seq_length, c->max_seq_length - 1);
+    if (r->max_new_tokens < 1)
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has max_new_tokens %d", who, r->max_new_tokens);
+    for (int j = 0; j < r->prompt_len; j++)
+        if (r->prompt[j] < 0 || r->prompt[j] >= k->vocab_size)
+            return pk_fail(k, PK_ERR_LIMIT, "%s, prompt token %d is id %d, outside the vocabulary [0, %d)", who, j,
+                           (int)r->prompt[j], k->vocab_size);
+    int64_t life = (int64_t)r->prompt_len + r->max_new_tokens;
+    if (life > c->max_seq_length) life = c->max_seq_length;
+    if (pk_step_pages_for((int)life, c->page_size) > c->num_pages)
+        return pk_fail(k, PK_ERR_LIMIT, "%s needs %d KV pages of %d tokens; the cache has %d", who,
+                       pk_step_pages_for((int)life, c->page_size), c->page_size, c->num_pages);
+    return PK_OK;
+}
+
+pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap) {
     memset(d, 0, sizeof *d);
     const pk_config *c = &k->cfg;
-    if (n < 0 || (n > 0 && !reqs))
-        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: %d requests at %p", n, (void *)reqs);
-    for (int i = 0; i < n; i++) {
-        pk_request *r = &reqs[i];
-        r->num_output = 0;
-        r->finish = PK_FINISH_NONE;
-        if (!r->prompt || !r->output)
-            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: request %d has a NULL prompt or output", i);
-        if (r->prompt_len < 1)
-            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: request %d has an empty prompt (%d tokens)", i,
-                           r->prompt_len);
-        if (r->prompt_len >= c->max_seq_length)
-            return pk_fail(k, PK_ERR_LIMIT,
-                           "pk_run: request %d has a prompt of %d tokens; max_seq_length %d leaves room "
-                           "for at most %d",
-                           i, r->prompt_len, c->max_seq_length, c->max_seq_length - 1);
-        if (r->max_new_tokens < 1)
-            return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: request %d has max_new_tokens %d", i,
-                           r->max_new_tokens);
-        for (int j = 0; j < r->prompt_len; j++)
-            if (r->prompt[j] < 0 || r->prompt[j] >= k->vocab_size)
-                return pk_fail(k, PK_ERR_LIMIT, "pk_run: request %d, prompt token %d is id %d, outside the vocabulary [0, %d)",
-                               i, j, (int)r->prompt[j], k->vocab_size);
-        int64_t life = (int64_t)r->prompt_len + r->max_new_tokens;
-        if (life > c->max_seq_length) life = c->max_seq_length;
-        if (pk_step_pages_for((int)life, c->page_size) > c->num_pages)
-            return pk_fail(k, PK_ERR_LIMIT, "pk_run: request %d needs %d KV pages of %d tokens; the cache has %d",
-                           i, pk_step_pages_for((int)life, c->page_size), c->page_size, c->num_pages);
-    }
     d->k = k;
-    d->reqs = reqs;
-    d->nreqs = n;
-    d->on_token = on_token;
-    d->user = user;
     pk_step_state *s = &d->s;
     s->R = c->max_requests;
     s->T = c->max_tokens_per_step;
@@ -63,13 +53,45 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
     s->spec_ngram = c->spec_ngram;
     s->ngram_cap = pk_step_ngram_cap(c->spec_length, c->spec_ngram, c->max_seq_length);
     s->ngram_pos = s->ngram_cap ? calloc((size_t)s->R * (size_t)s->ngram_cap, sizeof *s->ngram_pos) : NULL;
-    s->nreqs = n;
     s->tokens = malloc((size_t)s->R * (size_t)s->max_seq * sizeof *s->tokens);
     s->slots = calloc((size_t)s->R, sizeof *s->slots);
     s->free_pages = malloc((size_t)c->num_pages * sizeof *s->free_pages);
+    d->emitted = calloc((size_t)emitted_cap, sizeof *d->emitted);
+    if (!s->tokens || !s->slots || !s->free_pages || !d->emitted || (s->ngram_cap && !s->ngram_pos)) {
+        pk_decode_free(d);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "out of memory for the decode state");
+    }
+    s->emitted = d->emitted;
+    s->step_tokens = tensor_i32(k, k->t_step_tokens);
+    s->token_pos = tensor_i32(k, k->t_token_pos);
+    s->token_req = tensor_i32(k, k->t_token_req);
+    s->page_table = tensor_i32(k, k->t_page_table);
+    s->step_info = tensor_i32(k, k->t_step_info);
+    s->step_output = tensor_i32(k, k->t_step_output);
+    return PK_OK;
+}
+
+pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token,
+                         void *user) {
+    memset(d, 0, sizeof *d);
+    if (n < 0 || (n > 0 && !reqs))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: %d requests at %p", n, (void *)reqs);
+    for (int i = 0; i < n; i++) {
+        reqs[i].num_output = 0;
+        reqs[i].finish = PK_FINISH_NONE;
+        char who[48];
+        snprintf(who, sizeof who, "pk_run: request %d", i);
+        pk_status st = pk_decode_check_request(k, &reqs[i], who);
+        if (st != PK_OK) return st;
+    }
+    pk_status st = pk_decode_setup(d, k, k->cfg.max_requests * (1 + k->cfg.spec_length));
+    if (st != PK_OK) return st;
+    d->reqs = reqs;
+    d->nreqs = n;
+    d->on_token = on_token;
+    d->user = user;
     d->sreqs = calloc(n > 0 ? (size_t)n : 1, sizeof *d->sreqs);
-    d->emitted = calloc((size_t)s->R * (size_t)(1 + c->spec_length), sizeof *d->emitted); /* one step's */
-    if (!s->tokens || !s->slots || !s->free_pages || !d->sreqs || !d->emitted || (s->ngram_cap && !s->ngram_pos)) {
+    if (!d->sreqs) {
         pk_decode_free(d);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_run: out of memory for the decode state");
     }
@@ -78,14 +100,10 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
         d->sreqs[i].prompt_len = reqs[i].prompt_len;
         d->sreqs[i].max_new_tokens = reqs[i].max_new_tokens;
     }
+    pk_step_state *s = &d->s;
     s->reqs = d->sreqs;
-    s->emitted = d->emitted;
-    s->step_tokens = tensor_i32(k, k->t_step_tokens);
-    s->token_pos = tensor_i32(k, k->t_token_pos);
-    s->token_req = tensor_i32(k, k->t_token_req);
-    s->page_table = tensor_i32(k, k->t_page_table);
-    s->step_info = tensor_i32(k, k->t_step_info);
-    s->step_output = tensor_i32(k, k->t_step_output);
+    s->req_mask = -1; /* every id its own entry */
+    s->nreqs = n;
     pk_step_reset(s);
     return PK_OK;
 }
@@ -108,6 +126,10 @@ void pk_decode_free(pk_decode *d) {
 void pk_decode_finish_step(pk_decode *d) {
     d->s.nemitted = 0;
     pk_step_finish(&d->s);
+    if (d->sess) {
+        pk_session_step_finished(d);
+        return;
+    }
     for (uint32_t i = 0; i < d->s.nemitted; i++) {
         const pk_step_token *e = &d->emitted[i];
         pk_request *r = &d->reqs[e->req];
@@ -117,4 +139,7 @@ void pk_decode_finish_step(pk_decode *d) {
     }
 }
 
-int pk_decode_plan_step(pk_decode *d) { return pk_step_plan(&d->s); }
+int pk_decode_plan_step(pk_decode *d) {
+    if (d->sess) return pk_session_step_plan(d);
+    return !pk_cancel_requested(d->k) && pk_step_plan(&d->s);
+}

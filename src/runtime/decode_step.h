@@ -43,7 +43,7 @@
 #endif
 
 /* pk_finish_reason of pk.h (checked equal in decode.c). */
-enum { PK_STEP_FINISH_NONE = 0, PK_STEP_FINISH_EOS = 1, PK_STEP_FINISH_LENGTH = 2 };
+enum { PK_STEP_FINISH_NONE = 0, PK_STEP_FINISH_EOS = 1, PK_STEP_FINISH_LENGTH = 2, PK_STEP_FINISH_CANCELLED = 3 };
 
 typedef struct pk_slot {
     int32_t req;        /* index into the requests, -1 when free */
@@ -65,9 +65,10 @@ typedef struct pk_step_req {
     int32_t finish;         /* out: pk_finish_reason */
 } pk_step_req;
 
-/* A generated token, in the order prepare_next_step produced it. */
+/* A generated token, in the order prepare_next_step produced it; finish: the request ended with
+ * it (PK_STEP_FINISH_*). A session's cancel emits a record without a token (token and row -1). */
 typedef struct pk_step_token {
-    int32_t req, token, row, pad;
+    int32_t req, token, row, finish;
 } pk_step_token;
 
 /* Step timing (pk_run_step_times), optional. rec[0].ns: when step 1 was released. For step
@@ -88,11 +89,12 @@ typedef struct pk_step_state {
      * n-gram's hash -> 1 + the position its latest occurrence ends at (0: none) */
     int32_t *ngram_pos;
     int32_t ngram_cap;
-    /* progress */
-    int32_t nreqs, next_req, ndone;
+    /* progress: requests are ids 0, 1, ...; id's entry is reqs[id & req_mask] (pk_run: every id
+     * its own, req_mask all ones; a resident session: a ring the host refills as ids end) */
+    int32_t nreqs, next_req, ndone, req_mask;
     int32_t nfree, unreserved; /* free pages; pages no admitted request has reserved */
     int64_t step;              /* steps planned so far */
-    pk_step_req *reqs;         /* [nreqs] */
+    pk_step_req *reqs;         /* [nreqs], or the session's ring [req_mask + 1] */
     int32_t *tokens;           /* [R, max_seq]: every slot's tokens */
     pk_slot *slots;            /* [R] */
     int32_t *free_pages;       /* [num_pages]: stack of free page ids */
@@ -117,6 +119,18 @@ typedef struct pk_step_state {
 } pk_step_state;
 
 PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
+
+PK_HD pk_step_req *pk_step_req_of(const pk_step_state *s, int32_t id) { return &s->reqs[id & s->req_mask]; }
+
+/* Appends a record of request id to emitted. */
+PK_HD pk_step_token *pk_step_emit(pk_step_state *s, int32_t id, int32_t token, int32_t row) {
+    pk_step_token *e = &s->emitted[s->nemitted++];
+    e->req = id;
+    e->token = token;
+    e->row = row;
+    e->finish = PK_STEP_FINISH_NONE;
+    return e;
+}
 
 /* Entries of a slot's n-gram index: a power of two at least twice the n-grams a request can add
  * (every position, each n-gram size), so that collisions stay rare; 0 with speculation off. */
@@ -147,13 +161,13 @@ PK_HD void pk_step_reset(pk_step_state *s) {
     s->nfree = s->unreserved = s->num_pages;
     for (int p = 0; p < s->num_pages; p++) s->free_pages[p] = s->num_pages - 1 - p;
     for (int i = 0; i < s->nreqs; i++) {
-        s->reqs[i].num_output = 0;
-        s->reqs[i].finish = PK_STEP_FINISH_NONE;
+        pk_step_req_of(s, i)->num_output = 0;
+        pk_step_req_of(s, i)->finish = PK_STEP_FINISH_NONE;
     }
 }
 
 PK_HD void pk_step_retire(pk_step_state *s, pk_slot *sl, int32_t why) {
-    s->reqs[sl->req].finish = why;
+    pk_step_req_of(s, sl->req)->finish = why;
     int32_t *pt = s->page_table + (int64_t)(sl - s->slots) * s->pages_per_req;
     for (int p = 0; p < sl->npages; p++) s->free_pages[s->nfree++] = pt[p];
     s->unreserved += sl->reserved;
@@ -176,18 +190,15 @@ PK_HD void pk_step_finish_drafts(pk_step_state *s, int i) {
         toks[sl->len] = tok;
         sl->len++;
         sl->cached = sl->len - 1;
-        const int32_t num_output = ++s->reqs[req].num_output;
-        pk_step_token *e = &s->emitted[s->nemitted++];
-        e->req = req;
-        e->token = tok;
-        e->row = row0 + j;
-        e->pad = 0;
+        pk_step_req *r = pk_step_req_of(s, req);
+        const int32_t num_output = ++r->num_output;
+        pk_step_token *e = pk_step_emit(s, req, tok, row0 + j);
         if (s->eos >= 0 && tok == s->eos) {
-            pk_step_retire(s, sl, PK_STEP_FINISH_EOS);
+            pk_step_retire(s, sl, e->finish = PK_STEP_FINISH_EOS);
             return;
         }
-        if (num_output >= s->reqs[req].max_new_tokens || sl->len >= s->max_seq) {
-            pk_step_retire(s, sl, PK_STEP_FINISH_LENGTH);
+        if (num_output >= r->max_new_tokens || sl->len >= s->max_seq) {
+            pk_step_retire(s, sl, e->finish = PK_STEP_FINISH_LENGTH);
             return;
         }
         if (j == nd || tok != draft) return; /* the next draft was not the model's choice */
@@ -208,29 +219,33 @@ PK_HD void pk_step_finish(pk_step_state *s) {
             pk_step_finish_drafts(s, i);
             continue;
         }
-        const pk_step_req r = s->reqs[sl.req];
+        const pk_step_req r = *pk_step_req_of(s, sl.req);
         const int32_t tok = s->step_output[sl.sample_row];
         const int32_t len = sl.len + 1, num_output = r.num_output + 1;
         s->tokens[(int64_t)i * s->max_seq + sl.len] = tok;
         s->slots[i].len = len;
-        s->reqs[sl.req].num_output = num_output;
-        pk_step_token *e = &s->emitted[s->nemitted++];
-        e->req = sl.req;
-        e->token = tok;
-        e->row = sl.sample_row;
-        e->pad = 0;
+        pk_step_req_of(s, sl.req)->num_output = num_output;
+        pk_step_token *e = pk_step_emit(s, sl.req, tok, sl.sample_row);
         if (s->eos >= 0 && tok == s->eos)
-            pk_step_retire(s, &s->slots[i], PK_STEP_FINISH_EOS);
+            pk_step_retire(s, &s->slots[i], e->finish = PK_STEP_FINISH_EOS);
         else if (num_output >= r.max_new_tokens || len >= s->max_seq)
-            pk_step_retire(s, &s->slots[i], PK_STEP_FINISH_LENGTH);
+            pk_step_retire(s, &s->slots[i], e->finish = PK_STEP_FINISH_LENGTH);
     }
 }
 
+/* Takes waiting requests into free slots, in order, while the pages they reserve are there. A
+ * session's request cancelled while it waited ends here, with a record. */
 PK_HD void pk_step_admit(pk_step_state *s) {
     for (int i = 0; i < s->R && s->next_req < s->nreqs; i++) {
         pk_slot *sl = &s->slots[i];
         if (sl->req >= 0) continue;
-        const pk_step_req *r = &s->reqs[s->next_req];
+        const pk_step_req *r = pk_step_req_of(s, s->next_req);
+        if (r->finish != PK_STEP_FINISH_NONE) { /* cancelled while it waited */
+            pk_step_emit(s, s->next_req++, -1, -1)->finish = r->finish;
+            s->ndone++;
+            i--; /* the slot is still free */
+            continue;
+        }
         int life = r->prompt_len + r->max_new_tokens;
         if (life > s->max_seq) life = s->max_seq;
         int need = pk_step_pages_for(life, s->page_size);
@@ -249,6 +264,22 @@ PK_HD void pk_step_admit(pk_step_state *s) {
     }
 }
 
+/* A session's cancel of request id: a running one ends now (its pages come back) and a waiting
+ * one when admission reaches it, each with a record; one that ended already is left alone. */
+PK_HD void pk_step_cancel(pk_step_state *s, int32_t id) {
+    if (id < 0 || id >= s->nreqs) return;
+    if (id >= s->next_req) {
+        pk_step_req_of(s, id)->finish = PK_STEP_FINISH_CANCELLED;
+        return;
+    }
+    for (int i = 0; i < s->R; i++)
+        if (s->slots[i].req == id) {
+            pk_step_retire(s, &s->slots[i], PK_STEP_FINISH_CANCELLED);
+            pk_step_emit(s, id, -1, -1)->finish = PK_STEP_FINISH_CANCELLED;
+            return;
+        }
+}
+
 /* Gives slot i the rows for tokens [cached, cached + n), taking pages as needed. */
 PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
     pk_slot *sl = &s->slots[i];
@@ -257,7 +288,7 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
         PK_STEP_ASSERT(s->nfree > 0 && sl->npages < sl->reserved);
         pt[sl->npages++] = s->free_pages[--s->nfree];
     }
-    int32_t plen = s->reqs[sl->req].prompt_len;
+    int32_t plen = pk_step_req_of(s, sl->req)->prompt_len;
     if (sl->cached < plen) s->prompt_rows += sl->cached + n < plen ? n : plen - sl->cached;
     for (int j = 0; j < n; j++) {
         int pos = sl->cached + j;
@@ -286,7 +317,7 @@ PK_HD uint32_t pk_step_ngram_key(const int32_t *t, int e, int g, int32_t cap) {
  * (prompt + max_new_tokens, max_seq_length: its reserved pages). Returns how many. */
 PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
     pk_slot *sl = &s->slots[i];
-    const pk_step_req *r = &s->reqs[sl->req];
+    const pk_step_req *r = pk_step_req_of(s, sl->req);
     int32_t *t = s->tokens + (int64_t)i * s->max_seq;
     int32_t *idx = s->ngram_pos + (int64_t)i * s->ngram_cap;
     const int n = sl->len, G = s->spec_ngram > 0 ? s->spec_ngram : 3;

@@ -84,15 +84,13 @@ pk_status pk_write_task_graph(pk_kernel *k, const char *path) {
     return pk_taskgraph_write_json(k, path);
 }
 
-pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, void *user) {
-    if (!k) return PK_ERR_INVALID_ARGUMENT;
-    pk_status s = pk_enter(k);
-    if (s != PK_OK) return s;
-    if (!k->compiled) return pk_fail(k, PK_ERR_STATE, "pk_run: compile the kernel first");
+pk_status pk_check_runnable(pk_kernel *k, const char *who) {
+    if (!k->compiled) return pk_fail(k, PK_ERR_STATE, "%s: compile the kernel first", who);
+    if (k->session) return pk_fail(k, PK_ERR_STATE, "%s: a session is open on this kernel (pk_session_close first)", who);
     pk_tensor *out = k->tensors[k->t_step_output];
     if (out->producer < 0)
-        return pk_fail(k, PK_ERR_STATE, "pk_run: no layer writes pk_step_output(k): add pk_argmax_layer(k, logits, "
-                                        "pk_step_output(k), grid) or pk_rmsnorm_linear_argmax_layer");
+        return pk_fail(k, PK_ERR_STATE, "%s: no layer writes pk_step_output(k): add pk_argmax_layer(k, logits, "
+                                        "pk_step_output(k), grid) or pk_rmsnorm_linear_argmax_layer", who);
     /* Generated ids are fed back to the embedding: the argmax must not pick ids past its rows.
      * pk_argmax_layer's layer reads the logits and writes pk_step_output;
      * pk_rmsnorm_linear_argmax_layer's writes both. */
@@ -102,9 +100,18 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
                                                                              : am->outputs[0]];
     if (k->vocab_size > 0 && logits->dims[1] > k->vocab_size)
         return pk_fail(k, PK_ERR_SHAPE,
-                       "pk_run: the argmax into pk_step_output reads logits '%s' of %lld columns, more than "
+                       "%s: the argmax into pk_step_output reads logits '%s' of %lld columns, more than "
                        "the %d rows of the embedding: generated ids would index past it",
-                       logits->name, (long long)logits->dims[1], k->vocab_size);
+                       who, logits->name, (long long)logits->dims[1], k->vocab_size);
+    return PK_OK;
+}
+
+pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, void *user) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status s = pk_enter(k);
+    if (s != PK_OK) return s;
+    s = pk_check_runnable(k, "pk_run");
+    if (s != PK_OK) return s;
     pk_run_record *rt = &k->runs;
     rt->ntimed = 0;
     k->steps_run = 0;

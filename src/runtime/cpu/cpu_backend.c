@@ -104,5 +104,5 @@ const pk_backend_i pk_cpu_backend = {
     .memory = cpu_memory,
     .copy_bandwidth = cpu_copy_bandwidth,
     .free = cpu_free,
-    /* session_start, _submit, _poll, _stop: not yet provided by this backend */
+    .serves_sessions = 1, /* the workers run until the session's step boundary ends the run */
 };

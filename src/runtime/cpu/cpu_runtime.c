@@ -63,9 +63,16 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spin briefly, then yield: there may be more threads than cores. */
+/* Spin briefly, then yield (there may be more threads than cores), then sleep: a resident
+ * session's workers wait here while it has nothing to run, and should not hold the cores. */
 static void backoff(unsigned *spins) {
-    if (++*spins > 64) sched_yield();
+    if (++*spins <= 64) return;
+    if (*spins <= 64 + 4096) {
+        sched_yield();
+        return;
+    }
+    const struct timespec nap = {0, 50000}; /* 50 us */
+    nanosleep(&nap, NULL);
 }
 
 static int ring_init(ring *r, uint64_t min_cap) {
@@ -120,13 +127,13 @@ static void run_traced(worker *w, uint32_t t, uint64_t step) {
     }
 }
 
-/* prepare_next_step: returns 1 if another step was planned (none after pk_cancel). Its start ends
- * the step that ran. */
+/* prepare_next_step: returns 1 if another step was planned (pk_decode_plan_step: none after
+ * pk_cancel; a session's waits here while idle). Its start ends the step that ran. */
 static int next_step(cpu_run *r) {
     pk_step_mark_end(&r->d->s, now_ns());
     pk_decode_finish_step(r->d);
     r->k->steps_run++;
-    return !pk_cancel_requested(r->k) && pk_decode_plan_step(r->d);
+    return pk_decode_plan_step(r->d);
 }
 
 /* ---- static mode ---- */

@@ -605,5 +605,5 @@ const pk_backend_i pk_cuda_backend = {
     .memory = cuda_memory,
     .copy_bandwidth = cuda_copy_bandwidth,
     .free = cuda_free,
-    /* session_start, _submit, _poll, _stop: not yet provided by this backend */
+    .serves_sessions = 0, /* the device's step boundary reads no session mailbox yet */
 };

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0
+/* session.c — pk_session_* (pk.h): a resident session. The backend's `run` goes on on a thread of
+ * the session's until it closes; the host hands requests and cancels to its step boundary and
+ * takes records back, through the rings of session.h. The step logic is decode_step.h's, as in
+ * pk_run: a session only widens what a step boundary reads and writes.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "runtime/session.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+/* Yield a few times, then sleep in growing naps up to 200 us: a boundary with nothing to run, or
+ * a poll with nothing to take, should not hold a core, and should notice work within a step. */
+static void idle_wait(unsigned *n) {
+    if (++*n <= 16) {
+        sched_yield();
+        return;
+    }
+    unsigned us = 20 * (*n - 16);
+    const struct timespec nap = {0, (long)(us < 200 ? us : 200) * 1000};
+    nanosleep(&nap, NULL);
+}
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- the step boundary (the run thread) ---- */
+
+/* Moves the step state's records to the out ring, waiting while it is full. */
+static void push_records(pk_session *ss, pk_step_state *s) {
+    uint32_t tail = __atomic_load_n(&ss->out_tail, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < s->nemitted; i++) {
+        unsigned n = 0;
+        while (tail - LOAD(&ss->out_head) >= ss->out_cap) idle_wait(&n);
+        ss->out[tail & (ss->out_cap - 1)] = s->emitted[i];
+        STORE(&ss->out_tail, ++tail);
+    }
+    s->nemitted = 0;
+}
+
+void pk_session_step_finished(pk_decode *d) { push_records(d->sess, &d->s); }
+
+int pk_session_step_plan(pk_decode *d) {
+    pk_session *ss = d->sess;
+    pk_step_state *s = &d->s;
+    for (unsigned n = 0;;) {
+        /* closing before submitted: a close comes after the host's last submit */
+        const int closing = LOAD(&ss->closing);
+        s->nreqs = LOAD(&ss->submitted);
+        const uint32_t nc = LOAD(&ss->ncancel);
+        s->nemitted = 0;
+        for (; ss->cancels_seen != nc; ss->cancels_seen++)
+            pk_step_cancel(s, ss->cancel_ids[ss->cancels_seen & (uint32_t)(ss->cap - 1)]);
+        STORE(&ss->cancels_done, nc);
+        const int more = pk_step_plan(s);
+        push_records(ss, s);
+        if (more) return 1;
+        if (closing) return 0; /* nothing runs or waits, and nothing more will come */
+        idle_wait(&n);
+    }
+}
+
+static void *run_thread(void *arg) {
+    pk_session *ss = arg;
+    pk_status st = ss->k->backend->run(ss->k, &ss->d);
+    ss->run_status = st;
+    if (st != PK_OK) snprintf(ss->run_err, sizeof ss->run_err, "%s", ss->k->err);
+    STORE(&ss->ended, 1);
+    return NULL;
+}
+
+/* ---- the host ---- */
+
+static void session_free(pk_session *ss) {
+    pk_decode_free(&ss->d);
+    free(ss->ring);
+    free(ss->cancel_ids);
+    free(ss->out);
+    free(ss->host);
+    free(ss->host_id);
+    free(ss->cancel_wanted);
+    free(ss);
+}
+
+pk_status pk_session_open(pk_kernel *k, int queue, pk_token_fn on_token, void *user) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status st = pk_enter(k);
+    if (st != PK_OK) return st;
+    st = pk_check_runnable(k, "pk_session_open");
+    if (st != PK_OK) return st;
+    if (!k->backend->serves_sessions)
+        return pk_fail(k, PK_ERR_UNSUPPORTED,
+                       "pk_session_open: the %s backend cannot keep its kernel resident yet; run requests with pk_run",
+                       k->backend->name);
+    const int R = k->cfg.max_requests;
+    if (queue == 0) queue = 4 * R;
+    if (queue < R || queue > (1 << 20))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_session_open: queue %d outside [max_requests %d, 2^20]", queue,
+                       R);
+    int32_t cap = 1;
+    while (cap < queue) cap *= 2;
+    const int emitted_cap = R * (2 + k->cfg.spec_length) + cap; /* a step's tokens, cancels, skipped */
+    uint32_t out_cap = 4096;
+    while (out_cap < 2u * (uint32_t)emitted_cap) out_cap *= 2;
+    pk_session *ss = calloc(1, sizeof *ss);
+    if (!ss) return pk_fail(k, PK_ERR_NO_MEMORY, "pk_session_open: out of memory");
+    ss->k = k;
+    ss->on_token = on_token;
+    ss->user = user;
+    ss->cap = cap;
+    ss->out_cap = out_cap;
+    ss->ring = calloc((size_t)cap, sizeof *ss->ring);
+    ss->cancel_ids = calloc((size_t)cap, sizeof *ss->cancel_ids);
+    ss->out = calloc(out_cap, sizeof *ss->out);
+    ss->host = calloc((size_t)cap, sizeof *ss->host);
+    ss->host_id = calloc((size_t)cap, sizeof *ss->host_id);
+    ss->cancel_wanted = calloc((size_t)cap, 1);
+    if (!ss->ring || !ss->cancel_ids || !ss->out || !ss->host || !ss->host_id || !ss->cancel_wanted) {
+        session_free(ss);
+        return pk_fail(k, PK_ERR_NO_MEMORY, "pk_session_open: out of memory for a queue of %d", cap);
+    }
+    st = pk_decode_setup(&ss->d, k, emitted_cap);
+    if (st != PK_OK) {
+        session_free(ss);
+        return st;
+    }
+    ss->d.sess = ss;
+    ss->d.s.reqs = ss->ring;
+    ss->d.s.req_mask = cap - 1;
+    ss->d.s.nreqs = 0;
+    pk_step_reset(&ss->d.s);
+    k->steps_run = 0;
+    __atomic_store_n(&k->cancel, 0, __ATOMIC_SEQ_CST);
+    if (pthread_create(&ss->thread, NULL, run_thread, ss) != 0) {
+        session_free(ss);
+        return pk_fail(k, PK_ERR_BACKEND, "pk_session_open: could not start the session's thread");
+    }
+    k->session = ss;
+    k->close_session = pk_session_close;
+    return PK_OK;
+}
+
+static pk_session *open_session(pk_kernel *k, const char *who) {
+    if (!k->session) pk_fail(k, PK_ERR_STATE, "%s: no session is open on this kernel (pk_session_open)", who);
+    return k->session;
+}
+
+/* Sends the cancels asked for while the notice ring has room. */
+static void send_cancels(pk_session *ss) {
+    const uint32_t mask = (uint32_t)ss->cap - 1;
+    uint32_t nc = ss->ncancel;
+    for (int32_t e = 0; e < ss->cap; e++) {
+        if (!ss->cancel_wanted[e]) continue;
+        if (nc - LOAD(&ss->cancels_done) >= (uint32_t)ss->cap) break;
+        ss->cancel_wanted[e] = 0;
+        if (!ss->host[e]) continue; /* ended meanwhile */
+        ss->cancel_ids[nc & mask] = ss->host_id[e];
+        STORE(&ss->ncancel, ++nc);
+    }
+}
+
+pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status st = pk_enter(k);
+    if (st != PK_OK) return st;
+    pk_session *ss = open_session(k, "pk_session_submit");
+    if (!ss) return k->status;
+    if (!req || !id) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_session_submit: req or id is NULL");
+    if (LOAD(&ss->ended))
+        return pk_fail(k, PK_ERR_BACKEND, "pk_session_submit: the session's runtime stopped: %s",
+                       ss->run_err[0] ? ss->run_err : "(no error)");
+    req->num_output = 0;
+    req->finish = PK_FINISH_NONE;
+    st = pk_decode_check_request(k, req, "pk_session_submit: the request");
+    if (st != PK_OK) return st;
+    const int32_t nid = ss->next_id, e = nid & (ss->cap - 1);
+    if (ss->host[e])
+        return pk_fail(k, PK_ERR_LIMIT,
+                       "pk_session_submit: the queue is full (%d requests running or waiting, queue %d): poll, then "
+                       "submit again",
+                       ss->running, ss->cap);
+    if (nid == INT32_MAX)
+        return pk_fail(k, PK_ERR_LIMIT, "pk_session_submit: the session has taken %d requests; open a new one", nid);
+    ss->ring[e] = (pk_step_req){.prompt = req->prompt,
+                                .prompt_len = req->prompt_len,
+                                .max_new_tokens = req->max_new_tokens,
+                                .num_output = 0,
+                                .finish = PK_FINISH_NONE};
+    ss->host[e] = req;
+    ss->host_id[e] = nid;
+    ss->cancel_wanted[e] = 0;
+    ss->next_id = nid + 1;
+    ss->running++;
+    STORE(&ss->submitted, ss->next_id);
+    *id = nid;
+    return PK_OK;
+}
+
+pk_status pk_session_cancel(pk_kernel *k, int id) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status st = pk_enter(k);
+    if (st != PK_OK) return st;
+    pk_session *ss = open_session(k, "pk_session_cancel");
+    if (!ss) return k->status;
+    if (id < 0 || id >= ss->next_id) return PK_OK;
+    const int32_t e = id & (ss->cap - 1);
+    if (!ss->host[e] || ss->host_id[e] != id) return PK_OK; /* ended */
+    ss->cancel_wanted[e] = 1;
+    send_cancels(ss);
+    return PK_OK;
+}
+
+/* Takes the records in the out ring: outputs, finishes, on_token. */
+static pk_status deliver(pk_kernel *k, pk_session *ss) {
+    const uint32_t tail = LOAD(&ss->out_tail);
+    pk_status st = PK_OK;
+    for (uint32_t h = __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED); h != tail; h++) {
+        const pk_step_token rec = ss->out[h & (ss->out_cap - 1)];
+        const int32_t e = rec.req & (ss->cap - 1);
+        pk_request *r = ss->host[e];
+        if (!r || ss->host_id[e] != rec.req || (rec.token >= 0 && r->num_output >= r->max_new_tokens)) {
+            st = pk_fail(k, PK_ERR_BACKEND, "pk_session_poll: a record of request %d that the session does not expect "
+                                            "(a bug in pk)", (int)rec.req);
+            continue;
+        }
+        if (rec.token >= 0) r->output[r->num_output++] = rec.token;
+        if (rec.finish != PK_FINISH_NONE) {
+            r->finish = (pk_finish_reason)rec.finish;
+            ss->host[e] = NULL;
+            ss->running--;
+        }
+        if (rec.token >= 0 && ss->on_token) ss->on_token(ss->user, rec.req, rec.token, rec.row);
+    }
+    STORE(&ss->out_head, tail);
+    return st;
+}
+
+pk_status pk_session_poll(pk_kernel *k, int timeout_ms, int *running) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_status st = pk_enter(k);
+    if (st != PK_OK) return st;
+    pk_session *ss = open_session(k, "pk_session_poll");
+    if (!ss) return k->status;
+    const double deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (unsigned n = 0;;) {
+        send_cancels(ss);
+        if (LOAD(&ss->out_tail) != __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED) || LOAD(&ss->ended) ||
+            mono_ms() >= deadline)
+            break;
+        idle_wait(&n);
+    }
+    const int ended = LOAD(&ss->ended); /* before the records: an ended run wrote its last ones */
+    st = deliver(k, ss);
+    if (running) *running = ss->running;
+    if (st != PK_OK) return st;
+    if (ended && ss->run_status != PK_OK)
+        return pk_fail(k, ss->run_status, "pk_session_poll: the session's runtime stopped: %s", ss->run_err);
+    if (ended && ss->running > 0)
+        return pk_fail(k, PK_ERR_BACKEND, "pk_session_poll: the session's runtime ended with %d requests running (a "
+                                          "bug in pk)", ss->running);
+    return PK_OK;
+}
+
+pk_status pk_session_close(pk_kernel *k) {
+    if (!k) return PK_ERR_INVALID_ARGUMENT;
+    pk_session *ss = k->session;
+    if (!ss) return PK_OK;
+    for (int32_t e = 0; e < ss->cap; e++) ss->cancel_wanted[e] = ss->host[e] != NULL;
+    STORE(&ss->closing, 1);
+    pk_status st = PK_OK;
+    char err[PK_ERR_MAX] = "";
+    for (;;) { /* deliver until the run thread has ended and left nothing behind; keep the first error */
+        const int ended = LOAD(&ss->ended);
+        const pk_status s = pk_session_poll(k, 10, NULL);
+        if (s != PK_OK && st == PK_OK) {
+            st = s;
+            snprintf(err, sizeof err, "%s", k->err);
+        }
+        if (ended && LOAD(&ss->out_tail) == __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED)) break;
+    }
+    pthread_join(ss->thread, NULL);
+    k->session = NULL;
+    k->close_session = NULL;
+    session_free(ss);
+    return st == PK_OK ? PK_OK : pk_fail(k, st, "%s", err);
+}

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+/* test_session.c — the resident session (pk_session_*, pk.h) on the CPU backend, shipped model.
+ *
+ * The reference of every request is its own pk_run, alone (tokens and finish reason). Against it:
+ * requests submitted together, and submitted while others decode (they join between steps, their
+ * prompt chunks beside the others' decode rows), in both scheduling modes and with speculation;
+ * on_token's order and ids; a cancel of a running request (its slot and pages come back: the
+ * next request runs to its reference) and of a waiting one (no token); a full queue refused and
+ * then accepted after a poll; bad requests refused with the session still serving; pk_run refused
+ * while the session is open and working after it closes; close cancelling what runs; and a few
+ * hundred requests with random cancels, every one ending exactly once.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "pk.h"
+
+#define MODEL "models/pk-tiny"
+#define NP 12      /* prompts */
+#define MAXNEW 24
+#define PLEN_MAX 40
+
+static int32_t prompts[NP][PLEN_MAX];
+static int plen[NP];
+static int vocab;
+
+typedef struct ref {
+    int32_t tok[MAXNEW];
+    int n;
+    pk_finish_reason finish;
+} ref;
+static ref refs[NP]; /* each prompt alone, max_new_tokens MAXNEW */
+
+static pk_config config(pk_sched_mode mode, int spec, int max_requests) {
+    pk_config c = pk_config_default();
+    c.max_seq_length = 128;
+    c.max_requests = max_requests;
+    c.max_tokens_per_step = 16;
+    c.page_size = 8;
+    c.num_workers = 2;
+    c.sched_mode = mode;
+    c.spec_length = spec;
+    return c;
+}
+
+static pk_model *load(pk_config c) {
+    char err[512];
+    pk_model *m = pk_model_load(MODEL, &c, err, sizeof err);
+    CHECK(m != NULL, "%s", err);
+    if (!m) return NULL;
+    if (pk_compile(pk_model_kernel(m), NULL) != PK_OK) {
+        CHECK(0, "compile: %s", pk_kernel_error(pk_model_kernel(m)));
+        pk_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void make_refs(void) {
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 1));
+    if (!m) return;
+    for (int i = 0; i < NP; i++) {
+        pk_request r = {.prompt = prompts[i], .prompt_len = plen[i], .max_new_tokens = MAXNEW, .output = refs[i].tok};
+        CHECK(pk_run(pk_model_kernel(m), &r, 1, NULL, NULL) == PK_OK, "reference %d: %s", i,
+              pk_kernel_error(pk_model_kernel(m)));
+        refs[i].n = r.num_output;
+        refs[i].finish = r.finish;
+    }
+    pk_model_free(m);
+}
+
+/* What on_token saw of each id. */
+typedef struct seen {
+    int32_t tok[64][MAXNEW];
+    int n[64];
+    int bad; /* a token of an unknown id, or past its request's room */
+} seen;
+
+static void on_token(void *user, int id, int32_t token, int row) {
+    seen *s = user;
+    (void)row;
+    if (id < 0 || id >= 64 || s->n[id] >= MAXNEW) {
+        s->bad++;
+        return;
+    }
+    s->tok[id][s->n[id]++] = token;
+}
+
+/* Polls until nothing runs (at most ~20 s). */
+static void drain(pk_kernel *k, const char *what) {
+    int running = 1;
+    for (int i = 0; i < 2000 && running > 0; i++)
+        if (pk_session_poll(k, 10, &running) != PK_OK) {
+            CHECK(0, "%s: poll: %s", what, pk_kernel_error(k));
+            return;
+        }
+    CHECK(running == 0, "%s: %d requests still running after 20 s", what, running);
+}
+
+static int same_as_ref(const pk_request *r, int p) {
+    return r->num_output == refs[p].n && r->finish == refs[p].finish &&
+           memcmp(r->output, refs[p].tok, (size_t)r->num_output * sizeof(int32_t)) == 0;
+}
+
+/* n requests (prompt i % NP), the first `first` submitted at once, the rest one by one after a
+ * poll that saw tokens come: every output equals its reference, and on_token saw the same. */
+static void together_and_joining(pk_sched_mode mode, int spec, int max_requests, int n, int first) {
+    pk_model *m = load(config(mode, spec, max_requests));
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    pk_status st = pk_session_open(k, 0, on_token, &sn);
+    CHECK(st == PK_OK, "open: %s", pk_kernel_error(k));
+    if (st != PK_OK) {
+        pk_model_free(m);
+        return;
+    }
+    static int32_t out[64][MAXNEW];
+    pk_request req[64];
+    int ids[64];
+    for (int i = 0; i < n; i++) {
+        req[i] = (pk_request){.prompt = prompts[i % NP], .prompt_len = plen[i % NP], .max_new_tokens = MAXNEW,
+                              .output = out[i]};
+        if (i >= first) { /* join while the others run */
+            int running = 0;
+            CHECK(pk_session_poll(k, 50, &running) == PK_OK, "poll: %s", pk_kernel_error(k));
+        }
+        st = pk_session_submit(k, &req[i], &ids[i]);
+        for (int t = 0; t < 2000 && st == PK_ERR_LIMIT; t++) { /* the queue is full: wait for one to end */
+            pk_session_poll(k, 10, NULL);
+            st = pk_session_submit(k, &req[i], &ids[i]);
+        }
+        CHECK(st == PK_OK && ids[i] == i, "submit %d: id %d, %s", i, ids[i], pk_kernel_error(k));
+    }
+    drain(k, "together");
+    for (int i = 0; i < n; i++) {
+        CHECK(same_as_ref(&req[i], i % NP), "mode %d spec %d R %d: request %d (%d tokens, finish %d) differs from "
+              "its own run (%d tokens, finish %d)", (int)mode, spec, max_requests, i, req[i].num_output,
+              (int)req[i].finish, refs[i % NP].n, (int)refs[i % NP].finish);
+        CHECK(sn.n[i] == req[i].num_output && memcmp(sn.tok[i], req[i].output, (size_t)sn.n[i] * 4) == 0,
+              "on_token of request %d: %d tokens, output %d", i, sn.n[i], req[i].num_output);
+    }
+    CHECK(sn.bad == 0, "%d tokens of unknown ids", sn.bad);
+    CHECK(pk_session_close(k) == PK_OK, "close: %s", pk_kernel_error(k));
+    pk_model_free(m);
+}
+
+static void cancels_and_errors(void) {
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 1)); /* one slot: the next waits for the first */
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    pk_request bad_req = {.prompt = prompts[0], .prompt_len = plen[0], .max_new_tokens = MAXNEW, .output = NULL};
+    int id = -1;
+    CHECK(pk_session_submit(k, &bad_req, &id) == PK_ERR_STATE && strstr(pk_kernel_error(k), "no session"),
+          "submit without a session: %s", pk_kernel_error(k));
+    CHECK(pk_session_open(k, 0, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+    CHECK(pk_session_open(k, 0, NULL, NULL) == PK_ERR_STATE, "a second open: %s", pk_kernel_error(k));
+    /* bad requests: refused, the session goes on */
+    CHECK(pk_session_submit(k, &bad_req, &id) == PK_ERR_INVALID_ARGUMENT && strstr(pk_kernel_error(k), "NULL"),
+          "NULL output: %s", pk_kernel_error(k));
+    int32_t out[4][MAXNEW], badtok[2] = {1, vocab + 5};
+    pk_request oov = {.prompt = badtok, .prompt_len = 2, .max_new_tokens = 4, .output = out[0]};
+    CHECK(pk_session_submit(k, &oov, &id) == PK_ERR_LIMIT && strstr(pk_kernel_error(k), "vocabulary"),
+          "token outside the vocabulary: %s", pk_kernel_error(k));
+    pk_request neg = {.prompt = prompts[0], .prompt_len = plen[0], .max_new_tokens = -3, .output = out[0]};
+    CHECK(pk_session_submit(k, &neg, &id) == PK_ERR_INVALID_ARGUMENT, "max_new_tokens -3: %s", pk_kernel_error(k));
+    pk_request one = {.prompt = prompts[0], .prompt_len = 1, .max_new_tokens = 1, .output = out[0]};
+    CHECK(pk_run(k, &one, 1, NULL, NULL) == PK_ERR_STATE && strstr(pk_kernel_error(k), "session is open"),
+          "pk_run during a session: %s", pk_kernel_error(k));
+
+    /* a running request cancelled after a few tokens: CANCELLED with a prefix of its reference;
+     * the waiting one behind it then runs to its own reference */
+    pk_request a = {.prompt = prompts[1], .prompt_len = plen[1], .max_new_tokens = MAXNEW, .output = out[1]};
+    pk_request b = {.prompt = prompts[2], .prompt_len = plen[2], .max_new_tokens = MAXNEW, .output = out[2]};
+    pk_request c = {.prompt = prompts[3], .prompt_len = plen[3], .max_new_tokens = MAXNEW, .output = out[3]};
+    int ida = -1, idb = -1, idc = -1;
+    CHECK(pk_session_submit(k, &a, &ida) == PK_OK && pk_session_submit(k, &b, &idb) == PK_OK &&
+              pk_session_submit(k, &c, &idc) == PK_OK,
+          "submit: %s", pk_kernel_error(k));
+    CHECK(pk_session_cancel(k, idc) == PK_OK, "cancel of a waiting request: %s", pk_kernel_error(k));
+    for (int i = 0; i < 2000 && a.num_output < 2 && a.finish == PK_FINISH_NONE; i++) pk_session_poll(k, 10, NULL);
+    CHECK(pk_session_cancel(k, ida) == PK_OK && pk_session_cancel(k, 9999) == PK_OK && pk_session_cancel(k, -1) == PK_OK,
+          "cancels: %s", pk_kernel_error(k));
+    drain(k, "cancel");
+    CHECK(a.finish == PK_FINISH_CANCELLED || (refs[1].n <= 2 && same_as_ref(&a, 1)),
+          "the cancelled request ended with %d after %d tokens", (int)a.finish, a.num_output);
+    CHECK(a.num_output <= refs[1].n && memcmp(a.output, refs[1].tok, (size_t)a.num_output * 4) == 0,
+          "the cancelled request's %d tokens are not a prefix of its own run's", a.num_output);
+    CHECK(same_as_ref(&b, 2), "the request after the cancelled one: %d tokens, finish %d (own run %d, %d)",
+          b.num_output, (int)b.finish, refs[2].n, (int)refs[2].finish);
+    CHECK(c.finish == PK_FINISH_CANCELLED && c.num_output == 0, "the waiting request cancelled: finish %d, %d tokens",
+          (int)c.finish, c.num_output);
+    CHECK(pk_session_cancel(k, ida) == PK_OK, "a second cancel of an ended request: %s", pk_kernel_error(k));
+
+    /* close with a request running: it ends CANCELLED; then pk_run works again */
+    pk_request d = {.prompt = prompts[4], .prompt_len = plen[4], .max_new_tokens = MAXNEW, .output = out[0]};
+    CHECK(pk_session_submit(k, &d, &id) == PK_OK, "submit: %s", pk_kernel_error(k));
+    CHECK(pk_session_close(k) == PK_OK, "close: %s", pk_kernel_error(k));
+    CHECK(d.finish == PK_FINISH_CANCELLED || same_as_ref(&d, 4), "closed while running: finish %d",
+          (int)d.finish);
+    CHECK(pk_session_close(k) == PK_OK, "a second close: %s", pk_kernel_error(k));
+    one.max_new_tokens = MAXNEW;
+    one.prompt_len = plen[5];
+    one.prompt = prompts[5];
+    CHECK(pk_run(k, &one, 1, NULL, NULL) == PK_OK && same_as_ref(&one, 5), "pk_run after the session: %s",
+          pk_kernel_error(k));
+    pk_model_free(m);
+}
+
+/* queue 2 over max_requests 2: the third submit is refused until one ends */
+static void full_queue(void) {
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 2));
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    CHECK(pk_session_open(k, 1, NULL, NULL) == PK_ERR_INVALID_ARGUMENT, "queue 1 < max_requests 2: %s",
+          pk_kernel_error(k));
+    CHECK(pk_session_open(k, 2, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+    int32_t out[3][MAXNEW];
+    pk_request r[3];
+    int id[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++)
+        r[i] = (pk_request){.prompt = prompts[i], .prompt_len = plen[i], .max_new_tokens = MAXNEW, .output = out[i]};
+    CHECK(pk_session_submit(k, &r[0], &id[0]) == PK_OK && pk_session_submit(k, &r[1], &id[1]) == PK_OK, "submit: %s",
+          pk_kernel_error(k));
+    CHECK(pk_session_submit(k, &r[2], &id[2]) == PK_ERR_LIMIT && strstr(pk_kernel_error(k), "queue is full"),
+          "a third in a queue of 2: %s", pk_kernel_error(k));
+    int running = 2;
+    for (int i = 0; i < 2000 && running == 2; i++) pk_session_poll(k, 10, &running);
+    CHECK(pk_session_submit(k, &r[2], &id[2]) == PK_OK && id[2] == 2, "after one ended: %s", pk_kernel_error(k));
+    drain(k, "full queue");
+    for (int i = 0; i < 3; i++) CHECK(same_as_ref(&r[i], i), "request %d of the full queue", i);
+    pk_model_free(m); /* closes the session */
+}
+
+/* Many short requests, random cancels, submitted whenever the queue has room: each ends exactly
+ * once, the uncancelled equal their references, the cancelled hold a prefix. */
+static void churn(int total) {
+    pk_model *m = load(config(PK_SCHED_DYNAMIC, 0, 4));
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    CHECK(pk_session_open(k, 8, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+    enum { LIVE = 8 };
+    pk_request r[LIVE];
+    int32_t out[LIVE][MAXNEW];
+    int id[LIVE], prompt_of[LIVE], busy[LIVE] = {0};
+    int submitted = 0, ended = 0, wrong = 0, cancelled = 0;
+    uint64_t seed = 77;
+    for (int iter = 0; iter < 100000 && ended < total; iter++) {
+        for (int s = 0; s < LIVE && submitted < total; s++) {
+            if (busy[s]) continue;
+            prompt_of[s] = (int)(check_rand_u64(&seed) % NP);
+            r[s] = (pk_request){.prompt = prompts[prompt_of[s]], .prompt_len = plen[prompt_of[s]],
+                                .max_new_tokens = 1 + (int)(check_rand_u64(&seed) % MAXNEW), .output = out[s]};
+            if (pk_session_submit(k, &r[s], &id[s]) != PK_OK) break;
+            busy[s] = 1;
+            submitted++;
+        }
+        for (int s = 0; s < LIVE; s++)
+            if (busy[s] && check_rand_u64(&seed) % 16 == 0) pk_session_cancel(k, id[s]);
+        if (pk_session_poll(k, 5, NULL) != PK_OK) {
+            CHECK(0, "churn poll: %s", pk_kernel_error(k));
+            break;
+        }
+        for (int s = 0; s < LIVE; s++) {
+            if (!busy[s] || r[s].finish == PK_FINISH_NONE) continue;
+            busy[s] = 0;
+            ended++;
+            const ref *f = &refs[prompt_of[s]];
+            const int n = r[s].num_output, want = f->n < r[s].max_new_tokens ? f->n : r[s].max_new_tokens;
+            const int prefix = n <= want && memcmp(r[s].output, f->tok, (size_t)n * 4) == 0;
+            if (r[s].finish == PK_FINISH_CANCELLED) cancelled++;
+            else if (!(prefix && n == want)) wrong++;
+            if (!prefix) wrong++;
+        }
+    }
+    CHECK(ended == total && submitted == total, "churn: %d of %d requests ended (%d submitted)", ended, total, submitted);
+    CHECK(wrong == 0, "churn: %d requests with tokens other than their own run's", wrong);
+    CHECK(cancelled > 0 && cancelled < total, "churn: %d of %d cancelled (the test's cancels did not land)", cancelled,
+          total);
+    int running = -1;
+    CHECK(pk_session_poll(k, 0, &running) == PK_OK && running == 0, "churn: %d still running", running);
+    CHECK(pk_session_close(k) == PK_OK, "close: %s", pk_kernel_error(k));
+    pk_model_free(m);
+}
+
+int main(void) {
+    pk_model_info info;
+    char err[256];
+    if (pk_model_read_info(MODEL, &info, err, sizeof err) != PK_OK) {
+        CHECK(0, "%s", err);
+        return check_report("session");
+    }
+    vocab = info.vocab_size;
+    uint64_t seed = 1234;
+    for (int i = 0; i < NP; i++) {
+        plen[i] = 1 + (int)(check_rand_u64(&seed) % PLEN_MAX);
+        for (int j = 0; j < plen[i]; j++) prompts[i][j] = 1 + (int32_t)(check_rand_u64(&seed) % (uint64_t)(vocab - 1));
+    }
+    make_refs();
+    together_and_joining(PK_SCHED_STATIC, 0, 4, NP, NP);    /* all at once, more than fit */
+    together_and_joining(PK_SCHED_DYNAMIC, 0, 3, NP, 3);    /* joining while others decode */
+    if (!SANITIZED) { /* the sanitizer passes keep to the threads' hand-offs: ~10x slower */
+        together_and_joining(PK_SCHED_STATIC, 0, 4, 2 * NP, 2);
+        together_and_joining(PK_SCHED_STATIC, 4, 4, NP, 4); /* speculation's drafts beside */
+    }
+    cancels_and_errors();
+    full_queue();
+    churn(SANITIZED ? 60 : 300);
+    return check_report("session");
+}
