@@ -89,7 +89,24 @@ static void *stream_thread(void *arg) {
     return NULL;
 }
 
+/* The most jobs /metrics showed decoding at once, sampled until *stop. */
+typedef struct running_peak {
+    atomic_int stop;
+    long peak;
+} running_peak;
+
+static void *watch_running(void *arg) {
+    running_peak *w = arg;
+    while (!atomic_load(&w->stop)) {
+        long r = metric("pk_requests_running");
+        if (r > w->peak) w->peak = r;
+        usleep(2000);
+    }
+    return NULL;
+}
+
 static void check_concurrent_streams(void) {
+    double t_alone = now_s();
     for (int p = 0; p < NPROMPT; p++) { /* alone: one after the other */
         char body[256];
         int ok;
@@ -105,18 +122,27 @@ static void check_concurrent_streams(void) {
         for (int q = 0; q < p; q++) seen |= !strcmp(alone[p], alone[q]);
         distinct += !seen;
     }
-    printf("32 prompts alone: %d distinct texts\n", distinct);
+    t_alone = now_s() - t_alone;
+    printf("32 prompts alone: %d distinct texts, %.2f s one after another\n", distinct, t_alone);
     CHECK(distinct >= NPROMPT / 2, "only %d distinct texts of 32 prompts: a mix-up could not show", distinct);
 
     static stream_run runs[NPROMPT];
     pthread_t th[NPROMPT];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, NPROMPT);
+    running_peak watch = {.peak = 0};
+    atomic_init(&watch.stop, 0);
+    pthread_t watcher;
+    pthread_create(&watcher, NULL, watch_running, &watch);
+    double t_together = now_s();
     for (int i = 0; i < NPROMPT; i++) {
         runs[i] = (stream_run){.p = NPROMPT - 1 - i, .start = &start}; /* not the order they ran alone */
         pthread_create(&th[i], NULL, stream_thread, &runs[i]);
     }
     for (int i = 0; i < NPROMPT; i++) pthread_join(th[i], NULL);
+    t_together = now_s() - t_together;
+    atomic_store(&watch.stop, 1);
+    pthread_join(watcher, NULL);
     pthread_barrier_destroy(&start);
     double first_done = 1e300;
     for (int i = 0; i < NPROMPT; i++)
@@ -129,9 +155,12 @@ static void check_concurrent_streams(void) {
         overlapped += s->sent > 0 && s->sent < first_done;
         CHECK(eq, "stream of prompt %d: '%s', alone '%s' (ok %d)", s->p, s->text, alone[s->p], s->ok);
     }
-    printf("32 concurrent streams: %d the same as alone; %d sent before the first one ended\n", same, overlapped);
+    printf("32 concurrent streams: %d the same as alone; %d sent before the first one ended; up to %ld decoding at "
+           "once; %.2f s in all\n", same, overlapped, watch.peak, t_together);
     /* the streams must really have been in the server at once, or the test shows nothing */
     CHECK(overlapped >= 8, "only %d of 32 streams were sent before the first ended", overlapped);
+    /* and decoded together (the resident session), not one after another */
+    CHECK(watch.peak >= 8, "at most %ld jobs were decoding at once", watch.peak);
 }
 
 /* ---- the soak ---- */

@@ -116,7 +116,7 @@ static const opt_spec OPTS[] = {
     {"--port", O_PORT, "N", C_SERVE, "the TCP port (default 8000; 0: a free one, printed at start)"},
     {"--api-key", O_API_KEY, "KEY", C_SERVE, "answer 401 unless requests carry 'Authorization: Bearer KEY' (default $PK_API_KEY)"},
     {"--max-requests", O_MAX_REQUESTS, "N", C_SERVE,
-     "requests admitted at once, running or waiting (default 16); more are answered 503"},
+     "requests admitted at once (default 16; on the CPU backend they decode together); more are answered 503"},
     {"--check-tensors", O_CHECK_TENSORS, NULL, C_LOADS,
      "read every weight at load and fail naming a tensor that holds NaN or Inf"},
 };

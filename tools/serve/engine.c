@@ -1,33 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-/* engine.c — serve_engine over pk_run: a FIFO of admitted jobs and one worker thread that runs
- * them in order, one pk_run of one request each.
+/* engine.c — serve_engine: a FIFO of admitted jobs and one thread that runs them, over a
+ * resident session where the backend keeps one (engine_session.c: every job decodes beside the
+ * others), else here, one pk_run of one request each, in order.
  *
- * Stop tokens and cancels both end a run through pk_cancel, which only sets a flag the runtime
- * reads at the next step boundary: tokens that still come after it are dropped here. A cancel
- * that lands before pk_run starts (which clears the flag) is caught by the job's own flag, read
- * before the run and at every token.
+ * pk_run mode: stop tokens and cancels both end a run through pk_cancel, which only sets a flag
+ * the runtime reads at the next step boundary: tokens that still come after it are dropped here.
+ * A cancel that lands before pk_run starts (which clears the flag) is caught by the job's own
+ * flag, read before the run and at every token.
  */
-#include "engine.h"
+#include "engine_impl.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-struct serve_engine {
-    pk_kernel *k;
-    int capacity;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    serve_job *head, *tail; /* waiting, in arrival order */
-    serve_job *running;
-    int queued, stopping;
-    pthread_t thread;
-    serve_engine_stats stats; /* under mu; queued and running filled in by get_stats */
-};
-
-static double mono_s(void) {
+double serve_mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -50,14 +38,18 @@ static void on_token(void *user, int request, int32_t token, int row) {
         pk_cancel(c->e->k);
         return;
     }
-    if (j->num_generated++ == 0) j->ttft_s = mono_s() - j->submitted;
+    if (serve_job_token(j, token)) {
+        c->ended = c->stopped = 1;
+        pk_cancel(c->e->k);
+    }
+}
+
+int serve_job_token(serve_job *j, int32_t token) {
+    if (j->num_generated++ == 0) j->ttft_s = serve_mono_s() - j->submitted;
     for (int i = 0; i < j->num_stop_ids; i++)
-        if (token == j->stop_ids[i]) {
-            c->ended = c->stopped = 1;
-            pk_cancel(c->e->k);
-            return;
-        }
+        if (token == j->stop_ids[i]) return 1;
     j->on_token(j, token);
+    return 0;
 }
 
 static void run_job(serve_engine *e, serve_job *j) {
@@ -105,15 +97,21 @@ static void *worker(void *arg) {
         run_job(e, j);
         pthread_mutex_lock(&e->mu);
         e->running = NULL;
-        e->stats.jobs_done++;
-        e->stats.tokens_generated += j->num_generated;
-        if (j->num_generated) e->stats.ttft_sum_s += j->ttft_s, e->stats.ttft_count++;
         pthread_mutex_unlock(&e->mu);
-        j->on_done(j); /* outside the lock: it may free j or call back into the engine */
+        serve_job_done(e, j);
         pthread_mutex_lock(&e->mu);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
+}
+
+void serve_job_done(serve_engine *e, serve_job *j) {
+    pthread_mutex_lock(&e->mu);
+    e->stats.jobs_done++;
+    e->stats.tokens_generated += j->num_generated;
+    if (j->num_generated) e->stats.ttft_sum_s += j->ttft_s, e->stats.ttft_count++;
+    pthread_mutex_unlock(&e->mu);
+    j->on_done(j); /* outside the lock: it may free j or call back into the engine */
 }
 
 serve_engine *serve_engine_new(pk_kernel *k, int capacity) {
@@ -123,7 +121,18 @@ serve_engine *serve_engine_new(pk_kernel *k, int capacity) {
     e->capacity = capacity < 1 ? 1 : capacity;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    if (pthread_create(&e->thread, NULL, worker, e) != 0) {
+    /* opened here, used from the engine's thread only from then on */
+    pk_status st = pk_session_open(k, e->capacity, serve_session_token, e);
+    e->session = st == PK_OK;
+    if (st != PK_OK && st != PK_ERR_UNSUPPORTED) {
+        fprintf(stderr, "pk: %s\n", pk_kernel_error(k));
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+        free(e);
+        return NULL;
+    }
+    if (pthread_create(&e->thread, NULL, e->session ? serve_session_worker : worker, e) != 0) {
+        if (e->session) pk_session_close(k);
         pthread_cond_destroy(&e->cv);
         pthread_mutex_destroy(&e->mu);
         free(e);
@@ -134,13 +143,13 @@ serve_engine *serve_engine_new(pk_kernel *k, int capacity) {
 
 int serve_engine_submit(serve_engine *e, serve_job *j) {
     pthread_mutex_lock(&e->mu);
-    if (e->stopping || e->queued + (e->running != NULL) >= e->capacity) {
+    if (e->stopping || e->queued + (e->running != NULL) + e->nrunning >= e->capacity) {
         int rc = e->stopping ? -2 : -1;
         pthread_mutex_unlock(&e->mu);
         return rc;
     }
     atomic_store(&j->cancel, 0);
-    j->submitted = mono_s();
+    j->submitted = serve_mono_s();
     j->next = NULL;
     if (e->tail) e->tail->next = j;
     else e->head = j;
@@ -179,7 +188,7 @@ void serve_engine_get_stats(serve_engine *e, serve_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
     out->queued = e->queued;
-    out->running = e->running != NULL;
+    out->running = e->session ? e->nrunning : e->running != NULL;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -193,7 +202,7 @@ void serve_engine_stop(serve_engine *e) {
     if (e->running) {
         atomic_store(&e->running->cancel, 1);
         pk_cancel(e->k);
-    }
+    } /* a session's jobs: its thread cancels them when it sees stopping */
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     while (waiting) {

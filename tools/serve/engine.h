@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /* engine.h — what pk serve asks of the model: admit a job (or refuse it when the queue is full),
  * hand out its tokens as they are made, cancel it, say when it is done. The HTTP side knows only
- * this interface, so a resident session (issue 61) can replace the one implementation behind it.
+ * this interface.
  *
- * engine.c runs jobs one at a time on a worker thread, each as a pk_run of one request over the
- * compiled kernel: pk_cancel stops the whole run, and a run of several requests ends when its
- * last one does, so one request per run is what keeps a cancel or a long answer to its own job.
+ * Behind it: a resident session where the kernel's backend keeps one (the CPU backend;
+ * engine_session.c), whose jobs all decode together, up to the kernel's max_requests; else
+ * (the CUDA backend so far) one pk_run of one request at a time (engine.c): pk_cancel stops a
+ * whole run, so one request per run is what keeps a cancel or a long answer to its own job.
  *
  * Threads: submit, cancel and stats from any thread; on_token and on_done run on the engine's
  * thread. After on_done the engine never touches the job again; until then the job must live.
@@ -51,12 +52,13 @@ typedef struct serve_engine serve_engine;
 typedef struct serve_engine_stats {
     int64_t jobs_done, tokens_generated, ttft_count;
     double ttft_sum_s;
-    int queued, running; /* waiting jobs; 0 or 1 running */
+    int queued, running; /* waiting jobs; jobs running (pk_run mode: 0 or 1) */
 } serve_engine_stats;
 
 /* Starts the worker thread over a compiled kernel it then owns the use of (k is used from that
- * thread only, and pk_cancel from others). capacity: jobs admitted at once, running or waiting.
- * NULL when the thread cannot start. */
+ * thread only, and pk_cancel from others), opening a resident session on k when its backend has
+ * them. capacity: jobs admitted at once, running or waiting. NULL when it cannot start (the
+ * reason on stderr). */
 serve_engine *serve_engine_new(pk_kernel *k, int capacity);
 /* 0: queued; -1: capacity reached, -2: stopping (both 503); the job untouched. */
 int serve_engine_submit(serve_engine *e, serve_job *j);

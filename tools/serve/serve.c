@@ -288,6 +288,12 @@ int cmd_serve(options *o) {
 
     pk_config c = make_config(o, 1, &info);
     c.max_seq_length = s.max_seq;
+    /* The CPU backend keeps a resident session (engine.h): every admitted request decodes in the
+     * same steps, so the kernel holds them all; the CUDA backend runs one at a time so far. */
+    if (c.backend == PK_BACKEND_CPU) {
+        c.max_requests = o->max_requests;
+        if (c.max_tokens_per_step < c.max_requests) c.max_tokens_per_step = c.max_requests;
+    }
     pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
