@@ -32,7 +32,7 @@ LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c src/*/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 # The CUDA backend's device headers, embedded into libpk as strings: kernel.cu is written beside
 # them, so generated code is self-contained and the kernel cache key covers them.
-CUDA_EMBED := include/pk.h src/pk_abi.h src/common/bf16.h src/kernels/cpu/cpu_kernels.h src/runtime/decode_step.h \
+CUDA_EMBED := include/pk.h src/pk_abi.h src/common/bf16.h src/kernels/cpu/cpu_kernels.h src/kernels/sample.h src/runtime/decode_step.h \
               src/kernels/attention_decode_layout.h src/kernels/stage_layout.h \
               src/runtime/cuda/gen_api.h $(sort $(wildcard src/kernels/cuda/*.cuh src/runtime/cuda/device/*.cuh))
 LIB_OBJS  += $(BUILD)/gen/cuda_embedded.o

@@ -327,6 +327,20 @@ typedef enum pk_finish_reason {
     PK_FINISH_CANCELLED = 3, /* pk_cancel stopped the run first (output holds what was made) */
 } pk_finish_reason;
 
+/* How a request picks its tokens. All zero: greedy (the argmax), as pk always did. Otherwise
+ * each token is drawn from softmax(logits / temperature), restricted by top_k, then top_p, then
+ * min_p, with random numbers keyed by (seed, position): the same seed and logits give the same
+ * token on any backend whatever else runs (the rule: src/kernels/sample.h). A request that samples
+ * is not speculated on. The CPU backend samples; the CUDA backend refuses temperature > 0 so far
+ * (PK_ERR_UNSUPPORTED). */
+typedef struct pk_sampling {
+    float temperature; /* 0: greedy; else in [1e-4, 100] */
+    int top_k;         /* 0: off; else >= 1 */
+    float top_p;       /* 0 or 1: off; else in (0, 1) */
+    float min_p;       /* 0: off; else in (0, 1) */
+    uint64_t seed;
+} pk_sampling;
+
 typedef struct pk_request {
     const int32_t *prompt; /* [prompt_len] token ids, each in [0, vocab) */
     int prompt_len;        /* >= 1 and < max_seq_length */
@@ -334,6 +348,7 @@ typedef struct pk_request {
     int32_t *output;       /* caller's buffer of max_new_tokens entries */
     int num_output;        /* out: tokens written to output */
     pk_finish_reason finish; /* out */
+    pk_sampling sampling;    /* zero: greedy */
 } pk_request;
 
 /* Called once per generated token from the runtime's step boundary (prepare_next_step), in

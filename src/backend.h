@@ -64,6 +64,11 @@ typedef struct pk_backend_i {
      * in session mode, wait while there is nothing to run). 0: pk_session_open returns
      * PK_ERR_UNSUPPORTED. */
     int serves_sessions;
+
+    /* Whether the argmax's last task draws the tokens of requests that sample (pk_sampling,
+     * kernels/sample.h) from the sampling state tensors; 0: a request with temperature > 0 is
+     * refused with PK_ERR_UNSUPPORTED. */
+    int samples;
 } pk_backend_i;
 
 /* The table of backend b (src/backend_registry.c), NULL for an unknown value. */

@@ -124,6 +124,7 @@ struct pk_kernel {
     int vocab_size; /* rows of the embedding weight, 0 before one is added */
     /* pk-owned decode state tensors */
     int t_step_tokens, t_step_output, t_step_info, t_token_pos, t_token_req, t_page_table;
+    int t_sample_params, t_sample_slot; /* sampling's (decode_step.h): read by the argmax's last task */
     int pages_per_req;
     pk_taskgraph graph;
     int64_t steps_run;

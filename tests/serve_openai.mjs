@@ -89,8 +89,12 @@ try {
   check(text === wantChat, `streamed chat ${JSON.stringify(text)} vs ${JSON.stringify(wantChat)}`);
   check(usage && usage.total_tokens === usage.prompt_tokens + usage.completion_tokens, `stream usage ${JSON.stringify(usage)}`);
 
-  await expectError('temperature 0.7', 400, OpenAI.BadRequestError,
-                    () => client.chat.completions.create({ model: 'pk-tiny', messages, temperature: 0.7 }));
+  const hot = { model: 'pk-tiny', messages, temperature: 0.7, top_p: 0.9, seed: 1234, max_tokens: 16 };
+  const h1 = await client.chat.completions.create(hot), h2 = await client.chat.completions.create(hot);
+  check(h1.choices[0].message.content === h2.choices[0].message.content,
+        `seed 1234 twice: ${JSON.stringify(h1.choices[0].message.content)} vs ${JSON.stringify(h2.choices[0].message.content)}`);
+  await expectError('temperature 7000', 400, OpenAI.BadRequestError,
+                    () => client.chat.completions.create({ model: 'pk-tiny', messages, temperature: 7000 }));
   await expectError('unknown model', 404, OpenAI.NotFoundError,
                     () => client.completions.create({ model: 'gpt-4o', prompt }));
   await expectError('max_tokens over the context', 400, OpenAI.BadRequestError,

@@ -3,8 +3,10 @@
  * a free port, an API key, --max-requests 1) and talks HTTP to it over plain sockets.
  *   - the routes: /health, /v1/models, /metrics; completions and chat, streamed and not, whose
  *     text at temperature 0 equals `pk generate` (and `pk generate --chat`) for the same prompt;
+ *   - sampling: a seed repeats its text, another seed gives another, top_k 1 the greedy text;
  *   - every error in OpenAI's JSON with its status: 401, 404, 405, 400 (malformed JSON, wrong
- *     types, unknown fields, max_tokens negative or huge, sampling, a prompt over the context),
+ *     types, unknown fields, max_tokens negative or huge, sampling out of range, penalties, a
+ *     prompt over the context),
  *     413 (2 MB and 10 MB bodies);
  *   - a full queue answers 503; a client that disconnects mid-stream cancels its job (far fewer
  *     tokens than asked are made) and frees the slot; a client stalled mid-request and bytes that
@@ -46,6 +48,37 @@ static void expect(const char *what, reply r, int status, const char *needle) {
     CHECK(r.status == status && r.body && strstr(r.body, needle) && (status == 200 || strstr(r.body, "\"error\"")),
           "%s: status %d (want %d), body %.300s", what, r.status, status, r.body ? r.body : "(none)");
     free(r.body);
+}
+
+/* The text of a completion of body (status 200), into text. */
+static int completion_text(const char *body, char *text, size_t cap) {
+    reply r = post("/v1/completions", body);
+    text[0] = '\0';
+    json_str(r.body ? r.body : "", "text", text, cap);
+    int ok = r.status == 200;
+    CHECK(ok, "%s: status %d, %.300s", body, r.status, r.body ? r.body : "");
+    free(r.body);
+    return ok;
+}
+
+/* Sampling: a seed gives its text again, another seed another text; top_k 1 is greedy. */
+static void check_sampling(void) {
+    char a[4096], b[4096], c[4096], greedy[4096], k1[4096];
+    static const char fmt[] = "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning\",\"max_tokens\":24,%s}";
+    char body[512];
+    snprintf(body, sizeof body, fmt, "\"temperature\":1.0,\"top_p\":0.95,\"seed\":5");
+    completion_text(body, a, sizeof a);
+    completion_text(body, b, sizeof b);
+    snprintf(body, sizeof body, fmt, "\"temperature\":1.0,\"top_p\":0.95,\"seed\":6");
+    completion_text(body, c, sizeof c);
+    snprintf(body, sizeof body, fmt, "\"temperature\":0");
+    completion_text(body, greedy, sizeof greedy);
+    snprintf(body, sizeof body, fmt, "\"temperature\":1.0,\"top_k\":1,\"seed\":77");
+    completion_text(body, k1, sizeof k1);
+    CHECK(a[0] && !strcmp(a, b), "seed 5 twice: '%s' then '%s'", a, b);
+    CHECK(strcmp(a, c) != 0, "seeds 5 and 6 gave the same text '%s'", a);
+    CHECK(strcmp(a, greedy) != 0, "temperature 1 gave the greedy text '%s'", a);
+    CHECK(!strcmp(k1, greedy), "top_k 1 '%s' is not the greedy text '%s'", k1, greedy);
 }
 
 static void check_generation(void) {
@@ -128,10 +161,12 @@ static void check_errors(void) {
            "max_tokens");
     expect("max_tokens over the context", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"max_tokens\":600}"),
            400, "maximum context length is 512 tokens");
-    expect("temperature > 0", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"temperature\":0.8}"), 400,
-           "no sampling yet");
-    expect("top_p", post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                                 "\"top_p\":0.5}"), 400, "top_p");
+    expect("temperature over 100", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"temperature\":200}"),
+           400, "temperature");
+    expect("top_p over 1", post("/v1/chat/completions", "{\"model\":\"pk-tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                                        "\"top_p\":1.5}"), 400, "top_p");
+    expect("a penalty", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"frequency_penalty\":1}"), 400,
+           "no penalties");
     expect("stop", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"stop\":[\"\\n\"]}"), 400, "stop");
     expect("n > 1", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"n\":2}"), 400, "one choice");
     expect("token id out of range", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":[1,2,99999]}"), 400, "vocabulary");
@@ -206,6 +241,7 @@ int main(void) {
     if (port > 0) {
         check_errors();
         check_generation();
+    check_sampling();
         check_queue_and_cancel();
     }
     /* SIGTERM with a stream running: it ends with an error event and [DONE], then the server exits */

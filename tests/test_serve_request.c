@@ -29,8 +29,16 @@ static void check_fields(void) {
     int rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"In the beginning\",\"max_tokens\":16,"
                                       "\"temperature\":0,\"top_p\":1,\"n\":1,\"stop\":null,\"seed\":3,\"user\":\"u\"}");
     CHECK(rc == 0 && !strcmp(req.model, "m") && !strcmp(req.prompt, "In the beginning") && req.max_tokens == 16 &&
-              !req.stream && req.enable_thinking == -1,
+              !req.stream && req.enable_thinking == -1 && req.temperature == 0 && req.has_seed && req.seed == 3,
           "completions: rc %d %s", rc, err.message);
+    rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":0.7,\"top_p\":0.9,\"top_k\":40,"
+                                  "\"min_p\":0.05,\"seed\":-2}");
+    CHECK(rc == 0 && req.temperature == 0.7 && req.top_p == 0.9 && req.top_k == 40 && req.min_p == 0.05 && req.has_seed &&
+              req.seed == (uint64_t)-2,
+          "sampling fields: rc %d %s", rc, err.message);
+    rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":-1}");
+    CHECK(rc == 0 && req.top_k == 0 && req.top_p == 1 && req.temperature == 0 && !req.has_seed, "defaults: rc %d %s", rc,
+          err.message);
     rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":[[7,8,9]],\"stream\":true,"
                                   "\"stream_options\":{\"include_usage\":true}}\n");
     CHECK(rc == 0 && req.num_prompt_ids == 3 && req.prompt_ids[2] == 9 && req.stream && req.include_usage && !req.max_tokens,
@@ -64,11 +72,16 @@ static void check_errors(void) {
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":99999999999}", "max_tokens", "must be in");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":2.5}", "max_tokens", "integer");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":\"8\"}", "max_tokens", "integer");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":1}", "temperature", "no sampling yet");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":-1}", "temperature", ">= 0");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_p\":0.9}", "top_p", "not supported");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":40}", "top_k", "not supported");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}", "presence_penalty", "not supported");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":-1}", "temperature", "in [0, 100]");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":101}", "temperature", "in [0, 100]");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature", "number");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_p\":1.5}", "top_p", "in [0, 1]");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_p\":0}", "top_p", "keeps no token");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1}", "min_p", "number in");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":2.5}", "top_k", "integer");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"seed\":1.5}", "seed", "64-bit integer");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"seed\":1e30}", "seed", "64-bit integer");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}", "presence_penalty", "no penalties");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":3}", "n", "one choice");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":\"\\n\"}", "stop", "not supported");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":5}", "logprobs", "not supported");

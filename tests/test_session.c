@@ -8,7 +8,8 @@
  * next request runs to its reference) and of a waiting one (no token); a full queue refused and
  * then accepted after a poll; bad requests refused with the session still serving; pk_run refused
  * while the session is open and working after it closes; close cancelling what runs; and a few
- * hundred requests with random cancels, every one ending exactly once.
+ * hundred requests with random cancels, every one ending exactly once; sampled requests whose
+ * tokens depend on their seed and positions only (alone or batched, pk_run or session).
  */
 #include <string.h>
 
@@ -284,6 +285,57 @@ static void churn(int total) {
     pk_model_free(m);
 }
 
+/* Sampling through the kernel: a sampled request's tokens depend only on its seed and positions
+ * (the same alone with pk_run, twice, and in a session beside greedy and other sampled requests);
+ * another seed gives other tokens; the greedy requests beside them keep their own; bad settings
+ * are refused. */
+static void sampling(void) {
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 4));
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    const pk_sampling hot = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 11};
+    int32_t alone[2][MAXNEW], other[MAXNEW];
+    pk_request r = {.prompt = prompts[6], .prompt_len = plen[6], .max_new_tokens = MAXNEW, .output = alone[0], .sampling = hot};
+    CHECK(pk_run(k, &r, 1, NULL, NULL) == PK_OK, "sampled run: %s", pk_kernel_error(k));
+    const int n_alone = r.num_output;
+    r.output = alone[1];
+    CHECK(pk_run(k, &r, 1, NULL, NULL) == PK_OK && r.num_output == n_alone &&
+              !memcmp(alone[0], alone[1], (size_t)n_alone * 4),
+          "a sampled run repeated gave other tokens");
+    int n_greedy_differs = n_alone != refs[6].n || memcmp(alone[0], refs[6].tok, (size_t)n_alone * 4) != 0;
+    CHECK(n_greedy_differs, "temperature 0.9 gave exactly the greedy tokens (%d): sampling did not happen", n_alone);
+    r.output = other;
+    r.sampling.seed = 12;
+    CHECK(pk_run(k, &r, 1, NULL, NULL) == PK_OK, "sampled run, seed 12: %s", pk_kernel_error(k));
+    CHECK(r.num_output != n_alone || memcmp(other, alone[0], (size_t)n_alone * 4) != 0, "seeds 11 and 12 gave the same tokens");
+
+    /* in a session, beside greedy requests and one of another seed */
+    CHECK(pk_session_open(k, 0, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+    int32_t out[5][MAXNEW];
+    pk_request q[5];
+    int id;
+    for (int i = 0; i < 5; i++) {
+        q[i] = (pk_request){.prompt = prompts[i < 4 ? 6 : 7], .prompt_len = plen[i < 4 ? 6 : 7], .max_new_tokens = MAXNEW,
+                            .output = out[i]};
+        if (i == 0 || i == 2) q[i].sampling = hot;
+        if (i == 3) q[i].sampling = (pk_sampling){.temperature = 1.5f, .min_p = 0.1f, .seed = 99};
+        CHECK(pk_session_submit(k, &q[i], &id) == PK_OK, "submit %d: %s", i, pk_kernel_error(k));
+    }
+    drain(k, "sampling");
+    for (int i = 0; i < 3; i += 2)
+        CHECK(q[i].num_output == n_alone && !memcmp(out[i], alone[0], (size_t)n_alone * 4),
+              "sampled request %d in a batch differs from its run alone", i);
+    CHECK(same_as_ref(&q[1], 6) && same_as_ref(&q[4], 7), "greedy requests beside sampled ones changed");
+    const pk_sampling bad[4] = {{.temperature = -1}, {.temperature = 1, .top_p = 1.5f}, {.temperature = 1, .min_p = 1},
+                                {.temperature = 1, .top_k = -2}};
+    for (int i = 0; i < 4; i++) {
+        pk_request b = {.prompt = prompts[0], .prompt_len = plen[0], .max_new_tokens = 4, .output = out[0], .sampling = bad[i]};
+        CHECK(pk_session_submit(k, &b, &id) == PK_ERR_INVALID_ARGUMENT, "bad sampling %d accepted: %s", i,
+              pk_kernel_error(k));
+    }
+    pk_model_free(m);
+}
+
 int main(void) {
     pk_model_info info;
     char err[256];
@@ -307,5 +359,6 @@ int main(void) {
     cancels_and_errors();
     full_queue();
     churn(SANITIZED ? 60 : 300);
+    sampling();
     return check_report("session");
 }

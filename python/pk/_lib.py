@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32, c_uint64,
                     c_int64, c_size_t, c_void_p)
 
 PK_MAX_DIMS = 4
@@ -41,9 +41,14 @@ class CompileOptions(Structure):
     _fields_ = [("output_dir", c_char_p)]
 
 
+class Sampling(Structure):
+    _fields_ = [("temperature", c_float), ("top_k", c_int), ("top_p", c_float), ("min_p", c_float),
+                ("seed", c_uint64)]
+
+
 class Request(Structure):
     _fields_ = [("prompt", POINTER(c_int32)), ("prompt_len", c_int), ("max_new_tokens", c_int),
-                ("output", POINTER(c_int32)), ("num_output", c_int), ("finish", c_int)]
+                ("output", POINTER(c_int32)), ("num_output", c_int), ("finish", c_int), ("sampling", Sampling)]
 
 
 class GraphStats(Structure):
@@ -126,6 +131,11 @@ _PROTOTYPES = {
     "pk_compile": (c_int, [K, POINTER(CompileOptions)]),
     "pk_run": (c_int, [K, POINTER(Request), c_int, TOKEN_FN, c_void_p]),
     "pk_cancel": (None, [K]),
+    "pk_session_open": (c_int, [K, c_int, TOKEN_FN, c_void_p]),
+    "pk_session_submit": (c_int, [K, POINTER(Request), POINTER(c_int)]),
+    "pk_session_cancel": (c_int, [K, c_int]),
+    "pk_session_poll": (c_int, [K, c_int, POINTER(c_int)]),
+    "pk_session_close": (c_int, [K]),
     "pk_kernel_stats": (c_int, [K, POINTER(GraphStats)]),
     "pk_kernel_layer": (c_int, [K, c_int, POINTER(LayerInfo)]),
     "pk_write_task_graph": (c_int, [K, c_char_p]),

@@ -25,8 +25,8 @@ void pk_graph_buffer_kinds(const pk_kernel *k, uint8_t *kind) {
             if (kind[id] == PK_BUFFER_NONE || b == PK_BUFFER_KV) kind[id] = (uint8_t)b;
         }
     }
-    const int state[] = {k->t_step_tokens, k->t_step_output, k->t_step_info,
-                         k->t_token_pos,   k->t_token_req,   k->t_page_table};
+    const int state[] = {k->t_step_tokens, k->t_step_output, k->t_step_info,   k->t_token_pos,
+                         k->t_token_req,   k->t_page_table,  k->t_sample_params, k->t_sample_slot};
     for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
         if (kind[state[i]] == PK_BUFFER_NONE) kind[state[i]] = PK_BUFFER_WORK;
 }

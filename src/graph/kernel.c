@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kernels/sample.h"
 #include "pk_internal.h"
 
 const char *pk_status_name(pk_status s) {
@@ -136,6 +137,8 @@ static pk_status create_state_tensors(pk_kernel *k) {
         {"pk.token_pos", 1, {T, 0}, &k->t_token_pos},
         {"pk.token_req", 1, {T, 0}, &k->t_token_req},
         {"pk.page_table", 2, {c->max_requests, k->pages_per_req}, &k->t_page_table},
+        {"pk.sample_params", 2, {c->max_requests, PK_SAMPLE_PARAMS}, &k->t_sample_params},
+        {"pk.sample_slot", 1, {T, 0}, &k->t_sample_slot},
     };
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         pk_tensor *t = pk_new_tensor(k, spec[i].name, PK_DTYPE_INT32, spec[i].ndim, spec[i].dims, PK_IO_LOCAL);

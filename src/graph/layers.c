@@ -135,7 +135,8 @@ static pk_status check_writable(layer_builder *b, const char *role, const pk_ten
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s: %s '%s' is written by layer %s already", b->fn,
                        role, t->name, k->layers[t->producer].name);
     if (t->id == k->t_step_tokens || t->id == k->t_step_info || t->id == k->t_token_pos ||
-        t->id == k->t_token_req || t->id == k->t_page_table)
+        t->id == k->t_token_req || t->id == k->t_page_table || t->id == k->t_sample_params ||
+        t->id == k->t_sample_slot)
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT,
                        "%s: %s '%s' is decode state pk fills each step; of pk's tensors only "
                        "pk_step_output(k) can be a layer's output",

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "runtime/runtime.h"
 
 static int32_t *tensor_i32(pk_kernel *k, int id) { return (int32_t *)k->tensors[id]->data; }
@@ -29,12 +30,36 @@ pk_status pk_decode_check_request(pk_kernel *k, const pk_request *r, const char 
         if (r->prompt[j] < 0 || r->prompt[j] >= k->vocab_size)
             return pk_fail(k, PK_ERR_LIMIT, "%s, prompt token %d is id %d, outside the vocabulary [0, %d)", who, j,
                            (int)r->prompt[j], k->vocab_size);
+    const pk_sampling *sp = &r->sampling;
+    if (!(sp->temperature == 0 || (sp->temperature >= 1e-4f && sp->temperature <= 100)))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has temperature %g: 0 (greedy) or in [1e-4, 100]", who,
+                       (double)sp->temperature);
+    if (sp->top_k < 0) return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has top_k %d: 0 (off) or more", who, sp->top_k);
+    if (!(sp->top_p >= 0 && sp->top_p <= 1))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has top_p %g: in (0, 1], or 0 (off)", who, (double)sp->top_p);
+    if (!(sp->min_p >= 0 && sp->min_p < 1))
+        return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "%s has min_p %g: in [0, 1)", who, (double)sp->min_p);
+    if (sp->temperature > 0 && !k->backend->samples)
+        return pk_fail(k, PK_ERR_UNSUPPORTED,
+                       "%s has temperature %g: the %s backend does not sample yet (temperature 0 decodes greedily)",
+                       who, (double)sp->temperature, k->backend->name);
     int64_t life = (int64_t)r->prompt_len + r->max_new_tokens;
     if (life > c->max_seq_length) life = c->max_seq_length;
     if (pk_step_pages_for((int)life, c->page_size) > c->num_pages)
         return pk_fail(k, PK_ERR_LIMIT, "%s needs %d KV pages of %d tokens; the cache has %d", who,
                        pk_step_pages_for((int)life, c->page_size), c->page_size, c->num_pages);
     return PK_OK;
+}
+
+void pk_decode_sample_words(const pk_sampling *sp, int32_t w[PK_SAMPLE_PARAMS]) {
+    for (int j = 0; j < PK_SAMPLE_PARAMS; j++) w[j] = 0;
+    if (sp->temperature <= 0) return; /* greedy */
+    w[PK_SAMPLE_INV_TEMP] = pk_sample_bits_of(1.0f / sp->temperature);
+    w[PK_SAMPLE_TOP_K] = sp->top_k;
+    w[PK_SAMPLE_TOP_P] = pk_sample_bits_of(sp->top_p > 0 ? sp->top_p : 1.0f);
+    w[PK_SAMPLE_MIN_P] = pk_sample_bits_of(sp->min_p);
+    w[PK_SAMPLE_SEED_LO] = (int32_t)(uint32_t)sp->seed;
+    w[PK_SAMPLE_SEED_HI] = (int32_t)(uint32_t)(sp->seed >> 32);
 }
 
 pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap) {
@@ -66,6 +91,10 @@ pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap) {
     s->token_pos = tensor_i32(k, k->t_token_pos);
     s->token_req = tensor_i32(k, k->t_token_req);
     s->page_table = tensor_i32(k, k->t_page_table);
+    if (k->backend->samples) {
+        s->sample_params = tensor_i32(k, k->t_sample_params);
+        s->sample_slot = tensor_i32(k, k->t_sample_slot);
+    }
     s->step_info = tensor_i32(k, k->t_step_info);
     s->step_output = tensor_i32(k, k->t_step_output);
     return PK_OK;
@@ -99,6 +128,7 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
         d->sreqs[i].prompt = reqs[i].prompt;
         d->sreqs[i].prompt_len = reqs[i].prompt_len;
         d->sreqs[i].max_new_tokens = reqs[i].max_new_tokens;
+        pk_decode_sample_words(&reqs[i].sampling, d->sreqs[i].sample);
     }
     pk_step_state *s = &d->s;
     s->reqs = d->sreqs;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/sample.h"
 #include "pk_abi.h"
 
 #ifdef __CUDACC__
@@ -63,6 +64,7 @@ typedef struct pk_step_req {
     int32_t max_new_tokens;
     int32_t num_output;     /* out: tokens generated so far */
     int32_t finish;         /* out: pk_finish_reason */
+    int32_t sample[PK_SAMPLE_PARAMS]; /* kernels/sample.h's words; inverse temperature 0: greedy */
 } pk_step_req;
 
 /* A generated token, in the order prepare_next_step produced it; finish: the request ended with
@@ -103,6 +105,8 @@ typedef struct pk_step_state {
     int32_t *token_pos;        /* [T] */
     int32_t *token_req;        /* [T] */
     int32_t *page_table;       /* [R, pages_per_req] */
+    int32_t *sample_params;    /* [R, PK_SAMPLE_PARAMS]: each slot's request's (NULL: greedy only) */
+    int32_t *sample_slot;      /* [T]: 1 + the slot of a row whose token is drawn, else 0 */
     int32_t *step_info;        /* [PK_STEP_INFO_LEN] */
     const int32_t *step_output; /* [T] */
     /* pk_step_finish appends here; the caller consumes (and may reset nemitted) */
@@ -257,11 +261,18 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         sl->cached = 0;
         sl->npages = 0;
         sl->indexed = 0;
+        if (s->sample_params)
+            for (int j = 0; j < PK_SAMPLE_PARAMS; j++) s->sample_params[i * PK_SAMPLE_PARAMS + j] = r->sample[j];
         if (s->ngram_pos) /* a new request: its own index */
             for (int j = 0; j < s->ngram_cap; j++) s->ngram_pos[(int64_t)i * s->ngram_cap + j] = 0;
         int32_t *dst = s->tokens + (int64_t)i * s->max_seq;
         for (int j = 0; j < r->prompt_len; j++) dst[j] = r->prompt[j];
     }
+}
+
+/* Whether slot i's request draws its tokens (else the argmax). */
+PK_HD int pk_step_samples(const pk_step_state *s, int i) {
+    return s->sample_params && s->sample_params[i * PK_SAMPLE_PARAMS + PK_SAMPLE_INV_TEMP] != 0;
 }
 
 /* A session's cancel of request id: a running one ends now (its pages come back) and a waiting
@@ -295,10 +306,12 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
         s->step_tokens[*row] = s->tokens[(int64_t)i * s->max_seq + pos];
         s->token_pos[*row] = pos;
         s->token_req[*row] = i;
+        if (s->sample_slot) s->sample_slot[*row] = 0;
         (*row)++;
     }
     sl->cached += n;
     sl->sample_row = sl->cached == sl->len ? *row - 1 : -1;
+    if (s->sample_slot && sl->sample_row >= 0 && pk_step_samples(s, i)) s->sample_slot[sl->sample_row] = i + 1;
 }
 
 /* The index slot of the g tokens t[e - g + 1 .. e] (FNV-1a over g and the ids). */
@@ -363,7 +376,7 @@ PK_HD int pk_step_plan(pk_step_state *s) {
         int nd = 0;
         if (s->spec_len > 0) {
             ndec--;
-            nd = pk_step_draft(s, i, s->T - row - 1 - ndec);
+            if (!pk_step_samples(s, i)) nd = pk_step_draft(s, i, s->T - row - 1 - ndec); /* greedy only */
         }
         const int row0 = row;
         pk_step_place_rows(s, i, 1 + nd, &row);
@@ -386,6 +399,8 @@ PK_HD int pk_step_plan(pk_step_state *s) {
      * planned step used need zeroing again (all T rows once after a reset; a one-row decode step
      * after another, none: 189 stores per step on the GPU at T 64, ~0.6 us of one thread). */
     for (int r = row; r < s->rows; r++) s->step_tokens[r] = s->token_pos[r] = s->token_req[r] = 0;
+    if (s->sample_slot)
+        for (int r = row; r < s->rows; r++) s->sample_slot[r] = 0;
     s->rows = row;
     s->step++;
     s->step_info[PK_STEP_INFO_NUM_TOKENS] = row;

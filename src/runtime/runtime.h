@@ -37,6 +37,8 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
 /* The check pk_decode_init makes of request r, which `who` names in the message ("pk_run: request
  * 3"). */
 pk_status pk_decode_check_request(pk_kernel *k, const pk_request *r, const char *who);
+/* A request's sampling as the step state's words (kernels/sample.h); all 0 when greedy. */
+void pk_decode_sample_words(const pk_sampling *sp, int32_t w[PK_SAMPLE_PARAMS]);
 /* d's step state over k's config with no request yet and room for emitted_cap records a step
  * (the caller sets s.reqs, s.req_mask and s.nreqs, then pk_step_reset). */
 pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap);

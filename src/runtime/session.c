@@ -195,6 +195,7 @@ pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
                                 .max_new_tokens = req->max_new_tokens,
                                 .num_output = 0,
                                 .finish = PK_FINISH_NONE};
+    pk_decode_sample_words(&req->sampling, ss->ring[e].sample);
     ss->host[e] = req;
     ss->host_id[e] = nid;
     ss->cancel_wanted[e] = 0;

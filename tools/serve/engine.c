@@ -66,7 +66,8 @@ static void run_job(serve_engine *e, serve_job *j) {
         snprintf(j->error, sizeof j->error, "out of memory for %d output tokens", j->max_tokens);
         return;
     }
-    pk_request r = {.prompt = j->prompt, .prompt_len = j->prompt_len, .max_new_tokens = j->max_tokens, .output = out};
+    pk_request r = {.prompt = j->prompt, .prompt_len = j->prompt_len, .max_new_tokens = j->max_tokens, .output = out,
+                    .sampling = j->sampling};
     run_ctx c = {.e = e, .j = j};
     pk_status s = pk_run(e->k, &r, 1, on_token, &c);
     free(out);

@@ -32,6 +32,7 @@ struct serve_job {
     const int32_t *prompt;
     int prompt_len, max_tokens;
     int32_t stop_ids[4]; /* tokens that end the job; not handed out, counted in num_generated */
+    pk_sampling sampling; /* zero: greedy */
     int num_stop_ids;
     void (*on_token)(serve_job *j, int32_t token);
     void (*on_done)(serve_job *j);

@@ -49,7 +49,7 @@ static active *start(session_run *sr, serve_job *j) {
     if (a && out) {
         a->j = j;
         a->r = (pk_request){.prompt = j->prompt, .prompt_len = j->prompt_len, .max_new_tokens = j->max_tokens,
-                            .output = out};
+                            .output = out, .sampling = j->sampling};
         if (pk_session_submit(e->k, &a->r, &a->id) == PK_OK) {
             sr->by_id[a->id & sr->mask] = a;
             return a;

@@ -203,6 +203,19 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     } while (0)
 
 /* The request's token ids: c->ids + *start, *n_out of them; 0, or -1 with err filled. */
+/* A seed for a request that sampling without one: splitmix64 of the clock and a counter, so that
+ * two requests in the same nanosecond still differ. */
+static uint64_t serve_random_seed(server *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                 ((uint64_t)atomic_fetch_add(&s->next_id, 1) << 40);
+    z += 0x9E3779B97F4A7C15u;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
 static int prompt_ids(conn *c, int *start, int *n_out, serve_error *err) {
     server *s = c->s;
     serve_request *r = &c->req;
@@ -288,6 +301,15 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
              atomic_fetch_add(&s->next_id, 1));
     serve_job *j = &c->job;
     j->prompt = c->ids + start, j->prompt_len = n, j->max_tokens = max_tokens;
+    if (c->req.temperature >= 1e-4) { /* below: greedy, as OpenAI's 0 */
+        if (!s->samples)
+            FAIL(400, "temperature", NULL,
+                 "temperature %g: this server's backend does not sample yet; use temperature 0 (greedy)",
+                 c->req.temperature);
+        j->sampling = (pk_sampling){.temperature = (float)c->req.temperature, .top_k = c->req.top_k,
+                                    .top_p = (float)c->req.top_p, .min_p = (float)c->req.min_p,
+                                    .seed = c->req.has_seed ? c->req.seed : serve_random_seed(s)};
+    }
     if (s->eos >= 0) j->stop_ids[j->num_stop_ids++] = s->eos;
     if (kind == SERVE_CHAT && s->chat_end >= 0 && s->chat_end != s->eos) j->stop_ids[j->num_stop_ids++] = s->chat_end;
     j->on_token = job_token, j->on_done = job_done, j->user = c;

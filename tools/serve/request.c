@@ -3,9 +3,10 @@
  * serve_request, or a 400 naming the field and what is wrong with it.
  *
  * Every field the OpenAI API defines that pk cannot honour is taken only at its neutral value
- * (temperature 0, top_p 1, n 1, no stop, no logprobs, ...); any other value is an error that says
- * pk does not support it yet, and a field the API does not define is an error too, so a client
- * never gets greedy text while believing it asked for something else.
+ * (no penalty, n 1, no stop, no logprobs, ...); any other value is an error that says pk does not
+ * support it yet, and a field the API does not define is an error too, so a client never gets
+ * other text than it believes it asked for. Sampling (temperature, top_p, top_k, min_p, seed) is
+ * pk_sampling's.
  */
 #include "request.h"
 
@@ -66,30 +67,33 @@ static char *dup_string(const char *s) {
     return p;
 }
 
-/* The sampling fields: greedy decoding is all pk has. */
-static int parse_sampling(const cJSON *root, serve_error *err) {
-    static const char greedy[] = "pk decodes greedily and has no sampling yet; leave it out or use the greedy value";
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "temperature");
-    if (!is_null_or_absent(t)) {
-        if (!cJSON_IsNumber(t) || !isfinite(t->valuedouble) || t->valuedouble < 0)
-            return BAD("temperature", "'temperature' must be a number >= 0");
-        if (t->valuedouble != 0)
-            return BAD("temperature",
-                       "temperature %g is not supported: pk decodes greedily and has no sampling yet "
-                       "(use temperature 0 or leave it out)",
-                       t->valuedouble);
-    }
-    if (neutral_number(cJSON_GetObjectItemCaseSensitive(root, "top_p"), "top_p", 1, greedy, err) ||
-        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "presence_penalty"), "presence_penalty", 0, greedy, err) ||
-        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "frequency_penalty"), "frequency_penalty", 0, greedy, err) ||
-        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "repetition_penalty"), "repetition_penalty", 1, greedy, err) ||
-        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "min_p"), "min_p", 0, greedy, err))
+/* A number field in [lo, hi] (or null / absent: *out keeps its default). */
+static int get_number(const cJSON *v, const char *name, double lo, double hi, double *out, serve_error *err) {
+    if (is_null_or_absent(v)) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+        return BAD(name, "'%s' must be a number in [%g, %g]", name, lo, hi);
+    *out = v->valuedouble;
+    return 0;
+}
+
+/* The sampling fields (pk_sampling) and the penalties, which pk takes only at their neutral value. */
+static int parse_sampling(const cJSON *root, serve_request *out, serve_error *err) {
+    static const char no_penalty[] = "pk has no penalties yet; leave it out or use the neutral value";
+    out->temperature = 0, out->top_p = 1, out->min_p = 0, out->top_k = 0;
+    if (get_number(cJSON_GetObjectItemCaseSensitive(root, "temperature"), "temperature", 0, 100, &out->temperature, err) ||
+        get_number(cJSON_GetObjectItemCaseSensitive(root, "top_p"), "top_p", 0, 1, &out->top_p, err) ||
+        get_number(cJSON_GetObjectItemCaseSensitive(root, "min_p"), "min_p", 0, 0.999999, &out->min_p, err))
+        return -1;
+    if (out->top_p == 0) return BAD("top_p", "'top_p' 0 keeps no token: it must be in (0, 1]");
+    if (neutral_number(cJSON_GetObjectItemCaseSensitive(root, "presence_penalty"), "presence_penalty", 0, no_penalty, err) ||
+        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "frequency_penalty"), "frequency_penalty", 0, no_penalty, err) ||
+        neutral_number(cJSON_GetObjectItemCaseSensitive(root, "repetition_penalty"), "repetition_penalty", 1, no_penalty, err))
         return -1;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "top_k");
     if (!is_null_or_absent(k)) {
         long v;
         if (get_int(k, "top_k", -1, 1L << 30, &v, err)) return -1;
-        if (v > 1) return BAD("top_k", "'top_k' %ld is not supported: %s", v, greedy); /* -1, 0: off; 1: greedy */
+        out->top_k = v < 0 ? 0 : (int)v; /* -1 and 0: off */
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "n");
     if (!is_null_or_absent(n)) {
@@ -104,9 +108,12 @@ static int parse_sampling(const cJSON *root, serve_error *err) {
         if (v != 1) return BAD("best_of", "'best_of' %ld is not supported: pk returns one choice per request", v);
     }
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
-    if (!is_null_or_absent(seed)) { /* greedy text does not depend on it */
-        if (!cJSON_IsNumber(seed) || !isfinite(seed->valuedouble) || seed->valuedouble != floor(seed->valuedouble))
-            return BAD("seed", "'seed' must be an integer");
+    if (!is_null_or_absent(seed)) {
+        if (!cJSON_IsNumber(seed) || !isfinite(seed->valuedouble) || seed->valuedouble != floor(seed->valuedouble) ||
+            fabs(seed->valuedouble) > 9.2e18)
+            return BAD("seed", "'seed' must be a 64-bit integer");
+        out->has_seed = 1;
+        out->seed = (uint64_t)(int64_t)seed->valuedouble;
     }
     return 0;
 }
@@ -262,7 +269,7 @@ static int parse_messages(const cJSON *m, serve_request *out, serve_error *err) 
 
 static int parse_body(const cJSON *root, serve_kind kind, serve_request *out, serve_error *err) {
     if (!cJSON_IsObject(root)) return BAD(NULL, "the request body must be a JSON object");
-    if (check_keys(root, kind, err) || parse_sampling(root, err) || parse_unsupported(root, err)) return -1;
+    if (check_keys(root, kind, err) || parse_sampling(root, out, err) || parse_unsupported(root, err)) return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!model) return BAD("model", "'model' is required");
     if (!cJSON_IsString(model)) return BAD("model", "'model' must be a string");

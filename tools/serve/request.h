@@ -4,8 +4,8 @@
  *
  * The parser checks the JSON, the types and the ranges that need no model; the server checks the
  * rest against the model (its name, the context length, the vocabulary). A field pk cannot honour
- * yet (sampling, stop strings, logprobs, tools, n > 1) is an error naming it, never ignored: the
- * only values taken are the ones that mean greedy, single-choice decoding.
+ * yet (penalties, stop strings, logprobs, tools, n > 1) is an error naming it, never ignored: the
+ * only values taken are the ones that mean no penalty, no stop string, a single choice.
  */
 #ifndef PK_SERVE_REQUEST_H
 #define PK_SERVE_REQUEST_H
@@ -36,6 +36,12 @@ typedef struct serve_request {
     int max_tokens;             /* 1 .. SERVE_MAX_TOKENS_CAP; 0: not given */
     int stream, include_usage;  /* include_usage: stream_options.include_usage */
     int enable_thinking;        /* chat_template_kwargs.enable_thinking: -1 not given, 0, 1 */
+    /* sampling (pk.h's pk_sampling); left out: greedy, unlike OpenAI's default of 1 */
+    double temperature;         /* 0 (greedy) .. 100; below 1e-4 decodes greedily */
+    double top_p, min_p;        /* 1: off; 0: off */
+    int top_k;                  /* 0: off (-1 is taken as 0) */
+    int has_seed;
+    uint64_t seed;              /* has_seed: the "seed" field, as 64 bits */
 } serve_request;
 
 /* An OpenAI error: {"error": {"message", "type", "param", "code"}} with an HTTP status. */

@@ -197,4 +197,9 @@ void pk_cpu_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int
 void pk_cpu_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride, int n_tok,
                           int nparts, int32_t *out);
 
+/* A sampling row's token (kernels/sample.h's rule): logits [V] of the row, params the slot's
+ * PK_SAMPLE_PARAMS words (inverse temperature > 0), pos the position of the token drawn; greedy
+ * (the row's argmax) when no logit can be drawn (all NaN or infinite). */
+int32_t pk_cpu_sample_row(const pk_bf16 *logits, int V, const int32_t *params, int32_t pos, int32_t greedy);
+
 #endif /* PK_CPU_KERNELS_H */

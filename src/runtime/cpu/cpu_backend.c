@@ -105,4 +105,5 @@ const pk_backend_i pk_cpu_backend = {
     .copy_bandwidth = cpu_copy_bandwidth,
     .free = cpu_free,
     .serves_sessions = 1, /* the workers run until the session's step boundary ends the run */
+    .samples = 1,
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/sample.h"
 #include "runtime/cpu/cpu_runtime.h"
 
 /* Address of the tile's first element (plain views). */
@@ -53,15 +54,30 @@ static int last_of(_Atomic uint64_t *counter, uint64_t n) {
     return (atomic_fetch_add_explicit(counter, 1, memory_order_acq_rel) + 1) % n == 0;
 }
 
+/* The rows of this step whose request samples (pk.sample_slot, written by the step plan) get
+ * their token drawn from their whole logits row instead of the argmax (kernels/sample.h). */
+static void sample_rows(const pk_kernel *k, const pk_view *logits, int n, int32_t *out) {
+    const int32_t *slot = (const int32_t *)k->tensors[k->t_sample_slot]->data; /* [T] */
+    const int32_t *params = (const int32_t *)k->tensors[k->t_sample_params]->data; /* [R, PK_SAMPLE_PARAMS] */
+    const int32_t *pos = (const int32_t *)k->tensors[k->t_token_pos]->data; /* [T] */
+    const pk_tensor *lt = k->tensors[logits->seg_buffer[0]];
+    for (int r = 0; r < n; r++)
+        if (slot[r] > 0) /* the token drawn sits at the position after the row's */
+            out[r] = pk_cpu_sample_row((const pk_bf16 *)lt->data + (int64_t)r * logits->row_stride, (int)lt->dims[1],
+                                       params + (int64_t)(slot[r] - 1) * PK_SAMPLE_PARAMS, pos[r] + 1, out[r]);
+}
+
 /* The argmax over the task's tile of the logits into column `index` of val / idx [T, grid]; the
  * layer's last task to finish reduces the grid partials into out (ARGMAX_PARTIAL, and
- * RMSNORM_LINEAR_ARGMAX after its GEMV). */
+ * RMSNORM_LINEAR_ARGMAX after its GEMV), then draws the sampling rows' tokens. */
 static void argmax_tile(const pk_kernel *k, const pk_task *t, const pk_view *logits, const pk_view *val,
                         const pk_view *idx, const pk_view *out, int n, uint32_t grid, _Atomic uint64_t *group_counters) {
     pk_cpu_argmax_partial(tile(k, logits), (int64_t)logits->row_stride, n, (int)logits->col0, (int)logits->cols,
                           tile(k, val), tile(k, idx), (int64_t)val->row_stride);
-    if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), grid))
+    if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), grid)) {
         pk_cpu_argmax_reduce(base(k, val), base(k, idx), (int64_t)val->row_stride, n, (int)grid, base(k, out));
+        sample_rows(k, logits, n, base(k, out));
+    }
 }
 
 void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *group_counters) {

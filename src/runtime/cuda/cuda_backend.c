@@ -606,4 +606,5 @@ const pk_backend_i pk_cuda_backend = {
     .copy_bandwidth = cuda_copy_bandwidth,
     .free = cuda_free,
     .serves_sessions = 0, /* the device's step boundary reads no session mailbox yet */
+    .samples = 0,         /* the device's argmax draws no tokens yet */
 };
