@@ -402,6 +402,31 @@ int main(void) {
     run(&r, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2");
     CHECK(r.status == 0 && strncmp(r.out, "In the beginning", 16) == 0 && strlen(r.out) > 40,
           "shipped model: exit %d, text '%s', stderr %s", r.status, r.out, r.err);
+    { /* sampling: --seed repeats the text; without one a seed is printed, and it repeats that run */
+        static result s1, s2, s3, g;
+        run(&s1, "generate --prompt 'In the beginning' --max-tokens 24 --temperature 0.9 --top-p 0.95 --seed 7 --print-ids");
+        run(&s2, "generate --prompt 'In the beginning' --max-tokens 24 --temperature 0.9 --top-p 0.95 --seed 7 --print-ids");
+        run(&s3, "generate --prompt 'In the beginning' --max-tokens 24 --temperature 0.9 --top-p 0.95 --print-ids");
+        run(&g, "generate --prompt 'In the beginning' --max-tokens 24 --print-ids");
+        CHECK(s1.status == 0 && s2.status == 0 && s1.out[0] && !strcmp(s1.out, s2.out), "--seed 7 twice: '%s' then '%s' (%s)",
+              s1.out, s2.out, s1.err);
+        CHECK(strcmp(s1.out, g.out) != 0, "--temperature 0.9 gave the greedy tokens '%s'", g.out);
+        const char *seed = strstr(s3.err, "sampling with seed ");
+        CHECK(s3.status == 0 && seed, "no seed printed without --seed: %s", s3.err);
+        if (seed) {
+            char args[256];
+            snprintf(args, sizeof args, "generate --prompt 'In the beginning' --max-tokens 24 --temperature 0.9 --top-p 0.95 "
+                     "--print-ids --seed %lld", atoll(seed + 19));
+            run(&s2, args);
+            CHECK(s2.status == 0 && !strcmp(s2.out, s3.out), "the printed seed does not repeat its run: '%s' vs '%s'", s2.out,
+                  s3.out);
+        }
+        expect_error("generate --prompt-ids 1 --temperature -1", 1, "--temperature");
+        expect_error("generate --prompt-ids 1 --temperature 0.00001", 1, "at least 1e-4");
+        expect_error("generate --prompt-ids 1 --top-p 0", 1, "keeps no token");
+        expect_error("generate --prompt-ids 1 --min-p 1", 1, "--min-p");
+        expect_error("tokenize --temperature 1 hi", 1, "does not take --temperature");
+    }
     run(&r, "generate --prompt 'And Jesus said' --max-tokens 8 --chat");
     CHECK(r.status == 0, "--chat: exit %d: %s", r.status, r.err);
     run(&r, "tokenize 'In the beginning God created'");

@@ -189,6 +189,7 @@ int cmd_chat(options *o) {
     pk_kernel *k = pk_model_kernel(m);
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
     atomic_store(&chat_kernel, k);
+    const pk_sampling sp = sampling_of(o); /* one seed for the conversation: turns sit at other positions */
 
     int32_t *ids = malloc(MAX_IDS * sizeof *ids), *out = malloc((size_t)o->max_tokens * sizeof *out);
     chat_stream *s = calloc(1, sizeof *s);
@@ -230,7 +231,8 @@ int cmd_chat(options *o) {
         if (dropped)
             fprintf(stderr, "pk: the conversation outgrew the context of %d positions: dropped the %d oldest turn%s\n",
                     max_seq, dropped, dropped == 1 ? "" : "s");
-        pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
+        pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out,
+                          .sampling = sp};
         s->done = 0;
         s->answer.len = 0;
         sb_add(&s->answer, "", 0);

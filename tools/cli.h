@@ -17,6 +17,8 @@ typedef struct options {
     int max_tokens, max_tokens_set, threads, chat, print_ids, step_tokens, kv_splits;
     int prompt_len, gen, context, max_seq, json; /* bench; max_seq also chat */
     long seed;
+    int seed_set;             /* --seed given */
+    pk_sampling sampling;     /* --temperature, --top-k, --top-p, --min-p */
     int batch; /* pk bench: requests decoding together */
     const char *host, *api_key; /* pk serve */
     int port, max_requests;
@@ -34,6 +36,9 @@ pk_tokenizer *load_tokenizer(const char *model_dir, const char *hint);
 int encode_or_die(pk_tokenizer *t, const char *text, int32_t *ids, int cap);
 pk_model_info read_info(const char *dir);
 pk_config make_config(const options *o, int prompt_len, const pk_model_info *info);
+/* The requests' sampling: zero (greedy) at temperature 0; the seed --seed's, else a random one,
+ * printed on stderr. */
+pk_sampling sampling_of(const options *o);
 pk_model *load_model(const options *o, const pk_config *c);
 /* Writes n bytes to stdout and flushes; a write error is kept for the exit status (main). */
 void out_write(const void *p, size_t n);

@@ -69,7 +69,7 @@ typedef enum opt_id {
     O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
     O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_SPEC_LENGTH, O_SPEC_NGRAM, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
     O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
-    O_HOST, O_PORT, O_API_KEY, O_MAX_REQUESTS,
+    O_HOST, O_PORT, O_API_KEY, O_MAX_REQUESTS, O_TEMPERATURE, O_TOP_K, O_TOP_P, O_MIN_P,
 } opt_id;
 
 typedef struct opt_spec {
@@ -105,7 +105,13 @@ static const opt_spec OPTS[] = {
     {"--context", O_CONTEXT, "N", C_BENCH, "the same as --prompt-len: the context the timed decode starts from"},
     {"--gen", O_GEN, "N", C_BENCH, "tokens to generate and time (default 128)"},
     {"--batch", O_BATCH, "N", C_BENCH, "requests decoding together (default 1): N random prompts of the same length, timed per step of N rows"},
-    {"--seed", O_SEED, "S", C_BENCH, "seed of the random prompt (default 1234)"},
+    {"--seed", O_SEED, "S", C_BENCH | C_GENERATE | C_CHAT,
+     "bench: seed of the random prompt (default 1234); generate, chat: the sampling's (default random, printed)"},
+    {"--temperature", O_TEMPERATURE, "T", C_GENERATE | C_CHAT,
+     "sample from softmax(logits / T) (default 0: greedy; else 1e-4 .. 100; the CPU backend so far)"},
+    {"--top-k", O_TOP_K, "K", C_GENERATE | C_CHAT, "sample among the K likeliest tokens (default 0: all)"},
+    {"--top-p", O_TOP_P, "P", C_GENERATE | C_CHAT, "sample among the likeliest tokens holding P of the mass (default 1: all)"},
+    {"--min-p", O_MIN_P, "P", C_GENERATE | C_CHAT, "sample among tokens at least P times as likely as the likeliest (default 0)"},
     {"--json", O_JSON, NULL, C_BENCH, "print the results as one JSON object"},
     {"--task-graph", O_TASK_GRAPH, "FILE", C_INSPECT, "write the task graph as JSON to FILE"},
     {"--out", O_OUT, "DIR", C_COMPILE, "where kernel.cu, task_graph.json and the compiled kernel go (created)"},
@@ -216,6 +222,14 @@ static int parse_auto_on_off(const char *s, const char *what) {
     die("%s '%s' is not auto, on or off", what, s);
 }
 
+static float parse_float(const char *s, const char *what, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) die("%s '%s' is not a number in [%g, %g]", what, s, lo, hi);
+    return (float)v;
+}
+
 static long parse_long(const char *s, const char *what, long lo, long hi) {
     char *end;
     errno = 0;
@@ -251,7 +265,17 @@ static void set_option(options *o, const opt_spec *s, const char *v) {
     case O_CONTEXT: o->context = (int)parse_long(v, n, 1, 1 << 24); break;
     case O_GEN: o->gen = (int)parse_long(v, n, 2, 1 << 24); break;
     case O_BATCH: o->batch = (int)parse_long(v, n, 1, 4096); break;
-    case O_SEED: o->seed = parse_long(v, n, 0, LONG_MAX); break;
+    case O_SEED: o->seed = parse_long(v, n, 0, LONG_MAX), o->seed_set = 1; break;
+    case O_TEMPERATURE:
+        o->sampling.temperature = parse_float(v, n, 0, 100);
+        if (o->sampling.temperature > 0 && o->sampling.temperature < 1e-4f) die("%s '%s': 0 (greedy) or at least 1e-4", n, v);
+        break;
+    case O_TOP_K: o->sampling.top_k = (int)parse_long(v, n, 0, 1 << 30); break;
+    case O_TOP_P:
+        o->sampling.top_p = parse_float(v, n, 0, 1);
+        if (o->sampling.top_p == 0) die("%s 0 keeps no token: it must be in (0, 1]", n);
+        break;
+    case O_MIN_P: o->sampling.min_p = parse_float(v, n, 0, 0.999999); break;
     case O_JSON: o->json = 1; break;
     case O_TASK_GRAPH: o->task_graph = v; break;
     case O_OUT: o->out = v; break;
@@ -534,6 +558,23 @@ static void on_token(void *user, int request, int32_t token, int row) {
     }
 }
 
+pk_sampling sampling_of(const options *o) {
+    pk_sampling sp = o->sampling;
+    if (sp.temperature <= 0) return (pk_sampling){0};
+    if (o->seed_set) {
+        sp.seed = (uint64_t)o->seed;
+    } else { /* a random seed, told so that the run can be repeated */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+        sp.seed = (z ^ (z >> 31)) & 0x7fffffffffffffffu; /* what --seed takes */
+        fprintf(stderr, "pk: sampling with seed %llu (--seed repeats it)\n", (unsigned long long)sp.seed);
+    }
+    return sp;
+}
+
 pk_config make_config(const options *o, int prompt_len, const pk_model_info *info) {
     pk_config c = pk_config_default();
     if (!strcmp(o->backend, "cuda")) c.backend = PK_BACKEND_CUDA;
@@ -611,7 +652,8 @@ static int cmd_generate(options *o) {
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
     int32_t *out = malloc((size_t)o->max_tokens * sizeof *out);
     if (!out) die("out of memory");
-    pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out};
+    pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out,
+                      .sampling = sampling_of(o)};
     stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
     if (tok && !s.dec) die("out of memory");
     if (s.print_text && text && !o->chat) out_write(text, strlen(text));
