@@ -104,6 +104,11 @@ typedef struct pk_config {
      * tokens as without it. */
     int spec_length;           /* 0 (off) .. 16 draft tokens a step */
     int spec_ngram;            /* 1 .. 8 tokens matched; 0: 3 */
+    /* The prefix cache: a request whose prompt starts with whole KV pages that an earlier request
+     * of the same pk_run or session computed (a system prompt, a chat's history) takes those
+     * pages instead of computing them again (pk_request.num_cached); pages no request holds stay
+     * cached until a free page is wanted. The CPU backend so far (ignored by the CUDA backend). */
+    int prefix_cache;          /* 1 (default): on; 0: off */
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
@@ -349,6 +354,7 @@ typedef struct pk_request {
     int num_output;        /* out: tokens written to output */
     pk_finish_reason finish; /* out */
     pk_sampling sampling;    /* zero: greedy */
+    int num_cached;          /* out: prompt tokens taken from the prefix cache, not computed */
 } pk_request;
 
 /* Called once per generated token from the runtime's step boundary (prepare_next_step), in

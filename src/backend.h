@@ -69,6 +69,10 @@ typedef struct pk_backend_i {
      * kernels/sample.h) from the sampling state tensors; 0: a request with temperature > 0 is
      * refused with PK_ERR_UNSUPPORTED. */
     int samples;
+
+    /* Whether the step logic may keep a prefix cache (pk_config.prefix_cache): its arrays are
+     * host memory the backend's step boundary reads (decode_step.h). */
+    int caches_prefixes;
 } pk_backend_i;
 
 /* The table of backend b (src/backend_registry.c), NULL for an unknown value. */

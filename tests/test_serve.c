@@ -4,6 +4,7 @@
  *   - the routes: /health, /v1/models, /metrics; completions and chat, streamed and not, whose
  *     text at temperature 0 equals `pk generate` (and `pk generate --chat`) for the same prompt;
  *   - sampling: a seed repeats its text, another seed gives another, top_k 1 the greedy text;
+ *   - a prompt sent again takes its pages from the prefix cache (usage's cached_tokens);
  *   - every error in OpenAI's JSON with its status: 401, 404, 405, 400 (malformed JSON, wrong
  *     types, unknown fields, max_tokens negative or huge, sampling out of range, penalties, a
  *     prompt over the context),
@@ -79,6 +80,24 @@ static void check_sampling(void) {
     CHECK(strcmp(a, c) != 0, "seeds 5 and 6 gave the same text '%s'", a);
     CHECK(strcmp(a, greedy) != 0, "temperature 1 gave the greedy text '%s'", a);
     CHECK(!strcmp(k1, greedy), "top_k 1 '%s' is not the greedy text '%s'", k1, greedy);
+}
+
+/* The prefix cache: a long prompt sent again takes its whole pages from the cache (usage's
+ * prompt_tokens_details.cached_tokens) and gives the same text. */
+static void check_prefix_cache(void) {
+    static const char body[] = "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning God created the heaven and the earth. "
+                               "And the earth was without form, and void; and darkness was upon the face of the deep. "
+                               "And the Spirit of God moved upon the face of the waters.\",\"max_tokens\":8}";
+    reply a = post("/v1/completions", body), b = post("/v1/completions", body);
+    char ta[1024] = "", tb[1024] = "";
+    json_str(a.body ? a.body : "", "text", ta, sizeof ta);
+    json_str(b.body ? b.body : "", "text", tb, sizeof tb);
+    const char *ca = a.body ? strstr(a.body, "\"cached_tokens\":") : NULL, *cb = b.body ? strstr(b.body, "\"cached_tokens\":") : NULL;
+    CHECK(a.status == 200 && b.status == 200 && ta[0] && !strcmp(ta, tb), "the same prompt twice: '%s' then '%s'", ta, tb);
+    CHECK(ca && cb && atoi(ca + 16) == 0 && atoi(cb + 16) >= 16, "cached tokens: first %s, second %s", ca ? ca : "none",
+          cb ? cb : "none");
+    free(a.body);
+    free(b.body);
 }
 
 static void check_generation(void) {
@@ -242,6 +261,7 @@ int main(void) {
         check_errors();
         check_generation();
     check_sampling();
+    check_prefix_cache();
         check_queue_and_cancel();
     }
     /* SIGTERM with a stream running: it ends with an error event and [DONE], then the server exits */

@@ -23,7 +23,7 @@ class Config(Structure):
                 ("max_tokens_per_step", c_int), ("page_size", c_int), ("num_pages", c_int),
                 ("eos_token_id", c_int64), ("sched_mode", c_int), ("backend", c_int), ("trace_path", c_char_p),
                 ("cache_dir", c_char_p), ("attention_kv_splits", c_int), ("spec_length", c_int),
-                ("spec_ngram", c_int)]
+                ("spec_ngram", c_int), ("prefix_cache", c_int)]
 
 
 class DeviceInfo(Structure):
@@ -48,7 +48,8 @@ class Sampling(Structure):
 
 class Request(Structure):
     _fields_ = [("prompt", POINTER(c_int32)), ("prompt_len", c_int), ("max_new_tokens", c_int),
-                ("output", POINTER(c_int32)), ("num_output", c_int), ("finish", c_int), ("sampling", Sampling)]
+                ("output", POINTER(c_int32)), ("num_output", c_int), ("finish", c_int), ("sampling", Sampling),
+                ("num_cached", c_int)]
 
 
 class GraphStats(Structure):

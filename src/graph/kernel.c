@@ -55,6 +55,7 @@ pk_config pk_config_default(void) {
     c.max_tokens_per_step = 64;
     c.page_size = 16;
     c.num_pages = 0; /* 0: enough for max_requests full-length requests */
+    c.prefix_cache = 1;
     c.eos_token_id = -1;
     c.sched_mode = PK_SCHED_STATIC;
     c.backend = PK_BACKEND_CPU;
@@ -113,6 +114,8 @@ static pk_status check_config(pk_kernel *k, const pk_config *c) {
     REQUIRE(c->spec_length >= 0 && c->spec_length <= 16, "config: spec_length %d outside [0 (off), 16]",
             c->spec_length);
     REQUIRE(c->spec_ngram >= 0 && c->spec_ngram <= 8, "config: spec_ngram %d outside [0 (3), 8]", c->spec_ngram);
+    REQUIRE(c->prefix_cache == 0 || c->prefix_cache == 1, "config: prefix_cache %d is not 0 (off) or 1 (on)",
+            c->prefix_cache);
     REQUIRE(c->sched_mode == PK_SCHED_STATIC || c->sched_mode == PK_SCHED_DYNAMIC,
             "config: unknown sched_mode %d", (int)c->sched_mode);
     REQUIRE(pk_backend_find(c->backend) != NULL, "config: unknown backend %d", (int)c->backend);

@@ -78,6 +78,21 @@ pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap) {
     s->spec_ngram = c->spec_ngram;
     s->ngram_cap = pk_step_ngram_cap(c->spec_length, c->spec_ngram, c->max_seq_length);
     s->ngram_pos = s->ngram_cap ? calloc((size_t)s->R * (size_t)s->ngram_cap, sizeof *s->ngram_pos) : NULL;
+    if (c->prefix_cache && k->backend->caches_prefixes) {
+        const size_t P = (size_t)c->num_pages;
+        int32_t cap = 2;
+        while ((size_t)cap < 2 * P && cap < (1 << 30)) cap *= 2;
+        s->table_cap = cap;
+        s->page_ref = calloc(P, sizeof *s->page_ref);
+        s->page_hash = calloc(P, sizeof *s->page_hash);
+        s->page_tokens = malloc(P * (size_t)c->page_size * sizeof *s->page_tokens);
+        s->lru = malloc(2 * (P + 1) * sizeof *s->lru);
+        s->table = calloc((size_t)cap, sizeof *s->table);
+        if (!s->page_ref || !s->page_hash || !s->page_tokens || !s->lru || !s->table) {
+            pk_decode_free(d);
+            return pk_fail(k, PK_ERR_NO_MEMORY, "out of memory for the prefix cache of %d pages", c->num_pages);
+        }
+    }
     s->tokens = malloc((size_t)s->R * (size_t)s->max_seq * sizeof *s->tokens);
     s->slots = calloc((size_t)s->R, sizeof *s->slots);
     s->free_pages = malloc((size_t)c->num_pages * sizeof *s->free_pages);
@@ -107,6 +122,7 @@ pk_status pk_decode_init(pk_decode *d, pk_kernel *k, pk_request *reqs, int n, pk
         return pk_fail(k, PK_ERR_INVALID_ARGUMENT, "pk_run: %d requests at %p", n, (void *)reqs);
     for (int i = 0; i < n; i++) {
         reqs[i].num_output = 0;
+        reqs[i].num_cached = 0;
         reqs[i].finish = PK_FINISH_NONE;
         char who[48];
         snprintf(who, sizeof who, "pk_run: request %d", i);
@@ -146,6 +162,15 @@ void pk_decode_free(pk_decode *d) {
     free(d->emitted);
     free(d->s.ngram_pos);
     d->s.ngram_pos = NULL;
+    free(d->s.page_ref);
+    free(d->s.page_hash);
+    free(d->s.page_tokens);
+    free(d->s.lru);
+    free(d->s.table);
+    d->s.page_ref = NULL;
+    d->s.page_hash = NULL;
+    d->s.page_tokens = NULL;
+    d->s.lru = d->s.table = NULL;
     d->s.tokens = NULL;
     d->s.slots = NULL;
     d->s.free_pages = NULL;

@@ -55,6 +55,9 @@ typedef struct pk_slot {
     int32_t sample_row; /* row of this step whose output is the next token, -1 if none */
     int32_t ndraft;     /* draft tokens verified this step: rows sample_row + 1 .. + ndraft */
     int32_t indexed;    /* speculation: n-grams ending before this position are in the index */
+    int32_t shared;     /* prefix cache: the first pages, found in the cache at admission */
+    int32_t hashed;     /* prefix cache: pages offered to the cache so far */
+    uint64_t chain;     /* prefix cache: the chain hash of the pages offered */
 } pk_slot;
 
 /* One request as the step logic sees it (validated by pk_decode_init). */
@@ -64,6 +67,7 @@ typedef struct pk_step_req {
     int32_t max_new_tokens;
     int32_t num_output;     /* out: tokens generated so far */
     int32_t finish;         /* out: pk_finish_reason */
+    int32_t num_cached;     /* out: prompt tokens whose K/V came from the prefix cache */
     int32_t sample[PK_SAMPLE_PARAMS]; /* kernels/sample.h's words; inverse temperature 0: greedy */
 } pk_step_req;
 
@@ -115,6 +119,20 @@ typedef struct pk_step_state {
     int32_t prompt_rows;       /* of the planned step's rows, those holding prompt tokens */
     int32_t rows;              /* rows of the step tensors that may hold a non-zero value: the
                                 * planned step's (T after a reset: anything) */
+    /* The prefix cache (page_ref NULL: off). A page all of whose page_size positions hold K/V is
+     * offered to it under the chain hash of its tokens and every token before them; a request
+     * admitted later takes the pages of its prompt's longest cached prefix (whole pages, leaving
+     * at least its last prompt token to compute) instead of computing them. A page is free, held
+     * (page_ref > 0 slots have it in their page table) or cached and unheld: evictable, in least
+     * recently released order, taken back when a free page is wanted and none is left. */
+    int32_t *page_ref;         /* [num_pages] */
+    uint64_t *page_hash;       /* [num_pages]: its chain hash; 0: not in the cache */
+    int32_t *page_tokens;      /* [num_pages, page_size]: a cached page's tokens (checked on a hit) */
+    int32_t *lru;              /* [2 (num_pages + 1)]: prev, next of the evictable list; sentinel num_pages */
+    int32_t *table;            /* [table_cap]: 1 + a cached page, 0 empty (linear probing) */
+    int32_t table_cap;         /* a power of two >= 2 num_pages */
+    int32_t nevictable;
+    int64_t prefix_hits;       /* prompt tokens taken from the cache */
     /* step records (NULL: none): rec[0 .. rec_cap], steps past rec_cap are not recorded */
     pk_step_rec *rec;
     int64_t rec_cap;
@@ -159,24 +177,142 @@ PK_HD void pk_step_reset(pk_step_state *s) {
         sl->req = -1;
         sl->len = sl->cached = sl->npages = sl->reserved = 0;
         sl->sample_row = -1;
-        sl->ndraft = sl->indexed = 0;
+        sl->ndraft = sl->indexed = sl->shared = sl->hashed = 0;
+        sl->chain = 0;
     }
     for (int i = 0; i < s->R * s->pages_per_req; i++) s->page_table[i] = 0;
     s->nfree = s->unreserved = s->num_pages;
     for (int p = 0; p < s->num_pages; p++) s->free_pages[p] = s->num_pages - 1 - p;
+    s->nevictable = 0;
+    s->prefix_hits = 0;
+    if (s->page_ref) {
+        for (int p = 0; p < s->num_pages; p++) s->page_ref[p] = 0, s->page_hash[p] = 0;
+        s->lru[s->num_pages] = s->lru[s->num_pages + 1 + s->num_pages] = s->num_pages; /* empty: the sentinel */
+        for (int i = 0; i < s->table_cap; i++) s->table[i] = 0;
+    }
     for (int i = 0; i < s->nreqs; i++) {
         pk_step_req_of(s, i)->num_output = 0;
         pk_step_req_of(s, i)->finish = PK_STEP_FINISH_NONE;
     }
 }
 
+/* ---- pages and the prefix cache ----
+ * s->unreserved counts the pages a new reservation may take: free and evictable ones, less what
+ * admitted requests reserved and have not taken yet. */
+
+/* The evictable list: lru[p] is p's prev, lru[num_pages + 1 + p] its next. */
+PK_HD void pk_step_lru_unlink(pk_step_state *s, int32_t p) {
+    int32_t *prev = s->lru, *next = s->lru + s->num_pages + 1;
+    next[prev[p]] = next[p];
+    prev[next[p]] = prev[p];
+    s->nevictable--;
+}
+
+PK_HD void pk_step_lru_append(pk_step_state *s, int32_t p) {
+    int32_t *prev = s->lru, *next = s->lru + s->num_pages + 1;
+    const int32_t z = s->num_pages;
+    prev[p] = prev[z];
+    next[p] = z;
+    next[prev[z]] = p;
+    prev[z] = p;
+    s->nevictable++;
+}
+
+PK_HD uint64_t pk_step_chain(uint64_t h, const int32_t *t, int n) {
+    for (int j = 0; j < n; j++) { /* splitmix64's finalizer over each token, chained */
+        uint64_t z = h ^ ((uint64_t)(uint32_t)t[j] + 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        h = z ^ (z >> 31);
+    }
+    return h ? h : 1; /* 0 means "not cached" */
+}
+
+/* The cached page of chain hash h holding tokens t[0 .. page_size), or -1; *at: its table index,
+ * else the empty one the probe ended at. */
+PK_HD int32_t pk_step_cache_find(const pk_step_state *s, uint64_t h, const int32_t *t, int32_t *at) {
+    const uint32_t mask = (uint32_t)s->table_cap - 1;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+        const int32_t e = s->table[i] - 1;
+        *at = (int32_t)i;
+        if (e < 0) return -1;
+        if (s->page_hash[e] != h) continue;
+        const int32_t *pt = s->page_tokens + (int64_t)e * s->page_size;
+        int same = 1;
+        for (int j = 0; j < s->page_size && same; j++) same = pt[j] == t[j];
+        if (same) return e;
+    }
+}
+
+/* Takes page p out of the table (backward-shift deletion: the probes of the others stay whole). */
+PK_HD void pk_step_cache_remove(pk_step_state *s, int32_t p) {
+    const uint32_t mask = (uint32_t)s->table_cap - 1;
+    uint32_t i = (uint32_t)s->page_hash[p] & mask;
+    while (s->table[i] != p + 1) i = (i + 1) & mask;
+    for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        const int32_t e = s->table[j] - 1;
+        if (e < 0) break;
+        const uint32_t home = (uint32_t)s->page_hash[e] & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) { /* e may move back to the hole at i */
+            s->table[i] = e + 1;
+            i = j;
+        }
+    }
+    s->table[i] = 0;
+    s->page_hash[p] = 0;
+}
+
+/* A page for a reservation: a free one, else the least recently released cached one. */
+PK_HD int32_t pk_step_page_take(pk_step_state *s) {
+    int32_t p;
+    if (s->nfree > 0) {
+        p = s->free_pages[--s->nfree];
+    } else {
+        PK_STEP_ASSERT(s->page_ref && s->nevictable > 0);
+        p = s->lru[s->num_pages + 1 + s->num_pages]; /* the sentinel's next: the oldest */
+        pk_step_lru_unlink(s, p);
+        pk_step_cache_remove(s, p);
+    }
+    if (s->page_ref) s->page_ref[p] = 1;
+    return p;
+}
+
+/* A slot lets go of page p: free, or evictable when cached, once no slot holds it. */
+PK_HD void pk_step_page_release(pk_step_state *s, int32_t p) {
+    if (s->page_ref && --s->page_ref[p] > 0) return;
+    if (s->page_ref && s->page_hash[p]) pk_step_lru_append(s, p);
+    else s->free_pages[s->nfree++] = p;
+    s->unreserved++;
+}
+
+/* Offers slot i's pages whose positions all hold K/V (below cached) to the cache; a page whose
+ * content is cached already (another request computed it too) stays out. */
+PK_HD void pk_step_cache_offer(pk_step_state *s, int i) {
+    pk_slot *sl = &s->slots[i];
+    const int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
+    const int32_t *toks = s->tokens + (int64_t)i * s->max_seq;
+    for (; sl->hashed < sl->cached / s->page_size; sl->hashed++) {
+        const int32_t *t = toks + (int64_t)sl->hashed * s->page_size;
+        sl->chain = pk_step_chain(sl->chain, t, s->page_size);
+        int32_t at;
+        const int32_t p = pt[sl->hashed];
+        if (s->page_hash[p] || pk_step_cache_find(s, sl->chain, t, &at) >= 0) continue;
+        s->page_hash[p] = sl->chain;
+        for (int j = 0; j < s->page_size; j++) s->page_tokens[(int64_t)p * s->page_size + j] = t[j];
+        s->table[at] = p + 1;
+    }
+}
+
 PK_HD void pk_step_retire(pk_step_state *s, pk_slot *sl, int32_t why) {
     pk_step_req_of(s, sl->req)->finish = why;
-    int32_t *pt = s->page_table + (int64_t)(sl - s->slots) * s->pages_per_req;
-    for (int p = 0; p < sl->npages; p++) s->free_pages[s->nfree++] = pt[p];
-    s->unreserved += sl->reserved;
+    const int i = (int)(sl - s->slots);
+    if (s->page_ref) pk_step_cache_offer(s, i);
+    int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
+    for (int p = 0; p < sl->npages; p++) pk_step_page_release(s, pt[p]);
+    s->unreserved += sl->reserved - (sl->npages - sl->shared); /* reserved and never taken */
     sl->req = -1;
-    sl->npages = sl->reserved = 0;
+    sl->npages = sl->reserved = sl->shared = sl->hashed = 0;
+    sl->chain = 0;
     s->ndone++;
 }
 
@@ -253,14 +389,34 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         int life = r->prompt_len + r->max_new_tokens;
         if (life > s->max_seq) life = s->max_seq;
         int need = pk_step_pages_for(life, s->page_size);
-        if (need > s->unreserved) return; /* wait, in order, for pages to come back */
-        s->unreserved -= need;
+        /* the prompt's cached prefix: whole pages, the last prompt token left to compute */
+        int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
+        int hits = 0, taken_back = 0; /* taken_back: hits on unheld pages, which leave the evictable */
+        uint64_t chain = 0;
+        for (int maxh = s->page_ref ? (r->prompt_len - 1) / s->page_size : 0; hits < maxh; hits++) {
+            const int32_t *t = r->prompt + (int64_t)hits * s->page_size;
+            const uint64_t h = pk_step_chain(chain, t, s->page_size);
+            int32_t at;
+            const int32_t p = pk_step_cache_find(s, h, t, &at);
+            if (p < 0) break;
+            pt[hits] = p;
+            taken_back += s->page_ref[p] == 0;
+            chain = h;
+        }
+        if (need - hits + taken_back > s->unreserved) return; /* wait, in order, for pages to come back */
+        for (int h = 0; h < hits; h++) {
+            if (s->page_ref[pt[h]]++ == 0) pk_step_lru_unlink(s, pt[h]);
+        }
+        s->unreserved -= need - hits + taken_back;
         sl->req = s->next_req++;
-        sl->reserved = need;
+        sl->reserved = need - hits;
         sl->len = r->prompt_len;
-        sl->cached = 0;
-        sl->npages = 0;
+        sl->cached = hits * s->page_size;
+        sl->npages = sl->shared = sl->hashed = hits;
+        sl->chain = chain;
         sl->indexed = 0;
+        pk_step_req_of(s, sl->req)->num_cached = sl->cached;
+        s->prefix_hits += sl->cached;
         if (s->sample_params)
             for (int j = 0; j < PK_SAMPLE_PARAMS; j++) s->sample_params[i * PK_SAMPLE_PARAMS + j] = r->sample[j];
         if (s->ngram_pos) /* a new request: its own index */
@@ -296,8 +452,8 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
     pk_slot *sl = &s->slots[i];
     int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
     while (sl->npages < pk_step_pages_for(sl->cached + n, s->page_size)) {
-        PK_STEP_ASSERT(s->nfree > 0 && sl->npages < sl->reserved);
-        pt[sl->npages++] = s->free_pages[--s->nfree];
+        PK_STEP_ASSERT(sl->npages - sl->shared < sl->reserved);
+        pt[sl->npages++] = pk_step_page_take(s);
     }
     int32_t plen = pk_step_req_of(s, sl->req)->prompt_len;
     if (sl->cached < plen) s->prompt_rows += sl->cached + n < plen ? n : plen - sl->cached;
@@ -360,6 +516,9 @@ PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
 /* Admits waiting requests and fills the step tensors for the next step. Returns 1 if there is a
  * step to run, 0 when every request is done. */
 PK_HD int pk_step_plan(pk_step_state *s) {
+    if (s->page_ref) /* the last step's K/V are written: their full pages go to the cache */
+        for (int i = 0; i < s->R; i++)
+            if (s->slots[i].req >= 0) pk_step_cache_offer(s, i);
     pk_step_admit(s);
     int row = 0;
     s->prompt_rows = 0;

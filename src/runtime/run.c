@@ -138,6 +138,7 @@ pk_status pk_run(pk_kernel *k, pk_request *reqs, int n, pk_token_fn on_token, vo
     if (s == PK_OK && pk_cancel_requested(k))
         for (int i = 0; i < n; i++)
             if (reqs[i].finish == PK_FINISH_NONE) reqs[i].finish = PK_FINISH_CANCELLED;
+    for (int i = 0; i < n; i++) reqs[i].num_cached = d.sreqs[i].num_cached; /* 0 where it is off */
     pk_decode_free(&d);
     return s;
 }

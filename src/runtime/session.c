@@ -179,6 +179,7 @@ pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
         return pk_fail(k, PK_ERR_BACKEND, "pk_session_submit: the session's runtime stopped: %s",
                        ss->run_err[0] ? ss->run_err : "(no error)");
     req->num_output = 0;
+    req->num_cached = 0;
     req->finish = PK_FINISH_NONE;
     st = pk_decode_check_request(k, req, "pk_session_submit: the request");
     if (st != PK_OK) return st;
@@ -236,6 +237,7 @@ static pk_status deliver(pk_kernel *k, pk_session *ss) {
         if (rec.token >= 0) r->output[r->num_output++] = rec.token;
         if (rec.finish != PK_FINISH_NONE) {
             r->finish = (pk_finish_reason)rec.finish;
+            r->num_cached = ss->ring[e].num_cached; /* the boundary wrote it before the record */
             ss->host[e] = NULL;
             ss->running--;
         }

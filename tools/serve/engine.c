@@ -53,7 +53,7 @@ int serve_job_token(serve_job *j, int32_t token) {
 }
 
 static void run_job(serve_engine *e, serve_job *j) {
-    j->num_generated = 0;
+    j->num_generated = j->num_cached = 0;
     j->ttft_s = 0;
     j->error[0] = '\0';
     if (atomic_load(&j->cancel)) {
@@ -70,6 +70,7 @@ static void run_job(serve_engine *e, serve_job *j) {
                     .sampling = j->sampling};
     run_ctx c = {.e = e, .j = j};
     pk_status s = pk_run(e->k, &r, 1, on_token, &c);
+    j->num_cached = r.num_cached;
     free(out);
     if (s != PK_OK) {
         j->finish = SERVE_FINISH_ERROR;
@@ -181,7 +182,7 @@ void serve_engine_cancel(serve_engine *e, serve_job *j) {
     e->stats.jobs_done++; /* ended, as a run's end counts, so the queue's arrivals all show */
     pthread_mutex_unlock(&e->mu);
     j->finish = SERVE_FINISH_CANCELLED;
-    j->num_generated = 0;
+    j->num_generated = j->num_cached = 0;
     j->on_done(j);
 }
 

@@ -40,6 +40,7 @@ struct serve_job {
     /* set by the engine before on_done */
     serve_finish finish;
     int num_generated;     /* tokens the model made for it, a stop token included */
+    int num_cached;        /* prompt tokens taken from the prefix cache */
     double ttft_s;         /* from submit to the first token (0 if none) */
     char error[256];
     /* the engine's */

@@ -41,7 +41,7 @@ void serve_session_token(void *user, int id, int32_t token, int row) {
 /* Hands j to the session; on failure j ends at once (SERVE_FINISH_ERROR). */
 static active *start(session_run *sr, serve_job *j) {
     serve_engine *e = sr->e;
-    j->num_generated = 0;
+    j->num_generated = j->num_cached = 0;
     j->ttft_s = 0;
     j->error[0] = '\0';
     active *a = calloc(1, sizeof *a);
@@ -74,6 +74,7 @@ static void finish(session_run *sr, active *a) {
     j->finish = a->stopped || f == PK_FINISH_EOS ? SERVE_FINISH_STOP
                 : f == PK_FINISH_CANCELLED      ? SERVE_FINISH_CANCELLED
                                                 : SERVE_FINISH_LENGTH;
+    j->num_cached = a->r.num_cached;
     sr->by_id[a->id & sr->mask] = NULL;
     free(a->r.output);
     free(a);

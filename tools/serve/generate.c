@@ -52,6 +52,7 @@ static void add_usage(cJSON *r, const conn *c) {
     cJSON_AddNumberToObject(u, "prompt_tokens", c->job.prompt_len);
     cJSON_AddNumberToObject(u, "completion_tokens", c->job.num_generated);
     cJSON_AddNumberToObject(u, "total_tokens", c->job.prompt_len + c->job.num_generated);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", c->job.num_cached);
 }
 
 /* One choice: the text (NULL: a chunk without text), finish_reason (NULL: null). role: the chat

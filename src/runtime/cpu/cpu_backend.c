@@ -106,4 +106,5 @@ const pk_backend_i pk_cpu_backend = {
     .free = cpu_free,
     .serves_sessions = 1, /* the workers run until the session's step boundary ends the run */
     .samples = 1,
+    .caches_prefixes = 1,
 };

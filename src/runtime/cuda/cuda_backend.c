@@ -607,4 +607,5 @@ const pk_backend_i pk_cuda_backend = {
     .free = cuda_free,
     .serves_sessions = 0, /* the device's step boundary reads no session mailbox yet */
     .samples = 0,         /* the device's argmax draws no tokens yet */
+    .caches_prefixes = 0, /* the device's step state has no prefix cache arrays yet */
 };
