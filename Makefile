@@ -106,8 +106,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libpk.a tests/check.h tests/e2e_model.h tes
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(filter %.o,$^) $(BUILD)/libpk.a $(LDLIBS) -o $@
 
-# pk serve's request parser is the tool's, not the library's: its test links it alone.
+# pk serve's request parser and the stop strings are the tool's, not the library's: their tests
+# link them alone.
 $(BUILD)/tests/test_serve_request: $(BUILD)/tools/serve/request.o
+$(BUILD)/tests/test_stop_text: $(BUILD)/tools/stop_text.o
 
 test: all
 	@BUILD=$(BUILD) bash tests/run.sh

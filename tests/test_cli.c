@@ -426,6 +426,15 @@ int main(void) {
         expect_error("generate --prompt-ids 1 --top-p 0", 1, "keeps no token");
         expect_error("generate --prompt-ids 1 --min-p 1", 1, "--min-p");
         expect_error("tokenize --temperature 1 hi", 1, "does not take --temperature");
+        /* --stop: the greedy text up to the stop string, which is not printed */
+        run(&g, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2");
+        run(&s1, "generate --prompt 'In the beginning' --max-tokens 24 --threads 2 --stop sayings --stop ZZZ");
+        const char *at = strstr(g.out, "sayings");
+        CHECK(g.status == 0 && s1.status == 0 && at && strlen(s1.out) == (size_t)(at - g.out) + 1 &&
+                  !strncmp(s1.out, g.out, (size_t)(at - g.out)) && strstr(s1.err, "(stop)"),
+              "--stop sayings: '%s' of '%s' (%s)", s1.out, g.out, s1.err);
+        expect_error("generate --prompt-ids 1 --print-ids --stop x", 1, "not with --print-ids");
+        expect_error("generate --prompt-ids 1 --stop a --stop b --stop c --stop d --stop e", 1, "more than 4");
     }
     run(&r, "generate --prompt 'And Jesus said' --max-tokens 8 --chat");
     CHECK(r.status == 0, "--chat: exit %d: %s", r.status, r.err);

@@ -5,6 +5,7 @@
  *     text at temperature 0 equals `pk generate` (and `pk generate --chat`) for the same prompt;
  *   - sampling: a seed repeats its text, another seed gives another, top_k 1 the greedy text;
  *   - a prompt sent again takes its pages from the prefix cache (usage's cached_tokens);
+ *   - stop strings end the text before them, streamed or not, with finish_reason stop;
  *   - every error in OpenAI's JSON with its status: 401, 404, 405, 400 (malformed JSON, wrong
  *     types, unknown fields, max_tokens negative or huge, sampling out of range, penalties, a
  *     prompt over the context),
@@ -80,6 +81,34 @@ static void check_sampling(void) {
     CHECK(strcmp(a, c) != 0, "seeds 5 and 6 gave the same text '%s'", a);
     CHECK(strcmp(a, greedy) != 0, "temperature 1 gave the greedy text '%s'", a);
     CHECK(!strcmp(k1, greedy), "top_k 1 '%s' is not the greedy text '%s'", k1, greedy);
+}
+
+/* Stop strings: the text ends before the first one, which is not sent, with finish_reason stop;
+ * streamed, the same. */
+static void check_stop_strings(void) {
+    char full[4096], cut[4096], body[1024], streamed[4096];
+    static const char head[] = "{\"model\":\"pk-tiny\",\"prompt\":\"In the beginning\",\"max_tokens\":24";
+    snprintf(body, sizeof body, "%s}", head);
+    if (!completion_text(body, full, sizeof full)) return;
+    /* a stop string from the middle of the text: 3 bytes at a third of it */
+    const size_t len = strlen(full), at = len / 3;
+    char stop[4] = {full[at], full[at + 1], full[at + 2], 0};
+    CHECK(len > 12 && !strchr(stop, '"') && !strchr(stop, '\\') && !strchr(stop, '\n'), "text '%s': no plain stop string",
+          full);
+    const size_t want = (size_t)(strstr(full, stop) - full);
+    snprintf(body, sizeof body, "%s,\"stop\":[\"zzzz\",\"%s\"]}", head, stop);
+    reply r = post("/v1/completions", body);
+    cut[0] = '\0';
+    json_str(r.body ? r.body : "", "text", cut, sizeof cut);
+    CHECK(r.status == 200 && strlen(cut) == want && !strncmp(cut, full, want) && strstr(r.body, "\"finish_reason\":\"stop\""),
+          "stop '%s' in '%s': '%s' (%s)", stop, full, cut, r.body ? r.body : "");
+    free(r.body);
+    snprintf(body, sizeof body, "%s,\"stream\":true,\"stop\":\"%s\"}", head, stop);
+    r = post("/v1/completions", body);
+    sse_text(r.body ? r.body : "", "text", streamed, sizeof streamed);
+    CHECK(r.status == 200 && !strcmp(streamed, cut) && strstr(r.body, "\"finish_reason\":\"stop\""),
+          "streamed with stop '%s': '%s' vs '%s'", stop, streamed, cut);
+    free(r.body);
 }
 
 /* The prefix cache: a long prompt sent again takes its whole pages from the cache (usage's
@@ -186,7 +215,8 @@ static void check_errors(void) {
                                                         "\"top_p\":1.5}"), 400, "top_p");
     expect("a penalty", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"frequency_penalty\":1}"), 400,
            "no penalties");
-    expect("stop", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"stop\":[\"\\n\"]}"), 400, "stop");
+    expect("five stop strings", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}"),
+           400, "at most 4");
     expect("n > 1", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":\"x\",\"n\":2}"), 400, "one choice");
     expect("token id out of range", post("/v1/completions", "{\"model\":\"pk-tiny\",\"prompt\":[1,2,99999]}"), 400, "vocabulary");
     /* a prompt longer than the context */
@@ -262,6 +292,7 @@ int main(void) {
         check_generation();
     check_sampling();
     check_prefix_cache();
+    check_stop_strings();
         check_queue_and_cancel();
     }
     /* SIGTERM with a stream running: it ends with an error event and [DONE], then the server exits */

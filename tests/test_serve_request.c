@@ -36,6 +36,11 @@ static void check_fields(void) {
     CHECK(rc == 0 && req.temperature == 0.7 && req.top_p == 0.9 && req.top_k == 40 && req.min_p == 0.05 && req.has_seed &&
               req.seed == (uint64_t)-2,
           "sampling fields: rc %d %s", rc, err.message);
+    rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[\"\\n\",\"\",\"END\"]}");
+    CHECK(rc == 0 && req.num_stop == 2 && !strcmp(req.stop[0], "\n") && !strcmp(req.stop[1], "END"), "stop: rc %d %s", rc,
+          err.message);
+    rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":\"Amen\"}");
+    CHECK(rc == 0 && req.num_stop == 1 && !strcmp(req.stop[0], "Amen"), "stop string: rc %d %s", rc, err.message);
     rc = parse(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":-1}");
     CHECK(rc == 0 && req.top_k == 0 && req.top_p == 1 && req.temperature == 0 && !req.has_seed, "defaults: rc %d %s", rc,
           err.message);
@@ -83,7 +88,9 @@ static void check_errors(void) {
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"seed\":1e30}", "seed", "64-bit integer");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}", "presence_penalty", "no penalties");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":3}", "n", "one choice");
-    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":\"\\n\"}", "stop", "not supported");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop", "at most 4");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[\"a\",3]}", "stop", "array of strings");
+    bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":7}", "stop", "array of strings");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":5}", "logprobs", "not supported");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
     bad(SERVE_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\",\"stream\":\"yes\"}", "stream", "true or false");

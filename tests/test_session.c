@@ -244,7 +244,7 @@ static void churn(int total) {
     enum { LIVE = 8 };
     pk_request r[LIVE];
     int32_t out[LIVE][MAXNEW];
-    int id[LIVE], prompt_of[LIVE], busy[LIVE] = {0};
+    int id[LIVE], prompt_of[LIVE], busy[LIVE] = {0}, cancel_in[LIVE]; /* polls until its cancel; -1: none */
     int submitted = 0, ended = 0, wrong = 0, cancelled = 0;
     uint64_t seed = 77;
     for (int iter = 0; iter < 100000 && ended < total; iter++) {
@@ -255,10 +255,11 @@ static void churn(int total) {
                                 .max_new_tokens = 1 + (int)(check_rand_u64(&seed) % MAXNEW), .output = out[s]};
             if (pk_session_submit(k, &r[s], &id[s]) != PK_OK) break;
             busy[s] = 1;
+            cancel_in[s] = check_rand_u64(&seed) % 4 == 0 ? (int)(check_rand_u64(&seed) % 4) : -1; /* a quarter */
             submitted++;
         }
         for (int s = 0; s < LIVE; s++)
-            if (busy[s] && check_rand_u64(&seed) % 16 == 0) pk_session_cancel(k, id[s]);
+            if (busy[s] && cancel_in[s] >= 0 && cancel_in[s]-- == 0) pk_session_cancel(k, id[s]);
         if (pk_session_poll(k, 5, NULL) != PK_OK) {
             CHECK(0, "churn poll: %s", pk_kernel_error(k));
             break;

@@ -8,6 +8,7 @@
 #define PK_CLI_H
 
 #include "pk.h"
+#include "stop_text.h"
 
 #define MAX_IDS 65536
 
@@ -19,6 +20,8 @@ typedef struct options {
     long seed;
     int seed_set;             /* --seed given */
     pk_sampling sampling;     /* --temperature, --top-k, --top-p, --min-p */
+    const char *stop[STOP_TEXT_MAX]; /* --stop */
+    int nstop;
     int batch; /* pk bench: requests decoding together */
     const char *host, *api_key; /* pk serve */
     int port, max_requests;

@@ -69,7 +69,7 @@ typedef enum opt_id {
     O_MODEL, O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS, O_SYSTEM, O_CHAT, O_MAX_TOKENS, O_PRINT_IDS, O_BACKEND,
     O_THREADS, O_STEP_TOKENS, O_KV_SPLITS, O_SPEC_LENGTH, O_SPEC_NGRAM, O_MAX_SEQ, O_TRACE, O_LOGITS, O_PROMPT_LEN, O_CONTEXT, O_GEN, O_BATCH, O_SEED,
     O_JSON, O_TASK_GRAPH, O_OUT, O_ARCH, O_FUSED_MLP, O_LM_ARGMAX, O_CHECK_TENSORS,
-    O_HOST, O_PORT, O_API_KEY, O_MAX_REQUESTS, O_TEMPERATURE, O_TOP_K, O_TOP_P, O_MIN_P,
+    O_HOST, O_PORT, O_API_KEY, O_MAX_REQUESTS, O_TEMPERATURE, O_TOP_K, O_TOP_P, O_MIN_P, O_STOP,
 } opt_id;
 
 typedef struct opt_spec {
@@ -112,6 +112,7 @@ static const opt_spec OPTS[] = {
     {"--top-k", O_TOP_K, "K", C_GENERATE | C_CHAT, "sample among the K likeliest tokens (default 0: all)"},
     {"--top-p", O_TOP_P, "P", C_GENERATE | C_CHAT, "sample among the likeliest tokens holding P of the mass (default 1: all)"},
     {"--min-p", O_MIN_P, "P", C_GENERATE | C_CHAT, "sample among tokens at least P times as likely as the likeliest (default 0)"},
+    {"--stop", O_STOP, "TEXT", C_GENERATE, "end the text before TEXT, which is not printed (up to 4 --stop)"},
     {"--json", O_JSON, NULL, C_BENCH, "print the results as one JSON object"},
     {"--task-graph", O_TASK_GRAPH, "FILE", C_INSPECT, "write the task graph as JSON to FILE"},
     {"--out", O_OUT, "DIR", C_COMPILE, "where kernel.cu, task_graph.json and the compiled kernel go (created)"},
@@ -276,6 +277,11 @@ static void set_option(options *o, const opt_spec *s, const char *v) {
         if (o->sampling.top_p == 0) die("%s 0 keeps no token: it must be in (0, 1]", n);
         break;
     case O_MIN_P: o->sampling.min_p = parse_float(v, n, 0, 0.999999); break;
+    case O_STOP:
+        if (o->nstop == STOP_TEXT_MAX) die("more than %d %s", STOP_TEXT_MAX, n);
+        if (!*v || strlen(v) > STOP_TEXT_MAX_LEN) die("%s '%.40s': 1 to %d bytes", n, v, STOP_TEXT_MAX_LEN);
+        o->stop[o->nstop++] = v;
+        break;
     case O_JSON: o->json = 1; break;
     case O_TASK_GRAPH: o->task_graph = v; break;
     case O_OUT: o->out = v; break;
@@ -539,6 +545,8 @@ static void dump_logits(pk_kernel *k, pk_tensor *logits, const int32_t *ids, int
 }
 
 typedef struct stream {
+    pk_kernel *k;
+    stop_text stops; /* --stop over the printed text */
     pk_decoder *dec;
     int print_text;
     int count;
@@ -546,15 +554,22 @@ typedef struct stream {
     char buf[1 << 16]; /* > 64 bytes + the longest token: pk_decoder_push never runs short */
 } stream;
 
+static void emit_out(void *user, const char *text, size_t n) {
+    (void)user;
+    out_write(text, n);
+}
+
 static void on_token(void *user, int request, int32_t token, int row) {
     stream *s = user;
     (void)request, (void)row;
     s->t_last = now_s();
     if (s->count++ == 0) s->t_first = s->t_last;
-    if (s->print_text && s->dec) {
+    if (s->print_text && s->dec && !s->stops.hit) {
         int n = pk_decoder_push(s->dec, token, s->buf, sizeof s->buf);
         if (n < 0) die("token id %d cannot be decoded by the tokenizer", (int)token);
-        if (n > 0) out_write(s->buf, (size_t)n);
+        int rc = n > 0 ? stop_text_push(&s->stops, s->buf, (size_t)n, emit_out, NULL) : 0;
+        if (rc < 0) die("out of memory");
+        if (rc > 0) pk_cancel(s->k); /* a stop string: the run ends at this step */
     }
 }
 
@@ -654,17 +669,22 @@ static int cmd_generate(options *o) {
     if (!out) die("out of memory");
     pk_request req = {.prompt = ids, .prompt_len = n, .max_new_tokens = o->max_tokens, .output = out,
                       .sampling = sampling_of(o)};
-    stream s = {.dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL};
+    stream s = {.k = k, .dec = tok ? pk_decoder_new(tok) : NULL, .print_text = !o->print_ids && tok != NULL,
+                .stops = {.nstops = o->nstop}};
+    for (int i = 0; i < o->nstop; i++) s.stops.stops[i] = o->stop[i];
+    if (o->nstop && !s.print_text) die("--stop ends the printed text: not with --print-ids or without a tokenizer");
     if (tok && !s.dec) die("out of memory");
     if (s.print_text && text && !o->chat) out_write(text, strlen(text));
     if (o->logits) dump_logits(k, pk_model_logits(m), ids, n, c.max_tokens_per_step == 1, o->logits);
     double t_run = now_s();
     if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
     if (s.print_text) {
-        int len = pk_decoder_flush(s.dec, s.buf, sizeof s.buf);
-        if (len > 0) out_write(s.buf, (size_t)len);
+        int len = s.stops.hit ? 0 : pk_decoder_flush(s.dec, s.buf, sizeof s.buf);
+        if (len > 0 && stop_text_push(&s.stops, s.buf, (size_t)len, emit_out, NULL) < 0) die("out of memory");
+        stop_text_flush(&s.stops, emit_out, NULL);
         out_write("\n", 1);
     }
+    stop_text_free(&s.stops);
     if (o->print_ids || !tok) {
         for (int i = 0; i < req.num_output; i++) {
             char num[16];
@@ -685,7 +705,7 @@ static int cmd_generate(options *o) {
             "pk: %s backend, %d workers: prompt %d tokens, prefill %.1f ms; first token after %.1f ms; generated %d "
             "tokens (%s), %.2f ms/token, %.1f tokens/s; load %.0f ms, compile %.0f ms\n",
             o->backend, pk_kernel_config(k)->num_workers, n, prefill_ms, ttft_ms, req.num_output,
-            req.finish == PK_FINISH_EOS ? "eos" : "length", per_tok, per_tok > 0 ? 1e3 / per_tok : 0.0,
+            s.stops.hit ? "stop" : req.finish == PK_FINISH_EOS ? "eos" : "length", per_tok, per_tok > 0 ? 1e3 / per_tok : 0.0,
             (t0 - t_start) * 1e3, (t_run - t0) * 1e3);
     pk_graph_stats gs;
     if (c.spec_length > 0 && pk_kernel_stats(k, &gs) == PK_OK)

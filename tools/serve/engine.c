@@ -48,8 +48,7 @@ int serve_job_token(serve_job *j, int32_t token) {
     if (j->num_generated++ == 0) j->ttft_s = serve_mono_s() - j->submitted;
     for (int i = 0; i < j->num_stop_ids; i++)
         if (token == j->stop_ids[i]) return 1;
-    j->on_token(j, token);
-    return 0;
+    return j->on_token(j, token) != 0;
 }
 
 static void run_job(serve_engine *e, serve_job *j) {

@@ -34,7 +34,7 @@ struct serve_job {
     int32_t stop_ids[4]; /* tokens that end the job; not handed out, counted in num_generated */
     pk_sampling sampling; /* zero: greedy */
     int num_stop_ids;
-    void (*on_token)(serve_job *j, int32_t token);
+    int (*on_token)(serve_job *j, int32_t token); /* nonzero: the job ends here, as at a stop token */
     void (*on_done)(serve_job *j);
     void *user;
     /* set by the engine before on_done */

@@ -25,7 +25,7 @@ struct serve_engine {
 
 double serve_mono_s(void);
 /* A token the model made for j: counts it (and the TTFT); 1 when it is one of j's stop tokens
- * (not handed out), else hands it to j->on_token and returns 0. */
+ * (not handed out), else hands it to j->on_token and returns 1 when that ends the job. */
 int serve_job_token(serve_job *j, int32_t token);
 /* j has ended (its finish set): the stats, then j->on_done, outside the lock. */
 void serve_job_done(serve_engine *e, serve_job *j);

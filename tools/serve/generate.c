@@ -90,21 +90,33 @@ static void sse_text(conn *c, const char *text, const char *finish, int role) {
     sse_add(c, r);
 }
 
-/* Decoded text for the answer. Under c->mu. */
+/* n bytes of decoded text for the answer (not NUL-terminated). Under c->mu. */
 static void add_text(conn *c, const char *text, size_t n) {
     if (!n) return;
-    if (c->req.stream) sse_text(c, text, NULL, 0);
-    else out_add(c, text, n);
+    if (!c->req.stream) {
+        out_add(c, text, n);
+        return;
+    }
+    char *piece = malloc(n + 1); /* the chunk's JSON string */
+    if (!piece) return;
+    memcpy(piece, text, n);
+    piece[n] = '\0';
+    sse_text(c, piece, NULL, 0);
+    free(piece);
 }
 
-static void job_token(serve_job *j, int32_t token) {
+static void emit_text(void *user, const char *text, size_t n) { add_text(user, text, n); }
+
+/* The token's text goes out through the stop strings; 1 when one came (the job ends). */
+static int job_token(serve_job *j, int32_t token) {
     conn *c = j->user;
     char buf[DEC_BUF];
     pthread_mutex_lock(&c->mu);
-    int n = pk_decoder_push(c->dec, token, buf, sizeof buf);
-    if (n > 0) add_text(c, buf, (size_t)n);
+    int n = pk_decoder_push(c->dec, token, buf, sizeof buf), stop = 0;
+    if (n > 0) stop = stop_text_push(&c->stops, buf, (size_t)n, emit_text, c) != 0; /* -1 (out of memory) ends it too */
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    return stop;
 }
 
 static void job_done(serve_job *j) {
@@ -112,7 +124,11 @@ static void job_done(serve_job *j) {
     char buf[DEC_BUF];
     pthread_mutex_lock(&c->mu);
     int n = pk_decoder_flush(c->dec, buf, sizeof buf);
-    if (n > 0 && j->finish != SERVE_FINISH_CANCELLED) add_text(c, buf, (size_t)n);
+    if (j->finish != SERVE_FINISH_CANCELLED && j->finish != SERVE_FINISH_ERROR) {
+        if (n > 0) stop_text_push(&c->stops, buf, (size_t)n, emit_text, c);
+        stop_text_flush(&c->stops, emit_text, c);
+        if (c->stops.hit) j->finish = SERVE_FINISH_STOP; /* a stop string ended the text */
+    }
     c->done = 1;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -314,6 +330,8 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
     if (s->eos >= 0) j->stop_ids[j->num_stop_ids++] = s->eos;
     if (kind == SERVE_CHAT && s->chat_end >= 0 && s->chat_end != s->eos) j->stop_ids[j->num_stop_ids++] = s->chat_end;
     j->on_token = job_token, j->on_done = job_done, j->user = c;
+    c->stops.nstops = c->req.num_stop;
+    for (int i = 0; i < c->req.num_stop; i++) c->stops.stops[i] = c->req.stop[i];
     if (kind == SERVE_CHAT && c->req.stream) sse_text(c, "", NULL, 1); /* the role first, as OpenAI does */
     int queued = serve_engine_submit(s->engine, j);
     if (queued == -2) FAIL(503, NULL, "server_stopping", "The server is stopping");
@@ -357,6 +375,7 @@ void serve_conn_free(conn *c) {
         pthread_mutex_unlock(&c->mu);
         atomic_fetch_sub(&c->s->in_flight, 1);
     }
+    stop_text_free(&c->stops);
     serve_request_free(&c->req);
     pk_decoder_free(c->dec);
     free(c->ids);

@@ -120,12 +120,6 @@ static int parse_sampling(const cJSON *root, serve_request *out, serve_error *er
 
 /* Fields pk does not support at any value but the empty one. */
 static int parse_unsupported(const cJSON *root, serve_error *err) {
-    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
-    if (!is_null_or_absent(stop)) {
-        int empty = (cJSON_IsString(stop) && !stop->valuestring[0]) || (cJSON_IsArray(stop) && !stop->child);
-        if (!cJSON_IsString(stop) && !cJSON_IsArray(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
-        if (!empty) return BAD("stop", "'stop' is not supported yet: generation ends at the model's end token or max_tokens");
-    }
     const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
     if (!is_null_or_absent(lb)) {
         if (!cJSON_IsObject(lb)) return BAD("logit_bias", "'logit_bias' must be an object");
@@ -267,9 +261,29 @@ static int parse_messages(const cJSON *m, serve_request *out, serve_error *err) 
     return 0;
 }
 
+/* "stop": a string or an array of up to STOP_TEXT_MAX strings (empty ones mean nothing). */
+static int parse_stop(const cJSON *root, serve_request *out, serve_error *err) {
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (is_null_or_absent(stop)) return 0;
+    if (!cJSON_IsString(stop) && !cJSON_IsArray(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
+    if (cJSON_IsArray(stop) && cJSON_GetArraySize(stop) > STOP_TEXT_MAX)
+        return BAD("stop", "'stop' has %d strings; at most %d", cJSON_GetArraySize(stop), STOP_TEXT_MAX);
+    for (const cJSON *s = cJSON_IsString(stop) ? stop : stop->child; s; s = cJSON_IsString(stop) ? NULL : s->next) {
+        if (!cJSON_IsString(s)) return BAD("stop", "'stop' must be a string or an array of strings");
+        const size_t n = strlen(s->valuestring);
+        if (n > STOP_TEXT_MAX_LEN) return BAD("stop", "a stop string of %zu bytes; at most %d", n, STOP_TEXT_MAX_LEN);
+        if (n == 0) continue;
+        if (!(out->stop[out->num_stop] = dup_string(s->valuestring))) return BAD("stop", "out of memory");
+        out->num_stop++;
+    }
+    return 0;
+}
+
 static int parse_body(const cJSON *root, serve_kind kind, serve_request *out, serve_error *err) {
     if (!cJSON_IsObject(root)) return BAD(NULL, "the request body must be a JSON object");
-    if (check_keys(root, kind, err) || parse_sampling(root, out, err) || parse_unsupported(root, err)) return -1;
+    if (check_keys(root, kind, err) || parse_sampling(root, out, err) || parse_stop(root, out, err) ||
+        parse_unsupported(root, err))
+        return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!model) return BAD("model", "'model' is required");
     if (!cJSON_IsString(model)) return BAD("model", "'model' must be a string");
@@ -364,5 +378,6 @@ void serve_request_free(serve_request *r) {
     free(r->prompt_ids);
     for (int i = 0; i < r->num_messages; i++) free(r->messages[i].content);
     free(r->messages);
+    for (int i = 0; i < r->num_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }

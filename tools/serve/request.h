@@ -4,14 +4,16 @@
  *
  * The parser checks the JSON, the types and the ranges that need no model; the server checks the
  * rest against the model (its name, the context length, the vocabulary). A field pk cannot honour
- * yet (penalties, stop strings, logprobs, tools, n > 1) is an error naming it, never ignored: the
- * only values taken are the ones that mean no penalty, no stop string, a single choice.
+ * yet (penalties, logprobs, tools, n > 1) is an error naming it, never ignored: the only values
+ * taken are the ones that mean no penalty, a single choice.
  */
 #ifndef PK_SERVE_REQUEST_H
 #define PK_SERVE_REQUEST_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../stop_text.h"
 
 #define SERVE_MAX_TOKENS_CAP (1 << 20) /* the largest max_tokens the parser takes */
 #define SERVE_MAX_PROMPT_IDS (1 << 18) /* token ids in a completions prompt */
@@ -42,6 +44,8 @@ typedef struct serve_request {
     int top_k;                  /* 0: off (-1 is taken as 0) */
     int has_seed;
     uint64_t seed;              /* has_seed: the "seed" field, as 64 bits */
+    char *stop[STOP_TEXT_MAX];  /* "stop": malloc'd, non-empty, at most STOP_TEXT_MAX_LEN bytes */
+    int num_stop;
 } serve_request;
 
 /* An OpenAI error: {"error": {"message", "type", "param", "code"}} with an HTTP status. */

@@ -56,6 +56,7 @@ typedef struct conn {
     int submitted;
     int32_t *ids;
     pk_decoder *dec;
+    stop_text stops;             /* the request's stop strings over its text (under mu) */
     pthread_mutex_t mu;          /* guards what follows: the engine's thread writes, the connection's reads */
     pthread_cond_t cv;
     int done, gone;              /* on_done came; the client went away */
