@@ -394,7 +394,7 @@ class PersistentKernel:
             self._offline_store(prompts, outs)
         return outs
 
-    def stream(self, prompts, max_new_tokens=None):
+    def stream(self, prompts, max_new_tokens=None, sampling=None):
         """Yields (request, token) pairs as the run makes them (the run goes on in a thread);
         closing the generator early cancels the run."""
         q, done = queue.Queue(), object()
@@ -402,7 +402,7 @@ class PersistentKernel:
 
         def work():
             try:
-                self._run(prompts, max_new_tokens, lambda r, t: q.put((r, t)))
+                self._run(prompts, max_new_tokens, lambda r, t: q.put((r, t)), sampling)
             except BaseException as e:  # handed to the consumer
                 result["error"] = e
             q.put(done)
@@ -428,7 +428,7 @@ class PersistentKernel:
         if self._k is not None:
             lib.pk_cancel(self._k)
 
-    def _run(self, prompts, max_new_tokens, on_token):
+    def _run(self, prompts, max_new_tokens, on_token, sampling=None):
         k = self._handle()
         if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__"):
             raise errors.InvalidArgumentError("prompts must be a list of token-id lists")
@@ -451,7 +451,8 @@ class PersistentKernel:
             out = np.zeros(max(1, m), dtype=np.int32)
             ids.append(a), outs.append(out)
             reqs[i] = _lib.Request(prompt=a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), prompt_len=a.size,
-                                   max_new_tokens=m, output=out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)))
+                                   max_new_tokens=m, output=out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                   sampling=sampling or _lib.Sampling())
         raised = []
 
         def trampoline(user, request, token, row):

@@ -156,19 +156,36 @@ class Model:
             return ids
         return [int(i) for i in prompt]
 
-    def generate(self, prompt, max_tokens=64, stream=False):
-        """Greedy continuation of prompt (text, or a list of token ids). Returns the generated
-        text (text prompt) or ids (id prompt); stream=True yields them piece by piece."""
+    def generate(self, prompt, max_tokens=64, stream=False, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
+                 seed=None):
+        """The continuation of prompt (text, or a list of token ids): greedy at temperature 0,
+        else drawn from softmax(logits / temperature) among the tokens top_k, top_p and min_p keep
+        (pk_sampling; the CPU backend so far), from seed's random stream (None: a random seed,
+        then in self.seed). Returns the generated text (text prompt) or ids (id prompt);
+        stream=True yields them piece by piece."""
         ids = self._ids_of(prompt)
         as_text = isinstance(prompt, str)
+        sampling = self._sampling(temperature, top_k, top_p, min_p, seed)
         if stream:
-            return self._stream(ids, max_tokens, as_text)
-        out = self._run(ids, max_tokens, None)
+            return self._stream(ids, max_tokens, as_text, sampling)
+        out = self._run(ids, max_tokens, None, sampling)
         return self.tokenizer.decode(out) if as_text else out
 
-    def _stream(self, ids, max_tokens, as_text):
+    def _sampling(self, temperature, top_k, top_p, min_p, seed):
+        self.seed = None
+        if not temperature:
+            return None
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+        if not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+            raise errors.InvalidArgumentError(f"seed {seed!r} is not an integer in [0, 2^64)")
+        self.seed = seed
+        return _lib.Sampling(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                             min_p=float(min_p), seed=seed)
+
+    def _stream(self, ids, max_tokens, as_text, sampling=None):
         from .kernel import PersistentKernel
-        tokens = (t for _, t in PersistentKernel.stream(self._facade(), [ids], max_tokens))
+        tokens = (t for _, t in PersistentKernel.stream(self._facade(), [ids], max_tokens, sampling))
         if as_text:
             yield from self.tokenizer.decode_stream(tokens)
         else:
@@ -183,10 +200,10 @@ class Model:
         f.finish_reasons, f._borrowed = [], True
         return f
 
-    def _run(self, ids, max_tokens, on_token):
+    def _run(self, ids, max_tokens, on_token, sampling=None):
         f = self._facade()
         try:
-            out = f._run([ids], max_tokens, on_token)[0]
+            out = f._run([ids], max_tokens, on_token, sampling)[0]
             self.finish_reason = f.finish_reasons[0]
             return out
         finally:

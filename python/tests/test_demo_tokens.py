@@ -68,3 +68,19 @@ def test_speculation_keeps_the_tokens():
             assert m.generate(prompt, max_tokens=40) == want, f"spec_length {length}"
             stats = m.stats()
             assert stats["spec_drafted"] >= stats["spec_accepted"] > 0, stats
+
+
+def test_sampled_generate_equals_pk_generate():
+    """Sampling: the same seed and settings give `pk generate`'s tokens; the seed picked when none
+    is given repeats its run."""
+    ids = [5, 17, 3, 99]
+    want = pk_generate(TINY, ids, 16, "--temperature", "0.8", "--top-p", "0.9", "--top-k", "50", "--seed", "42")
+    with pk.load(TINY) as m:
+        assert m.generate(ids, max_tokens=16, temperature=0.8, top_p=0.9, top_k=50, seed=42) == want
+        assert list(m.generate(ids, max_tokens=16, stream=True, temperature=0.8, top_p=0.9, top_k=50, seed=42)) == want
+        assert m.generate(ids, max_tokens=16) != want  # greedy differs
+        first = m.generate(ids, max_tokens=16, temperature=1.0)
+        assert m.seed is not None
+        assert m.generate(ids, max_tokens=16, temperature=1.0, seed=m.seed) == first
+        with pytest.raises(pk.errors.InvalidArgumentError):
+            m.generate(ids, max_tokens=4, temperature=-1.0)
