@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* session.c — pk_session_* (pk.h): a resident session. The backend's `run` goes on on a thread of
  * the session's until it closes; the host hands requests and cancels to its step boundary and
- * takes records back, through the rings of session.h. The step logic is decode_step.h's, as in
- * pk_run: a session only widens what a step boundary reads and writes.
+ * takes records back, through session_step.h's box and rings. The step logic is decode_step.h's,
+ * as in pk_run: a session only widens what a step boundary reads and writes.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,59 +14,17 @@
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
-/* Yield a few times, then sleep in growing naps up to 200 us: a boundary with nothing to run, or
- * a poll with nothing to take, should not hold a core, and should notice work within a step. */
-static void idle_wait(unsigned *n) {
-    if (++*n <= 16) {
-        sched_yield();
-        return;
-    }
-    unsigned us = 20 * (*n - 16);
-    const struct timespec nap = {0, (long)(us < 200 ? us : 200) * 1000};
-    nanosleep(&nap, NULL);
-}
-
 static double mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* ---- the step boundary (the run thread) ---- */
+/* ---- the step boundary (the run thread): session_step.h's ---- */
 
-/* Moves the step state's records to the out ring, waiting while it is full. */
-static void push_records(pk_session *ss, pk_step_state *s) {
-    uint32_t tail = __atomic_load_n(&ss->out_tail, __ATOMIC_RELAXED);
-    for (uint32_t i = 0; i < s->nemitted; i++) {
-        unsigned n = 0;
-        while (tail - LOAD(&ss->out_head) >= ss->out_cap) idle_wait(&n);
-        ss->out[tail & (ss->out_cap - 1)] = s->emitted[i];
-        STORE(&ss->out_tail, ++tail);
-    }
-    s->nemitted = 0;
-}
+void pk_session_step_finished(pk_decode *d) { pk_session_push(&d->sess->link, &d->s); }
 
-void pk_session_step_finished(pk_decode *d) { push_records(d->sess, &d->s); }
-
-int pk_session_step_plan(pk_decode *d) {
-    pk_session *ss = d->sess;
-    pk_step_state *s = &d->s;
-    for (unsigned n = 0;;) {
-        /* closing before submitted: a close comes after the host's last submit */
-        const int closing = LOAD(&ss->closing);
-        s->nreqs = LOAD(&ss->submitted);
-        const uint32_t nc = LOAD(&ss->ncancel);
-        s->nemitted = 0;
-        for (; ss->cancels_seen != nc; ss->cancels_seen++)
-            pk_step_cancel(s, ss->cancel_ids[ss->cancels_seen & (uint32_t)(ss->cap - 1)]);
-        STORE(&ss->cancels_done, nc);
-        const int more = pk_step_plan(s);
-        push_records(ss, s);
-        if (more) return 1;
-        if (closing) return 0; /* nothing runs or waits, and nothing more will come */
-        idle_wait(&n);
-    }
-}
+int pk_session_step_plan(pk_decode *d) { return pk_session_plan(&d->sess->link, &d->s); }
 
 static void *run_thread(void *arg) {
     pk_session *ss = arg;
@@ -118,12 +75,15 @@ pk_status pk_session_open(pk_kernel *k, int queue, pk_token_fn on_token, void *u
     ss->user = user;
     ss->cap = cap;
     ss->out_cap = out_cap;
+    ss->link = (pk_session_link){.box = &ss->box, .cap = (uint32_t)cap, .out_cap = out_cap};
     ss->ring = calloc((size_t)cap, sizeof *ss->ring);
     ss->cancel_ids = calloc((size_t)cap, sizeof *ss->cancel_ids);
     ss->out = calloc(out_cap, sizeof *ss->out);
     ss->host = calloc((size_t)cap, sizeof *ss->host);
     ss->host_id = calloc((size_t)cap, sizeof *ss->host_id);
     ss->cancel_wanted = calloc((size_t)cap, 1);
+    ss->link.cancel_ids = ss->cancel_ids;
+    ss->link.out = ss->out;
     if (!ss->ring || !ss->cancel_ids || !ss->out || !ss->host || !ss->host_id || !ss->cancel_wanted) {
         session_free(ss);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_session_open: out of memory for a queue of %d", cap);
@@ -157,14 +117,14 @@ static pk_session *open_session(pk_kernel *k, const char *who) {
 /* Sends the cancels asked for while the notice ring has room. */
 static void send_cancels(pk_session *ss) {
     const uint32_t mask = (uint32_t)ss->cap - 1;
-    uint32_t nc = ss->ncancel;
+    uint32_t nc = ss->box.ncancel; /* the host's own counter */
     for (int32_t e = 0; e < ss->cap; e++) {
         if (!ss->cancel_wanted[e]) continue;
-        if (nc - LOAD(&ss->cancels_done) >= (uint32_t)ss->cap) break;
+        if (nc - pk_ss_load(&ss->box.cancels_done) >= (uint32_t)ss->cap) break;
         ss->cancel_wanted[e] = 0;
         if (!ss->host[e]) continue; /* ended meanwhile */
         ss->cancel_ids[nc & mask] = ss->host_id[e];
-        STORE(&ss->ncancel, ++nc);
+        pk_ss_store(&ss->box.ncancel, ++nc);
     }
 }
 
@@ -202,7 +162,7 @@ pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
     ss->cancel_wanted[e] = 0;
     ss->next_id = nid + 1;
     ss->running++;
-    STORE(&ss->submitted, ss->next_id);
+    pk_ss_store(&ss->box.submitted, (uint32_t)ss->next_id);
     *id = nid;
     return PK_OK;
 }
@@ -223,9 +183,9 @@ pk_status pk_session_cancel(pk_kernel *k, int id) {
 
 /* Takes the records in the out ring: outputs, finishes, on_token. */
 static pk_status deliver(pk_kernel *k, pk_session *ss) {
-    const uint32_t tail = LOAD(&ss->out_tail);
+    const uint32_t tail = pk_ss_load(&ss->box.out_tail);
     pk_status st = PK_OK;
-    for (uint32_t h = __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED); h != tail; h++) {
+    for (uint32_t h = ss->box.out_head; h != tail; h++) { /* out_head: the host's own */
         const pk_step_token rec = ss->out[h & (ss->out_cap - 1)];
         const int32_t e = rec.req & (ss->cap - 1);
         pk_request *r = ss->host[e];
@@ -243,7 +203,7 @@ static pk_status deliver(pk_kernel *k, pk_session *ss) {
         }
         if (rec.token >= 0 && ss->on_token) ss->on_token(ss->user, rec.req, rec.token, rec.row);
     }
-    STORE(&ss->out_head, tail);
+    pk_ss_store(&ss->box.out_head, tail);
     return st;
 }
 
@@ -256,10 +216,8 @@ pk_status pk_session_poll(pk_kernel *k, int timeout_ms, int *running) {
     const double deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (unsigned n = 0;;) {
         send_cancels(ss);
-        if (LOAD(&ss->out_tail) != __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED) || LOAD(&ss->ended) ||
-            mono_ms() >= deadline)
-            break;
-        idle_wait(&n);
+        if (pk_ss_load(&ss->box.out_tail) != ss->box.out_head || LOAD(&ss->ended) || mono_ms() >= deadline) break;
+        pk_ss_pause(&n);
     }
     const int ended = LOAD(&ss->ended); /* before the records: an ended run wrote its last ones */
     st = deliver(k, ss);
@@ -278,7 +236,7 @@ pk_status pk_session_close(pk_kernel *k) {
     pk_session *ss = k->session;
     if (!ss) return PK_OK;
     for (int32_t e = 0; e < ss->cap; e++) ss->cancel_wanted[e] = ss->host[e] != NULL;
-    STORE(&ss->closing, 1);
+    pk_ss_store(&ss->box.closing, 1);
     pk_status st = PK_OK;
     char err[PK_ERR_MAX] = "";
     for (;;) { /* deliver until the run thread has ended and left nothing behind; keep the first error */
@@ -288,7 +246,7 @@ pk_status pk_session_close(pk_kernel *k) {
             st = s;
             snprintf(err, sizeof err, "%s", k->err);
         }
-        if (ended && LOAD(&ss->out_tail) == __atomic_load_n(&ss->out_head, __ATOMIC_RELAXED)) break;
+        if (ended && pk_ss_load(&ss->box.out_tail) == ss->box.out_head) break;
     }
     pthread_join(ss->thread, NULL);
     k->session = NULL;
