@@ -2,7 +2,8 @@
 /* sample.h — the arithmetic of pk's sampling, written once for both backends (plain C; PK_SAMPLE_HD
  * marks it host + device for nvcc), so that the same seed and the same logits give the same token
  * on either: every operation is an IEEE add, multiply or fma, correctly rounded on a CPU and a
- * GPU alike (no libm, no division).
+ * GPU alike (no libm, no division), and never contracted: nvcc fuses a product into a following
+ * add unless told not to, so the scaling that feeds later additions is pk_sample_scale.
  *
  * A request that samples (inverse temperature > 0) draws its token at position `pos` from the
  * logits row l[0 .. V) as follows (the Gumbel-max trick: exact sampling from the softmax, and the
@@ -127,6 +128,16 @@ PK_SAMPLE_HD float pk_sample_exp(float x) {
     p = fmaf(p, f, 1.0f);
     p = fmaf(p, f, 1.0f);
     return p * pk_sample_f32_of(((int32_t)kf + 127) << 23); /* kf >= -126 here */
+}
+
+/* s = l · inv_temp, rounded on its own on either backend (nvcc would fuse it into the subtraction
+ * that follows it in pk_sample_key or in a weight's exponent). */
+PK_SAMPLE_HD float pk_sample_scale(float l, float inv_temp) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(l, inv_temp);
+#else
+    return l * inv_temp;
+#endif
 }
 
 /* Floats as unsigned keys in the same order (-0 below +0; NaN is never compared here). */

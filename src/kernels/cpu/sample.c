@@ -14,7 +14,7 @@ typedef struct row {
 
 /* s_i, or NaN when token i is never drawn (a NaN or infinite scaled logit). */
 static float scaled(const row *r, int i) {
-    const float s = pk_bf16_to_f32(r->l[i]) * r->inv_temp;
+    const float s = pk_sample_scale(pk_bf16_to_f32(r->l[i]), r->inv_temp);
     return isfinite(s) ? s : NAN;
 }
 
