@@ -2,7 +2,8 @@
 """model.py — pk's high-level face: pk.load(model_dir) → Model.generate, and Tokenizer.
 
 A Model is pk_model_load_with's graph (the C builder's layers, as `pk generate` runs it),
-compiled once; generate() runs one greedy request on it. A Tokenizer wraps pk_tokenizer
+compiled once; generate() runs one request on it, session() opens a resident session
+(session.py) where many decode together. A Tokenizer wraps pk_tokenizer
 (tokenizer.json, byte-level BPE) and its streaming decoder.
 """
 import ctypes
@@ -107,6 +108,7 @@ class Model:
 
     def __init__(self, model_dir, backend="cpu", **config):
         self._m = None
+        self._session = None
         unknown = set(config) - CONFIG_KEYS - OPTION_KEYS - {"sched_mode", "trace_path", "cache_dir"}
         if unknown:
             raise errors.InvalidArgumentError(f"pk.load: unknown setting(s) {', '.join(sorted(unknown))}")
@@ -222,7 +224,16 @@ class Model:
             raise errors.from_status(status, lib.pk_kernel_error(self._handle()).decode())
         return {f: getattr(s, f) for f, _ in s._fields_}
 
+    def session(self, queue=0):
+        """A resident session over the model's kernel (pk.session.Session): requests submitted
+        at any time decode together, up to max_requests (pk.load's config) at once; queue: how
+        many may run or wait (0: 4 · max_requests). The CPU backend so far."""
+        from .session import Session
+        return Session(self, queue)
+
     def close(self):
+        if getattr(self, "_session", None):
+            self._session.close()
         if getattr(self, "_m", None):
             lib.pk_model_free(self._m)
             self._m = self._k = None
