@@ -337,6 +337,76 @@ static void sampling(void) {
     pk_model_free(m);
 }
 
+/* Random sessions: 4 rounds, each its own slots (1..4), queue, KV pages (few enough to evict the
+ * prefix cache) and scheduler; requests over prompts that share prefixes, greedy or sampled, with
+ * random max_tokens, random cancels and a close at a random point. Every request ends exactly once
+ * (its finish set by the time the session is closed) and holds a prefix of its own run alone, the
+ * whole of it unless cancelled. */
+static void random_sessions(int rounds) {
+    enum { NPFX = 6, NEW = 16, MAXQ = 16 };
+    static int32_t px[NPFX][48];
+    static int pl[NPFX];
+    static ref solo[NPFX][2]; /* [prompt][greedy, sampled] */
+    const pk_sampling hot = {.temperature = 1.1f, .top_p = 0.9f, .seed = 3};
+    for (int i = 0; i < NPFX; i++) { /* 0..2 share 24 tokens (3 pages of 8), 3..5 share 17 with them */
+        pl[i] = 26 + 3 * i;
+        for (int j = 0; j < pl[i]; j++) px[i][j] = j < (i < 3 ? 24 : 17) ? prompts[0][j % plen[0]] : 2 + ((i * 37 + j * 11) % 900);
+    }
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 1));
+    if (!m) return;
+    for (int i = 0; i < NPFX; i++)
+        for (int smp = 0; smp < 2; smp++) {
+            pk_request r = {.prompt = px[i], .prompt_len = pl[i], .max_new_tokens = NEW, .output = solo[i][smp].tok};
+            if (smp) r.sampling = hot;
+            CHECK(pk_run(pk_model_kernel(m), &r, 1, NULL, NULL) == PK_OK, "solo: %s", pk_kernel_error(pk_model_kernel(m)));
+            solo[i][smp].n = r.num_output;
+            solo[i][smp].finish = r.finish;
+        }
+    pk_model_free(m);
+    uint64_t seed = 2024;
+    for (int round = 0; round < rounds; round++) {
+        pk_config c = config(round % 2 ? PK_SCHED_DYNAMIC : PK_SCHED_STATIC, 0, 1 + (int)(check_rand_u64(&seed) % 4));
+        c.num_pages = c.max_requests * 8 + (int)(check_rand_u64(&seed) % 8); /* 8: one full-length request */
+        m = load(c);
+        if (!m) return;
+        pk_kernel *k = pk_model_kernel(m);
+        const int queue = c.max_requests + (int)(check_rand_u64(&seed) % (MAXQ - c.max_requests + 1));
+        CHECK(pk_session_open(k, queue, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+        static pk_request r[200];
+        static int32_t out[200][NEW];
+        int who[200], smp[200], n = 0, wrong = 0, unended = 0;
+        const int close_at = 40 + (int)(check_rand_u64(&seed) % 40);
+        for (int it = 0; it < close_at; it++) {
+            if (n < 200 && check_rand_u64(&seed) % 3 != 0) {
+                who[n] = (int)(check_rand_u64(&seed) % NPFX);
+                smp[n] = (int)(check_rand_u64(&seed) % 2);
+                r[n] = (pk_request){.prompt = px[who[n]], .prompt_len = pl[who[n]],
+                                    .max_new_tokens = 1 + (int)(check_rand_u64(&seed) % NEW), .output = out[n]};
+                if (smp[n]) r[n].sampling = hot;
+                int id;
+                if (pk_session_submit(k, &r[n], &id) == PK_OK) n++;
+            }
+            if (n && check_rand_u64(&seed) % 5 == 0) pk_session_cancel(k, (int)(check_rand_u64(&seed) % (uint64_t)n));
+            if (pk_session_poll(k, (int)(check_rand_u64(&seed) % 3), NULL) != PK_OK) {
+                CHECK(0, "round %d poll: %s", round, pk_kernel_error(k));
+                break;
+            }
+        }
+        CHECK(pk_session_close(k) == PK_OK, "round %d close: %s", round, pk_kernel_error(k));
+        for (int i = 0; i < n; i++) {
+            const ref *f = &solo[who[i]][smp[i]];
+            const int want = f->n < r[i].max_new_tokens ? f->n : r[i].max_new_tokens;
+            unended += r[i].finish == PK_FINISH_NONE;
+            if (r[i].num_output > want || memcmp(r[i].output, f->tok, (size_t)r[i].num_output * 4) != 0 ||
+                (r[i].finish != PK_FINISH_CANCELLED && r[i].num_output != want))
+                wrong++;
+        }
+        CHECK(unended == 0 && wrong == 0, "round %d (R %d, %d pages, queue %d): %d requests, %d never ended, %d wrong",
+              round, c.max_requests, c.num_pages, queue, n, unended, wrong);
+        pk_model_free(m);
+    }
+}
+
 int main(void) {
     pk_model_info info;
     char err[256];
@@ -361,5 +431,6 @@ int main(void) {
     full_queue();
     churn(SANITIZED ? 60 : 300);
     sampling();
+    random_sessions(SANITIZED ? 2 : 4);
     return check_report("session");
 }
