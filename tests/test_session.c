@@ -234,6 +234,35 @@ static void full_queue(void) {
     pk_model_free(m); /* closes the session */
 }
 
+/* A long request beside many short ones that come and go: its queue entry stays held while more
+ * ids than the queue holds pass through the others (an id's entry is any free one). */
+static void long_beside_short(void) {
+    pk_model *m = load(config(PK_SCHED_STATIC, 0, 2));
+    if (!m) return;
+    pk_kernel *k = pk_model_kernel(m);
+    CHECK(pk_session_open(k, 4, NULL, NULL) == PK_OK, "open: %s", pk_kernel_error(k));
+    static int32_t long_out[100], short_out[12][2];
+    pk_request a = {.prompt = prompts[0], .prompt_len = plen[0], .max_new_tokens = 100, .output = long_out};
+    int id, ok = 1, passed_while_long = 0;
+    CHECK(pk_session_submit(k, &a, &id) == PK_OK, "submit the long one: %s", pk_kernel_error(k));
+    for (int i = 0; i < 12 && ok; i++) {
+        pk_request b = {.prompt = prompts[1 + i % 5], .prompt_len = plen[1 + i % 5], .max_new_tokens = 2, .output = short_out[i]};
+        ok = pk_session_submit(k, &b, &id) == PK_OK;
+        CHECK(ok, "short request %d (id %d) beside the long one: %s", i, id, pk_kernel_error(k));
+        while (ok && b.finish == PK_FINISH_NONE) ok = pk_session_poll(k, 10, NULL) == PK_OK;
+        passed_while_long += a.finish == PK_FINISH_NONE;
+        CHECK(ok && b.num_output >= 1 && !memcmp(b.output, refs[1 + i % 5].tok, (size_t)b.num_output * 4),
+              "short request %d: %d tokens", i, b.num_output);
+    }
+    printf("long_beside_short: %d of 12 short requests passed while the long one ran (queue 4)\n", passed_while_long);
+    CHECK(passed_while_long > 4, "only %d short requests passed while the long one ran: the test shows nothing",
+          passed_while_long);
+    drain(k, "long beside short");
+    CHECK(a.num_output <= 100 && !memcmp(a.output, refs[0].tok, (size_t)(a.num_output < MAXNEW ? a.num_output : MAXNEW) * 4),
+          "the long request's tokens differ from its own run");
+    pk_model_free(m);
+}
+
 /* Many short requests, random cancels, submitted whenever the queue has room: each ends exactly
  * once, the uncancelled equal their references, the cancelled hold a prefix. */
 static void churn(int total) {
@@ -429,6 +458,7 @@ int main(void) {
     }
     cancels_and_errors();
     full_queue();
+    long_beside_short();
     churn(SANITIZED ? 60 : 300);
     sampling();
     random_sessions(SANITIZED ? 2 : 4);

@@ -47,7 +47,8 @@
 enum { PK_STEP_FINISH_NONE = 0, PK_STEP_FINISH_EOS = 1, PK_STEP_FINISH_LENGTH = 2, PK_STEP_FINISH_CANCELLED = 3 };
 
 typedef struct pk_slot {
-    int32_t req;        /* index into the requests, -1 when free */
+    int32_t req;        /* the request's id, -1 when free */
+    int32_t ent;        /* its entry in reqs (pk_step_req_of at admission) */
     int32_t len;        /* tokens known: prompt + generated */
     int32_t cached;     /* tokens whose K/V are in the cache */
     int32_t npages;     /* pages held */
@@ -72,9 +73,10 @@ typedef struct pk_step_req {
 } pk_step_req;
 
 /* A generated token, in the order prepare_next_step produced it; finish: the request ended with
- * it (PK_STEP_FINISH_*). A session's cancel emits a record without a token (token and row -1). */
+ * it (PK_STEP_FINISH_*); ent: the request's entry in reqs. A session's cancel emits a record
+ * without a token (token and row -1). */
 typedef struct pk_step_token {
-    int32_t req, token, row, finish;
+    int32_t req, token, row, finish, ent;
 } pk_step_token;
 
 /* Step timing (pk_run_step_times), optional. rec[0].ns: when step 1 was released. For step
@@ -95,9 +97,13 @@ typedef struct pk_step_state {
      * n-gram's hash -> 1 + the position its latest occurrence ends at (0: none) */
     int32_t *ngram_pos;
     int32_t ngram_cap;
-    /* progress: requests are ids 0, 1, ...; id's entry is reqs[id & req_mask] (pk_run: every id
-     * its own, req_mask all ones; a resident session: a ring the host refills as ids end) */
+    /* progress: requests are ids 0, 1, ... in the order they are admitted. A waiting id's entry
+     * is reqs[order[id & req_mask]] (a resident session's: the host puts each request in a free
+     * entry and says which in order[], a ring of the ids not yet admitted), or without order
+     * reqs[id & req_mask] (pk_run: every id its own, req_mask all ones); an admitted one's is its
+     * slot's ent */
     int32_t nreqs, next_req, ndone, req_mask;
+    const int32_t *order;      /* [req_mask + 1] or NULL */
     int32_t nfree, unreserved; /* free pages; pages no admitted request has reserved */
     int64_t step;              /* steps planned so far */
     pk_step_req *reqs;         /* [nreqs], or the session's ring [req_mask + 1] */
@@ -142,15 +148,21 @@ typedef struct pk_step_state {
 
 PK_HD int pk_step_pages_for(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
 
-PK_HD pk_step_req *pk_step_req_of(const pk_step_state *s, int32_t id) { return &s->reqs[id & s->req_mask]; }
+/* The entry of a request not admitted yet (waiting); an admitted one's: pk_step_slot_req. */
+PK_HD int32_t pk_step_ent_of(const pk_step_state *s, int32_t id) {
+    return s->order ? s->order[id & s->req_mask] : id & s->req_mask;
+}
+PK_HD pk_step_req *pk_step_req_of(const pk_step_state *s, int32_t id) { return &s->reqs[pk_step_ent_of(s, id)]; }
+PK_HD pk_step_req *pk_step_slot_req(const pk_step_state *s, const pk_slot *sl) { return &s->reqs[sl->ent]; }
 
 /* Appends a record of request id to emitted. */
-PK_HD pk_step_token *pk_step_emit(pk_step_state *s, int32_t id, int32_t token, int32_t row) {
+PK_HD pk_step_token *pk_step_emit(pk_step_state *s, int32_t id, int32_t ent, int32_t token, int32_t row) {
     pk_step_token *e = &s->emitted[s->nemitted++];
     e->req = id;
     e->token = token;
     e->row = row;
     e->finish = PK_STEP_FINISH_NONE;
+    e->ent = ent;
     return e;
 }
 
@@ -175,6 +187,7 @@ PK_HD void pk_step_reset(pk_step_state *s) {
     for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
         sl->req = -1;
+        sl->ent = 0;
         sl->len = sl->cached = sl->npages = sl->reserved = 0;
         sl->sample_row = -1;
         sl->ndraft = sl->indexed = sl->shared = sl->hashed = 0;
@@ -304,7 +317,7 @@ PK_HD void pk_step_cache_offer(pk_step_state *s, int i) {
 }
 
 PK_HD void pk_step_retire(pk_step_state *s, pk_slot *sl, int32_t why) {
-    pk_step_req_of(s, sl->req)->finish = why;
+    pk_step_slot_req(s, sl)->finish = why;
     const int i = (int)(sl - s->slots);
     if (s->page_ref) pk_step_cache_offer(s, i);
     int32_t *pt = s->page_table + (int64_t)i * s->pages_per_req;
@@ -330,9 +343,9 @@ PK_HD void pk_step_finish_drafts(pk_step_state *s, int i) {
         toks[sl->len] = tok;
         sl->len++;
         sl->cached = sl->len - 1;
-        pk_step_req *r = pk_step_req_of(s, req);
+        pk_step_req *r = pk_step_slot_req(s, sl);
         const int32_t num_output = ++r->num_output;
-        pk_step_token *e = pk_step_emit(s, req, tok, row0 + j);
+        pk_step_token *e = pk_step_emit(s, req, sl->ent, tok, row0 + j);
         if (s->eos >= 0 && tok == s->eos) {
             pk_step_retire(s, sl, e->finish = PK_STEP_FINISH_EOS);
             return;
@@ -359,13 +372,13 @@ PK_HD void pk_step_finish(pk_step_state *s) {
             pk_step_finish_drafts(s, i);
             continue;
         }
-        const pk_step_req r = *pk_step_req_of(s, sl.req);
+        const pk_step_req r = *pk_step_slot_req(s, &sl);
         const int32_t tok = s->step_output[sl.sample_row];
         const int32_t len = sl.len + 1, num_output = r.num_output + 1;
         s->tokens[(int64_t)i * s->max_seq + sl.len] = tok;
         s->slots[i].len = len;
-        pk_step_req_of(s, sl.req)->num_output = num_output;
-        pk_step_token *e = pk_step_emit(s, sl.req, tok, sl.sample_row);
+        pk_step_slot_req(s, &sl)->num_output = num_output;
+        pk_step_token *e = pk_step_emit(s, sl.req, sl.ent, tok, sl.sample_row);
         if (s->eos >= 0 && tok == s->eos)
             pk_step_retire(s, &s->slots[i], e->finish = PK_STEP_FINISH_EOS);
         else if (num_output >= r.max_new_tokens || len >= s->max_seq)
@@ -381,7 +394,8 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         if (sl->req >= 0) continue;
         const pk_step_req *r = pk_step_req_of(s, s->next_req);
         if (r->finish != PK_STEP_FINISH_NONE) { /* cancelled while it waited */
-            pk_step_emit(s, s->next_req++, -1, -1)->finish = r->finish;
+            pk_step_emit(s, s->next_req, pk_step_ent_of(s, s->next_req), -1, -1)->finish = r->finish;
+            s->next_req++;
             s->ndone++;
             i--; /* the slot is still free */
             continue;
@@ -408,6 +422,7 @@ PK_HD void pk_step_admit(pk_step_state *s) {
             if (s->page_ref[pt[h]]++ == 0) pk_step_lru_unlink(s, pt[h]);
         }
         s->unreserved -= need - hits + taken_back;
+        sl->ent = pk_step_ent_of(s, s->next_req);
         sl->req = s->next_req++;
         sl->reserved = need - hits;
         sl->len = r->prompt_len;
@@ -415,7 +430,7 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         sl->npages = sl->shared = sl->hashed = hits;
         sl->chain = chain;
         sl->indexed = 0;
-        pk_step_req_of(s, sl->req)->num_cached = sl->cached;
+        pk_step_slot_req(s, sl)->num_cached = sl->cached;
         s->prefix_hits += sl->cached;
         if (s->sample_params)
             for (int j = 0; j < PK_SAMPLE_PARAMS; j++) s->sample_params[i * PK_SAMPLE_PARAMS + j] = r->sample[j];
@@ -441,8 +456,9 @@ PK_HD void pk_step_cancel(pk_step_state *s, int32_t id) {
     }
     for (int i = 0; i < s->R; i++)
         if (s->slots[i].req == id) {
+            const int32_t ent = s->slots[i].ent;
             pk_step_retire(s, &s->slots[i], PK_STEP_FINISH_CANCELLED);
-            pk_step_emit(s, id, -1, -1)->finish = PK_STEP_FINISH_CANCELLED;
+            pk_step_emit(s, id, ent, -1, -1)->finish = PK_STEP_FINISH_CANCELLED;
             return;
         }
 }
@@ -455,7 +471,7 @@ PK_HD void pk_step_place_rows(pk_step_state *s, int i, int n, int *row) {
         PK_STEP_ASSERT(sl->npages - sl->shared < sl->reserved);
         pt[sl->npages++] = pk_step_page_take(s);
     }
-    int32_t plen = pk_step_req_of(s, sl->req)->prompt_len;
+    int32_t plen = pk_step_slot_req(s, sl)->prompt_len;
     if (sl->cached < plen) s->prompt_rows += sl->cached + n < plen ? n : plen - sl->cached;
     for (int j = 0; j < n; j++) {
         int pos = sl->cached + j;
@@ -486,7 +502,7 @@ PK_HD uint32_t pk_step_ngram_key(const int32_t *t, int e, int g, int32_t cap) {
  * (prompt + max_new_tokens, max_seq_length: its reserved pages). Returns how many. */
 PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
     pk_slot *sl = &s->slots[i];
-    const pk_step_req *r = pk_step_req_of(s, sl->req);
+    const pk_step_req *r = pk_step_slot_req(s, sl);
     int32_t *t = s->tokens + (int64_t)i * s->max_seq;
     int32_t *idx = s->ngram_pos + (int64_t)i * s->ngram_cap;
     const int n = sl->len, G = s->spec_ngram > 0 ? s->spec_ngram : 3;

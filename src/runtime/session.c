@@ -44,6 +44,8 @@ static void session_free(pk_session *ss) {
     free(ss->out);
     free(ss->host);
     free(ss->host_id);
+    free(ss->free_ents);
+    free(ss->order);
     free(ss->cancel_wanted);
     free(ss);
 }
@@ -81,10 +83,13 @@ pk_status pk_session_open(pk_kernel *k, int queue, pk_token_fn on_token, void *u
     ss->out = calloc(out_cap, sizeof *ss->out);
     ss->host = calloc((size_t)cap, sizeof *ss->host);
     ss->host_id = calloc((size_t)cap, sizeof *ss->host_id);
+    ss->free_ents = calloc((size_t)cap, sizeof *ss->free_ents);
+    ss->order = calloc((size_t)cap, sizeof *ss->order);
     ss->cancel_wanted = calloc((size_t)cap, 1);
     ss->link.cancel_ids = ss->cancel_ids;
     ss->link.out = ss->out;
-    if (!ss->ring || !ss->cancel_ids || !ss->out || !ss->host || !ss->host_id || !ss->cancel_wanted) {
+    if (!ss->ring || !ss->cancel_ids || !ss->out || !ss->host || !ss->host_id || !ss->cancel_wanted || !ss->free_ents ||
+        !ss->order) {
         session_free(ss);
         return pk_fail(k, PK_ERR_NO_MEMORY, "pk_session_open: out of memory for a queue of %d", cap);
     }
@@ -95,7 +100,10 @@ pk_status pk_session_open(pk_kernel *k, int queue, pk_token_fn on_token, void *u
     }
     ss->d.sess = ss;
     ss->d.s.reqs = ss->ring;
+    ss->d.s.order = ss->order;
     ss->d.s.req_mask = cap - 1;
+    for (int32_t e = 0; e < cap; e++) ss->free_ents[e] = cap - 1 - e;
+    ss->nfree_ents = cap;
     ss->d.s.nreqs = 0;
     pk_step_reset(&ss->d.s);
     k->steps_run = 0;
@@ -143,14 +151,15 @@ pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
     req->finish = PK_FINISH_NONE;
     st = pk_decode_check_request(k, req, "pk_session_submit: the request");
     if (st != PK_OK) return st;
-    const int32_t nid = ss->next_id, e = nid & (ss->cap - 1);
-    if (ss->host[e])
+    const int32_t nid = ss->next_id;
+    if (ss->nfree_ents == 0)
         return pk_fail(k, PK_ERR_LIMIT,
                        "pk_session_submit: the queue is full (%d requests running or waiting, queue %d): poll, then "
                        "submit again",
                        ss->running, ss->cap);
     if (nid == INT32_MAX)
         return pk_fail(k, PK_ERR_LIMIT, "pk_session_submit: the session has taken %d requests; open a new one", nid);
+    const int32_t e = ss->free_ents[--ss->nfree_ents];
     ss->ring[e] = (pk_step_req){.prompt = req->prompt,
                                 .prompt_len = req->prompt_len,
                                 .max_new_tokens = req->max_new_tokens,
@@ -160,6 +169,7 @@ pk_status pk_session_submit(pk_kernel *k, pk_request *req, int *id) {
     ss->host[e] = req;
     ss->host_id[e] = nid;
     ss->cancel_wanted[e] = 0;
+    ss->order[nid & (ss->cap - 1)] = e; /* before submitted: the boundary reads it at admission */
     ss->next_id = nid + 1;
     ss->running++;
     pk_ss_store(&ss->box.submitted, (uint32_t)ss->next_id);
@@ -174,8 +184,9 @@ pk_status pk_session_cancel(pk_kernel *k, int id) {
     pk_session *ss = open_session(k, "pk_session_cancel");
     if (!ss) return k->status;
     if (id < 0 || id >= ss->next_id) return PK_OK;
-    const int32_t e = id & (ss->cap - 1);
-    if (!ss->host[e] || ss->host_id[e] != id) return PK_OK; /* ended */
+    int32_t e = 0; /* the entry holding id: requests in flight are few, cancels rare */
+    while (e < ss->cap && !(ss->host[e] && ss->host_id[e] == id)) e++;
+    if (e == ss->cap) return PK_OK; /* ended */
     ss->cancel_wanted[e] = 1;
     send_cancels(ss);
     return PK_OK;
@@ -187,7 +198,7 @@ static pk_status deliver(pk_kernel *k, pk_session *ss) {
     pk_status st = PK_OK;
     for (uint32_t h = ss->box.out_head; h != tail; h++) { /* out_head: the host's own */
         const pk_step_token rec = ss->out[h & (ss->out_cap - 1)];
-        const int32_t e = rec.req & (ss->cap - 1);
+        const int32_t e = rec.ent >= 0 && rec.ent < ss->cap ? rec.ent : 0;
         pk_request *r = ss->host[e];
         if (!r || ss->host_id[e] != rec.req || (rec.token >= 0 && r->num_output >= r->max_new_tokens)) {
             st = pk_fail(k, PK_ERR_BACKEND, "pk_session_poll: a record of request %d that the session does not expect "
@@ -199,6 +210,7 @@ static pk_status deliver(pk_kernel *k, pk_session *ss) {
             r->finish = (pk_finish_reason)rec.finish;
             r->num_cached = ss->ring[e].num_cached; /* the boundary wrote it before the record */
             ss->host[e] = NULL;
+            ss->free_ents[ss->nfree_ents++] = e;
             ss->running--;
         }
         if (rec.token >= 0 && ss->on_token) ss->on_token(ss->user, rec.req, rec.token, rec.row);

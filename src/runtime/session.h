@@ -16,7 +16,8 @@ struct pk_session {
     pk_token_fn on_token;
     void *user;
     /* shared with the boundary (session_step.h) */
-    pk_step_req *ring;     /* [cap]: the step state's reqs */
+    pk_step_req *ring;     /* [cap]: the step state's reqs, an entry per request in flight */
+    int32_t *order;        /* [cap]: the entry of id at id & (cap - 1), until it is admitted */
     int32_t cap;           /* a power of two */
     pk_session_box box;
     int32_t *cancel_ids;   /* [cap] */
@@ -27,6 +28,8 @@ struct pk_session {
     /* the host's own */
     pk_request **host;     /* [cap]: the caller's request of each entry in use, NULL when free */
     int32_t *host_id;      /* [cap]: the id in each entry */
+    int32_t *free_ents;    /* [cap]: a stack of the free entries */
+    int32_t nfree_ents;
     uint8_t *cancel_wanted; /* [cap]: a cancel asked for and not yet sent (the notice ring was full) */
     int32_t next_id, running;
     pthread_t thread;

@@ -6,9 +6,12 @@
  *
  * Host and boundary talk through three rings and a box of counters, each written by one side and
  * read by the other with acquire / release:
- *   reqs (the step state's, [cap])  requests: id's entry at id & (cap - 1). The host writes an
- *                    entry, then box.submitted; the boundary owns it from admission until the id's
- *                    finish record, after which the host may write it again (for id + cap, ...).
+ *   reqs (the step state's, [cap]) and order[cap]  requests: the host writes a request into a free
+ *                    entry e of reqs and e into order[id & (cap - 1)], then box.submitted; the
+ *                    boundary reads order[] at admission and owns the entry until the id's
+ *                    finish record, after which the host may reuse it. With fewer than cap
+ *                    requests in flight, an id's order[] position is never needed by a waiting
+ *                    one when the host writes it (ids are admitted in order).
  *   cancel_ids[cap]  cancel notices: the host writes one, then box.ncancel; the boundary applies
  *                    them (pk_step_cancel) in order and says how far in box.cancels_done.
  *   out[out_cap]     records (pk_step_token): the boundary writes them, then box.out_tail; the

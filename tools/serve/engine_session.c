@@ -22,15 +22,37 @@ typedef struct active {
 
 typedef struct session_run {
     serve_engine *e;
-    active **by_id; /* [mask + 1]: the job of session id at id & mask (ids in flight differ there) */
-    int mask;
+    active **by_id; /* [mask + 1]: the running jobs by session id, linear probing, at most half full */
+    unsigned mask;
 } session_run;
+
+static unsigned home_of(const session_run *sr, int id) { return ((unsigned)id * 2654435761u) & sr->mask; }
+
+/* The table position of id: its job's, or the empty one where it would go. */
+static active **place_of(session_run *sr, int id) {
+    unsigned i = home_of(sr, id);
+    while (sr->by_id[i] && sr->by_id[i]->id != id) i = (i + 1) & sr->mask;
+    return &sr->by_id[i];
+}
+
+/* Takes id's job out (backward-shift deletion: the others' probes stay whole). */
+static void remove_id(session_run *sr, int id) {
+    unsigned i = (unsigned)(place_of(sr, id) - sr->by_id);
+    for (unsigned j = (i + 1) & sr->mask; sr->by_id[j]; j = (j + 1) & sr->mask) {
+        const unsigned home = home_of(sr, sr->by_id[j]->id);
+        if (((j - home) & sr->mask) >= ((j - i) & sr->mask)) {
+            sr->by_id[i] = sr->by_id[j];
+            i = j;
+        }
+    }
+    sr->by_id[i] = NULL;
+}
 
 void serve_session_token(void *user, int id, int32_t token, int row) {
     serve_engine *e = user;
     session_run *sr = e->session_run; /* called from pk_session_poll, on the engine's thread */
     (void)row;
-    active *a = sr ? sr->by_id[id & sr->mask] : NULL;
+    active *a = sr ? *place_of(sr, id) : NULL;
     if (!a || a->id != id || a->ended) return;
     if (serve_job_token(a->j, token)) {
         a->ended = a->stopped = 1;
@@ -38,9 +60,21 @@ void serve_session_token(void *user, int id, int32_t token, int row) {
     }
 }
 
-/* Hands j to the session; on failure j ends at once (SERVE_FINISH_ERROR). */
-static active *start(session_run *sr, serve_job *j) {
+/* Ends a job the session does not hold (any more): its finish, the count, on_done. */
+static void end_job(serve_engine *e, serve_job *j, serve_finish f) {
+    j->finish = f;
+    pthread_mutex_lock(&e->mu);
+    e->nrunning--;
+    pthread_mutex_unlock(&e->mu);
+    serve_job_done(e, j);
+}
+
+/* Hands j to the session. NULL with *busy set: the session's queue is full (pk_session_submit's
+ * PK_ERR_LIMIT; the engine admits no more jobs than it holds, so only a bug would), try again
+ * after a poll; NULL otherwise: j ended at once (SERVE_FINISH_ERROR). */
+static active *start(session_run *sr, serve_job *j, int *busy) {
     serve_engine *e = sr->e;
+    *busy = 0;
     j->num_generated = j->num_cached = 0;
     j->ttft_s = 0;
     j->error[0] = '\0';
@@ -50,21 +84,19 @@ static active *start(session_run *sr, serve_job *j) {
         a->j = j;
         a->r = (pk_request){.prompt = j->prompt, .prompt_len = j->prompt_len, .max_new_tokens = j->max_tokens,
                             .output = out, .sampling = j->sampling};
-        if (pk_session_submit(e->k, &a->r, &a->id) == PK_OK) {
-            sr->by_id[a->id & sr->mask] = a;
+        const pk_status st = pk_session_submit(e->k, &a->r, &a->id);
+        if (st == PK_OK) {
+            *place_of(sr, a->id) = a;
             return a;
         }
+        *busy = st == PK_ERR_LIMIT && strstr(pk_kernel_error(e->k), "queue is full") != NULL;
         snprintf(j->error, sizeof j->error, "%s", pk_kernel_error(e->k));
     } else {
         snprintf(j->error, sizeof j->error, "out of memory for %d output tokens", j->max_tokens);
     }
     free(out);
     free(a);
-    j->finish = SERVE_FINISH_ERROR;
-    pthread_mutex_lock(&e->mu);
-    e->nrunning--;
-    pthread_mutex_unlock(&e->mu);
-    serve_job_done(e, j);
+    if (!*busy) end_job(e, j, SERVE_FINISH_ERROR);
     return NULL;
 }
 
@@ -75,49 +107,52 @@ static void finish(session_run *sr, active *a) {
                 : f == PK_FINISH_CANCELLED      ? SERVE_FINISH_CANCELLED
                                                 : SERVE_FINISH_LENGTH;
     j->num_cached = a->r.num_cached;
-    sr->by_id[a->id & sr->mask] = NULL;
+    remove_id(sr, a->id);
     free(a->r.output);
     free(a);
-    pthread_mutex_lock(&sr->e->mu);
-    sr->e->nrunning--;
-    pthread_mutex_unlock(&sr->e->mu);
-    serve_job_done(sr->e, j);
+    end_job(sr->e, j, j->finish);
 }
 
 void *serve_session_worker(void *arg) {
     serve_engine *e = arg;
     session_run sr = {.e = e};
-    int cap = 1;
-    while (cap < e->capacity) cap *= 2; /* the session's queue: pk_session_open rounds it so */
+    unsigned cap = 2;
+    while (cap < 2u * (unsigned)e->capacity) cap *= 2;
     sr.mask = cap - 1;
     sr.by_id = calloc((size_t)cap, sizeof *sr.by_id);
     active **live = calloc((size_t)e->capacity, sizeof *live);
     int nlive = 0;
+    serve_job *pend = NULL, *pend_tail = NULL; /* taken, not yet in the session, in arrival order */
     e->session_run = &sr;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->head && nlive == 0 && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
-        serve_job *taken = e->head;
-        int ntaken = e->queued;
+        while (!e->head && nlive == 0 && !pend && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->head) {
+            if (pend_tail) pend_tail->next = e->head;
+            else pend = e->head;
+            pend_tail = e->tail;
+        }
+        e->nrunning += e->queued;
         e->head = e->tail = NULL;
         e->queued = 0;
-        e->nrunning += ntaken;
         const int stopping = e->stopping;
         pthread_mutex_unlock(&e->mu);
-        if (stopping && nlive == 0 && !taken) break;
-        while (taken) {
-            serve_job *next = taken->next; /* read first: a failed start ends the job */
-            active *a = !sr.by_id || !live ? NULL : start(&sr, taken);
-            if (a) live[nlive++] = a;
-            else if (!sr.by_id || !live) {
-                taken->finish = SERVE_FINISH_ERROR;
-                snprintf(taken->error, sizeof taken->error, "out of memory for the engine's tables");
-                pthread_mutex_lock(&e->mu);
-                e->nrunning--;
-                pthread_mutex_unlock(&e->mu);
-                serve_job_done(e, taken);
+        if (stopping && nlive == 0 && !pend) break;
+        while (pend) { /* in order, until a queue position is busy */
+            serve_job *j = pend, *next = j->next; /* next read first: a job that ends may be freed */
+            int busy = 0;
+            active *a = NULL;
+            if (!sr.by_id || !live) {
+                snprintf(j->error, sizeof j->error, "out of memory for the engine's tables");
+            } else if (!stopping && !atomic_load(&j->cancel)) {
+                a = start(&sr, j, &busy);
+                if (busy) break; /* stays first: after the next poll */
             }
-            taken = next;
+            pend = next;
+            if (!pend) pend_tail = NULL;
+            if (a) live[nlive++] = a;
+            else if (!sr.by_id || !live) end_job(e, j, SERVE_FINISH_ERROR);
+            else if (stopping || atomic_load(&j->cancel)) end_job(e, j, SERVE_FINISH_CANCELLED);
         }
         for (int i = 0; i < nlive; i++)
             if (!live[i]->ended && (stopping || atomic_load(&live[i]->j->cancel))) {
@@ -130,17 +165,12 @@ void *serve_session_worker(void *arg) {
             snprintf(msg, sizeof msg, "%s", pk_kernel_error(e->k));
             fprintf(stderr, "pk: serve: %s\n", msg);
             for (int i = 0; i < nlive; i++) {
-                live[i]->r.finish = PK_FINISH_NONE;
-                snprintf(live[i]->j->error, sizeof live[i]->j->error, "%s", msg);
                 serve_job *j = live[i]->j;
-                sr.by_id[live[i]->id & sr.mask] = NULL;
+                snprintf(j->error, sizeof j->error, "%s", msg);
+                remove_id(&sr, live[i]->id);
                 free(live[i]->r.output);
                 free(live[i]);
-                j->finish = SERVE_FINISH_ERROR;
-                pthread_mutex_lock(&e->mu);
-                e->nrunning--;
-                pthread_mutex_unlock(&e->mu);
-                serve_job_done(e, j);
+                end_job(e, j, SERVE_FINISH_ERROR);
             }
             nlive = 0;
             continue;
