@@ -8,7 +8,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "engine_impl.h"
 
@@ -69,12 +68,10 @@ static void end_job(serve_engine *e, serve_job *j, serve_finish f) {
     serve_job_done(e, j);
 }
 
-/* Hands j to the session. NULL with *busy set: the session's queue is full (pk_session_submit's
- * PK_ERR_LIMIT; the engine admits no more jobs than it holds, so only a bug would), try again
- * after a poll; NULL otherwise: j ended at once (SERVE_FINISH_ERROR). */
-static active *start(session_run *sr, serve_job *j, int *busy) {
+/* Hands j to the session (whose queue holds the engine's capacity: it has room); NULL when that
+ * failed and j ended at once (SERVE_FINISH_ERROR). */
+static active *start(session_run *sr, serve_job *j) {
     serve_engine *e = sr->e;
-    *busy = 0;
     j->num_generated = j->num_cached = 0;
     j->ttft_s = 0;
     j->error[0] = '\0';
@@ -84,19 +81,17 @@ static active *start(session_run *sr, serve_job *j, int *busy) {
         a->j = j;
         a->r = (pk_request){.prompt = j->prompt, .prompt_len = j->prompt_len, .max_new_tokens = j->max_tokens,
                             .output = out, .sampling = j->sampling};
-        const pk_status st = pk_session_submit(e->k, &a->r, &a->id);
-        if (st == PK_OK) {
+        if (pk_session_submit(e->k, &a->r, &a->id) == PK_OK) {
             *place_of(sr, a->id) = a;
             return a;
         }
-        *busy = st == PK_ERR_LIMIT && strstr(pk_kernel_error(e->k), "queue is full") != NULL;
         snprintf(j->error, sizeof j->error, "%s", pk_kernel_error(e->k));
     } else {
         snprintf(j->error, sizeof j->error, "out of memory for %d output tokens", j->max_tokens);
     }
     free(out);
     free(a);
-    if (!*busy) end_job(e, j, SERVE_FINISH_ERROR);
+    end_job(e, j, SERVE_FINISH_ERROR);
     return NULL;
 }
 
@@ -122,37 +117,29 @@ void *serve_session_worker(void *arg) {
     sr.by_id = calloc((size_t)cap, sizeof *sr.by_id);
     active **live = calloc((size_t)e->capacity, sizeof *live);
     int nlive = 0;
-    serve_job *pend = NULL, *pend_tail = NULL; /* taken, not yet in the session, in arrival order */
     e->session_run = &sr;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->head && nlive == 0 && !pend && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
-        if (e->head) {
-            if (pend_tail) pend_tail->next = e->head;
-            else pend = e->head;
-            pend_tail = e->tail;
-        }
+        while (!e->head && nlive == 0 && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
+        serve_job *taken = e->head; /* in arrival order */
         e->nrunning += e->queued;
         e->head = e->tail = NULL;
         e->queued = 0;
         const int stopping = e->stopping;
         pthread_mutex_unlock(&e->mu);
-        if (stopping && nlive == 0 && !pend) break;
-        while (pend) { /* in order, until a queue position is busy */
-            serve_job *j = pend, *next = j->next; /* next read first: a job that ends may be freed */
-            int busy = 0;
-            active *a = NULL;
+        if (stopping && nlive == 0 && !taken) break;
+        while (taken) {
+            serve_job *j = taken;
+            taken = j->next; /* read first: a job that ends may be freed */
             if (!sr.by_id || !live) {
                 snprintf(j->error, sizeof j->error, "out of memory for the engine's tables");
-            } else if (!stopping && !atomic_load(&j->cancel)) {
-                a = start(&sr, j, &busy);
-                if (busy) break; /* stays first: after the next poll */
+                end_job(e, j, SERVE_FINISH_ERROR);
+            } else if (stopping || atomic_load(&j->cancel)) {
+                end_job(e, j, SERVE_FINISH_CANCELLED);
+            } else {
+                active *a = start(&sr, j);
+                if (a) live[nlive++] = a;
             }
-            pend = next;
-            if (!pend) pend_tail = NULL;
-            if (a) live[nlive++] = a;
-            else if (!sr.by_id || !live) end_job(e, j, SERVE_FINISH_ERROR);
-            else if (stopping || atomic_load(&j->cancel)) end_job(e, j, SERVE_FINISH_CANCELLED);
         }
         for (int i = 0; i < nlive; i++)
             if (!live[i]->ended && (stopping || atomic_load(&live[i]->j->cancel))) {
