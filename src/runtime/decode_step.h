@@ -138,7 +138,6 @@ typedef struct pk_step_state {
     int32_t *table;            /* [table_cap]: 1 + a cached page, 0 empty (linear probing) */
     int32_t table_cap;         /* a power of two >= 2 num_pages */
     int32_t nevictable;
-    int64_t prefix_hits;       /* prompt tokens taken from the cache */
     /* step records (NULL: none): rec[0 .. rec_cap], steps past rec_cap are not recorded */
     pk_step_rec *rec;
     int64_t rec_cap;
@@ -197,7 +196,6 @@ PK_HD void pk_step_reset(pk_step_state *s) {
     s->nfree = s->unreserved = s->num_pages;
     for (int p = 0; p < s->num_pages; p++) s->free_pages[p] = s->num_pages - 1 - p;
     s->nevictable = 0;
-    s->prefix_hits = 0;
     if (s->page_ref) {
         for (int p = 0; p < s->num_pages; p++) s->page_ref[p] = 0, s->page_hash[p] = 0;
         s->lru[s->num_pages] = s->lru[s->num_pages + 1 + s->num_pages] = s->num_pages; /* empty: the sentinel */
@@ -431,7 +429,6 @@ PK_HD void pk_step_admit(pk_step_state *s) {
         sl->chain = chain;
         sl->indexed = 0;
         pk_step_slot_req(s, sl)->num_cached = sl->cached;
-        s->prefix_hits += sl->cached;
         if (s->sample_params)
             for (int j = 0; j < PK_SAMPLE_PARAMS; j++) s->sample_params[i * PK_SAMPLE_PARAMS + j] = r->sample[j];
         if (s->ngram_pos) /* a new request: its own index */

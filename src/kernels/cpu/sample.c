@@ -34,6 +34,18 @@ static int64_t count_above(const row *r, uint32_t o, int imax) {
  * index below ik. */
 static int in_top_k(uint32_t so, int i, uint32_t ok, int ik) { return so > ok || (so == ok && i < ik); }
 
+/* The fixed-point weight of the tokens top-k keeps whose order key is at least lo (lo 0: all). */
+static uint64_t weight_from(const row *r, float smax, uint32_t ok, int ik, uint32_t lo) {
+    uint64_t w = 0;
+    for (int i = 0; i < r->V; i++) {
+        const float s = scaled(r, i);
+        if (isnan(s)) continue;
+        const uint32_t so = pk_sample_order(s);
+        if (so >= lo && in_top_k(so, i, ok, ik)) w += pk_sample_fixed(pk_sample_exp(s - smax));
+    }
+    return w;
+}
+
 int32_t pk_cpu_sample_row(const pk_bf16 *logits, int V, const int32_t *params, int32_t pos, int32_t greedy) {
     const row r = {logits, V, pk_sample_f32_of(params[PK_SAMPLE_INV_TEMP])};
     const int top_k = params[PK_SAMPLE_TOP_K];
@@ -73,23 +85,11 @@ int32_t pk_cpu_sample_row(const pk_bf16 *logits, int V, const int32_t *params, i
     /* top-p: the largest threshold key op whose kept tokens at or above it weigh >= top_p · total */
     uint32_t op = 0;
     if (top_p > 0.0f && top_p < 1.0f) {
-        uint64_t total = 0;
-        for (int i = 0; i < V; i++) {
-            const float s = scaled(&r, i);
-            if (!isnan(s) && in_top_k(pk_sample_order(s), i, ok, ik)) total += pk_sample_fixed(pk_sample_exp(s - smax));
-        }
-        const uint64_t target = (uint64_t)ceil((double)total * (double)top_p);
+        const uint64_t target = (uint64_t)ceil((double)weight_from(&r, smax, ok, ik, 0) * (double)top_p);
         uint32_t lo = 0, hi = pk_sample_order(smax); /* weight(>= lo) >= target holds at lo = 0 */
         while (lo < hi) {
             const uint32_t mid = (uint32_t)(((uint64_t)lo + hi + 1) / 2);
-            uint64_t w = 0;
-            for (int i = 0; i < V; i++) {
-                const float s = scaled(&r, i);
-                if (isnan(s)) continue;
-                const uint32_t so = pk_sample_order(s);
-                if (so >= mid && in_top_k(so, i, ok, ik)) w += pk_sample_fixed(pk_sample_exp(s - smax));
-            }
-            if (w >= target) lo = mid;
+            if (weight_from(&r, smax, ok, ik, mid) >= target) lo = mid;
             else hi = mid - 1;
         }
         op = lo;
