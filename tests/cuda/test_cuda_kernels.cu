@@ -134,6 +134,21 @@ WRAP k_linear_grid(const pk_bf16 *x, int n_tok, int K, pk_rows w, int N, int til
     if (nc > 0) pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
 }
 
+/* A multi-row step of a whole linear layer: CTA b takes columns [b · tile, +tile) of all n_tok rows,
+ * as the persistent kernel's tasks do. xn: 0 x, 1 rmsnorm(x), 2 silu(gate) · up (x is [n_tok, 2K]). */
+WRAP k_mma_grid(int xn, const pk_bf16 *x, const pk_bf16 *nw, int n_tok, int K, pk_rows w, int N, int tile,
+                pk_bf16 *out) {
+    SMEM;
+    int n0 = blockIdx.x * tile, nc = N - n0 < tile ? N - n0 : tile;
+    if (nc <= 0) return;
+    if (xn == 1)
+        pk_dev_rmsnorm_linear(x, K, nw, 1e-6f, n_tok, K, &w, n0, nc, out + n0, N, smem_);
+    else if (xn == 2)
+        pk_dev_silu_mul_linear(x, 2 * K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+    else
+        pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+}
+
 /* Decode attention over the whole layer: CTA b takes KV head b. MINB = 2: the persistent
  * kernel's register budget (__launch_bounds__(256, 2): 128 registers); 1: unbounded. */
 template <int MINB>
@@ -271,7 +286,7 @@ static void setup_kernels(void) {
                         (const void *)k_silu_mul_linear, (const void *)k_silu_mul,
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
-                        (const void *)k_linear_grid,     (const void *)k_attention_grid<1>,
+                        (const void *)k_linear_grid,     (const void *)k_mma_grid, (const void *)k_attention_grid<1>,
                         (const void *)k_attention_grid<2>, (const void *)k_attention_partial,
                         (const void *)k_attention_combine};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
@@ -1305,6 +1320,40 @@ static void bench_linear(int sms) {
     }
 }
 
+/* ---- bench: multi-row steps on tensor cores (linear_mma.cuh), a whole layer per launch ------- */
+
+/* The layers of a Qwen3 decoder layer at n_tok rows: tiles of N / SMs columns (the persistent
+ * kernel's one-token grid) and of 128 (a prompt graph's), TFLOP/s = 2 · n_tok · N · K / time. */
+static void bench_mma(int sms) {
+    static const struct { const char *name; int xn, K, N; } shapes[] = {
+        {"8B qkv", 1, 4096, 6144},         {"8B o", 0, 4096, 4096},         {"8B gate_up", 1, 4096, 24576},
+        {"8B down", 2, 12288, 4096},       {"0.6B qkv", 1, 1024, 4096},     {"0.6B o", 0, 2048, 1024},
+        {"0.6B gate_up", 1, 1024, 6144},   {"0.6B down", 2, 3072, 1024}};
+    static const int ntoks[] = {512, 2048};
+    uint64_t seed = 77;
+    printf("\n%-16s %5s %6s %6s %10s %9s\n", "bench mma", "n_tok", "grid", "tile", "us", "TFLOP/s");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int K = shapes[si].K, N = shapes[si].N, xn = shapes[si].xn, xcols = xn == 2 ? 2 * K : K;
+        std::vector<pk_bf16> hw((size_t)N * K), pat = rand_bf16(1 << 20, -1.0f, 1.0f, &seed);
+        for (size_t i = 0; i < hw.size(); i++) hw[i] = pat[(i * 7) & ((1 << 20) - 1)];
+        pk_bf16 *dw = dup(hw);
+        pk_bf16 *dx = dup(rand_bf16((size_t)2048 * xcols, -1.0f, 1.0f, &seed));
+        pk_bf16 *dnw = dup(rand_bf16(K, 0.5f, 1.5f, &seed));
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)2048 * N);
+        for (int ni = 0; ni < 2; ni++)
+            for (int ti = 0; ti < 2; ti++) {
+                const int n_tok = ntoks[ni], tile = ti == 0 ? (N + sms - 1) / sms : 128, grid = (N + tile - 1) / tile;
+                const pk_rows w = pk_rows_plain(dw, (uint32_t)N, (uint64_t)K);
+                const double us = time_launches_us([&](int) {
+                    k_mma_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(xn, dx, dnw, n_tok, K, w, N, tile, dout);
+                });
+                printf("%-16s %5d %6d %6d %10.1f %9.1f\n", shapes[si].name, n_tok, grid, tile, us,
+                       2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
+            }
+        dfree_all();
+    }
+}
+
 /* Decode attention (one row, Qwen3 shapes: D 128, Hkv 8, G 2 and 4) at a given context, one CTA
  * per KV head as the persistent kernel runs it; the cache is filled with random values first. */
 static void bench_attention(void) {
@@ -1360,7 +1409,7 @@ static void bench_attention(void) {
 }
 
 /* Which groups to run: every group, or those named on the command line (embedding, rmsnorm,
- * silu_mul, linear, attention, argmax, bench). */
+ * silu_mul, linear, attention, argmax, bench, bench_mma, bench_attention). */
 static int g_argc;
 static char **g_argv;
 static int want(const char *group) {
@@ -1395,6 +1444,7 @@ int main(int argc, char **argv) {
     }
     if (want("argmax")) test_argmax(&seed);
     if (want("bench")) bench_linear(prop.multiProcessorCount);
+    if (want("bench") || want("bench_mma")) bench_mma(prop.multiProcessorCount);
     if (want("bench") || want("bench_attention")) bench_attention();
 
     printf("\n%-20s %6s %7s %11s %10s %10s %6s\n", "kind", "cases", "failed", "values",
