@@ -173,6 +173,25 @@ WRAP k_attention_partial(pk_layer_params p, pk_attn_step s, int nsplit, const pk
     pk_dev_attention_partial(&p, NULL, &s, b / nsplit, 1, b % nsplit, nsplit, qkv, qkv_stride, k_cache, v_cache,
                              q_norm, k_norm, part + (int64_t)b * G * (p.head_dim + 2), part_stride, smem_);
 }
+/* Steps of many rows as the persistent kernel runs a split layer (dispatch.cuh): CTA b is KV head
+ * b / nsplit and takes Q blocks b % nsplit, b % nsplit + nsplit, ... over the whole KV length,
+ * writing out directly (every CTA of a head writes all its rows' K / V, the same values). */
+WRAP k_attention_qsplit(pk_layer_params p, pk_attn_step s, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
+                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                        int64_t out_stride) {
+    SMEM;
+    const int b = blockIdx.x;
+#define PK_T_QS(NP)                                                                                                  \
+    pk_dev_attention_split<NP>(&p, NULL, &s, b / nsplit, 1, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, \
+                               out, out_stride, nullptr, 0, smem_, b % nsplit, nsplit)
+    switch (pk_att_pairs(p.head_dim)) {
+    case 1: PK_T_QS(1); break;
+    case 2: PK_T_QS(2); break;
+    case 4: PK_T_QS(4); break;
+    default: PK_T_QS(8); break;
+    }
+#undef PK_T_QS
+}
 WRAP k_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
                          pk_bf16 *out, int64_t out_stride, int smem_bytes) {
     SMEM;
@@ -287,7 +306,7 @@ static void setup_kernels(void) {
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
                         (const void *)k_linear_grid,     (const void *)k_mma_grid, (const void *)k_attention_grid<1>,
-                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial,
+                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial, (const void *)k_attention_qsplit,
                         (const void *)k_attention_combine};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -930,13 +949,15 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     char shape[112];
     snprintf(shape, sizeof shape, "D %d G %d Hkv %d qk_norm %d llama3 %d A %d B %d page %d%s", D,
              G, Hkv, qk_norm, llama3, lenA, lenB, page, edges ? " edges" : "");
-    result r, rd, rs, rsd;
+    result r, rd, rs, rsd, rq;
     res_init(&r, "attention", shape);
     res_init(&rd, "attention_decode", shape);
     char sshape[112];
     snprintf(sshape, sizeof sshape, "%.96s split %d", shape, nsplit);
     res_init(&rs, "attention_split", sshape);
     res_init(&rsd, "attn_split_decode", sshape);
+    res_init(&rq, "attention_qsplit", sshape);
+    bool ran_q = false;
     const int S = nsplit;
     const int64_t pcols = (int64_t)Hkv * S * G * (D + 2); /* part [T][Hkv][S][G][D + 2] */
     pk_bf16 *dkc2 = NULL, *dvc2 = NULL, *dout2 = NULL;
@@ -1037,6 +1058,19 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
             }
             rs.repro = rs.repro && gs[0] == gs[1];
             res_bf16(&rs, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+            if (n_tok > 1) { /* the Q-block split of steps of many rows, on the same caches (same K / V) */
+                for (int run = 0; run < 2; run++) {
+                    dpoison(dout2, (size_t)T * ocols * 2);
+                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc2, dvc2,
+                                                                                         dqn, dkn, dout2, ocols);
+                    CU(cudaGetLastError());
+                    CU(cudaDeviceSynchronize());
+                    gs[run] = get(dout2, (size_t)T * ocols);
+                }
+                rq.repro = rq.repro && gs[0] == gs[1];
+                res_bf16(&rq, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+                ran_q = true;
+            }
             if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
                 const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
                                      token_pos[0] % page;
@@ -1084,6 +1118,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     if (S > 1) {
         res_end(&rs);
         res_end(&rsd);
+        if (ran_q) res_end(&rq);
     }
     res_end(&rk);
     res_end(&rv);
