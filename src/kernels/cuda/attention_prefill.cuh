@@ -92,7 +92,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                 ta = tb;
                 continue;
             }
-            int req0 = 0, maxpos = -1;
+            int maxpos = -1;
             for (int i = warp; i < (tb - ta); i += PK_DEV_WARPS) { /* warp per token: validity, q heads */
                 const int t = ta + i;
                 int req, pos;
@@ -128,7 +128,6 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
             }
             pk_cta_sync();
             maxpos = blk_s[1];
-            req0 = pk_dev_ldcg_i32(s->token_req + ta);
 
             /* 2. the warp's Q fragments: lane l addresses row 16 w + l % 16, column 8 (l / 16) + 16 ks */
             const int r0 = 16 * warp;
