@@ -230,10 +230,11 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
         /* A step of many rows (q-rows for at least half the group's tasks to get a full Q block;
          * fewer, e.g. a few decode rows at a long context, keep the split over the KV length): the
          * group's tasks share its Q blocks, each over the whole KV length, and write out directly:
-         * no partials, no fold (one task per group folded every row's: 0.84 of the 0.6B's 1.84 ms
-         * a layer at 512 rows, H100). Each writes every row's K / V (the same values) and reads
-         * only its own writes. group_out is out's columns of head kv0; the kernel indexes out by
-         * absolute head. No task of such a step calls pk_last_of, so the counter stays whole. */
+         * no partials, no fold (one task per group folded every row's partials, serially: near
+         * half the layer's time in a 512-row step). Each writes every row's K / V (the same
+         * values) and reads only its own writes. group_out is out's columns of head kv0; the
+         * kernel indexes out by absolute head. No task of such a step calls pk_last_of, so the
+         * counter stays whole. */
         pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
                                    group_out - (int64_t)kv0 * G * p->head_dim, out_stride, nullptr, 0, smem, split,
                                    nsplit);
