@@ -134,6 +134,21 @@ WRAP k_linear_grid(const pk_bf16 *x, int n_tok, int K, pk_rows w, int N, int til
     if (nc > 0) pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
 }
 
+/* A multi-row step of a whole linear layer: CTA b takes columns [b · tile, +tile) of all n_tok rows,
+ * as the persistent kernel's tasks do. xn: 0 x, 1 rmsnorm(x), 2 silu(gate) · up (x is [n_tok, 2K]). */
+WRAP k_mma_grid(int xn, const pk_bf16 *x, const pk_bf16 *nw, int n_tok, int K, pk_rows w, int N, int tile,
+                pk_bf16 *out) {
+    SMEM;
+    int n0 = blockIdx.x * tile, nc = N - n0 < tile ? N - n0 : tile;
+    if (nc <= 0) return;
+    if (xn == 1)
+        pk_dev_rmsnorm_linear(x, K, nw, 1e-6f, n_tok, K, &w, n0, nc, out + n0, N, smem_);
+    else if (xn == 2)
+        pk_dev_silu_mul_linear(x, 2 * K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+    else
+        pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+}
+
 /* Decode attention over the whole layer: CTA b takes KV head b. MINB = 2: the persistent
  * kernel's register budget (__launch_bounds__(256, 2): 128 registers); 1: unbounded. */
 template <int MINB>
@@ -157,6 +172,25 @@ WRAP k_attention_partial(pk_layer_params p, pk_attn_step s, int nsplit, const pk
     const int G = p.num_q_heads / p.num_kv_heads, b = blockIdx.x;
     pk_dev_attention_partial(&p, NULL, &s, b / nsplit, 1, b % nsplit, nsplit, qkv, qkv_stride, k_cache, v_cache,
                              q_norm, k_norm, part + (int64_t)b * G * (p.head_dim + 2), part_stride, smem_);
+}
+/* Steps of many rows as the persistent kernel runs a split layer (dispatch.cuh): CTA b is KV head
+ * b / nsplit and takes Q blocks b % nsplit, b % nsplit + nsplit, ... over the whole KV length,
+ * writing out directly (every CTA of a head writes all its rows' K / V, the same values). */
+WRAP k_attention_qsplit(pk_layer_params p, pk_attn_step s, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
+                        pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
+                        int64_t out_stride) {
+    SMEM;
+    const int b = blockIdx.x;
+#define PK_T_QS(NP)                                                                                                  \
+    pk_dev_attention_split<NP>(&p, NULL, &s, b / nsplit, 1, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, \
+                               out, out_stride, nullptr, 0, smem_, b % nsplit, nsplit)
+    switch (pk_att_pairs(p.head_dim)) {
+    case 1: PK_T_QS(1); break;
+    case 2: PK_T_QS(2); break;
+    case 4: PK_T_QS(4); break;
+    default: PK_T_QS(8); break;
+    }
+#undef PK_T_QS
 }
 WRAP k_attention_combine(int n_tok, int nheads, int D, int nsplit, const float *part, int64_t part_stride,
                          pk_bf16 *out, int64_t out_stride, int smem_bytes) {
@@ -271,8 +305,8 @@ static void setup_kernels(void) {
                         (const void *)k_silu_mul_linear, (const void *)k_silu_mul,
                         (const void *)k_attention,       (const void *)k_argmax_partial,
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
-                        (const void *)k_linear_grid,     (const void *)k_attention_grid<1>,
-                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial,
+                        (const void *)k_linear_grid,     (const void *)k_mma_grid, (const void *)k_attention_grid<1>,
+                        (const void *)k_attention_grid<2>, (const void *)k_attention_partial, (const void *)k_attention_qsplit,
                         (const void *)k_attention_combine};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -915,13 +949,15 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     char shape[112];
     snprintf(shape, sizeof shape, "D %d G %d Hkv %d qk_norm %d llama3 %d A %d B %d page %d%s", D,
              G, Hkv, qk_norm, llama3, lenA, lenB, page, edges ? " edges" : "");
-    result r, rd, rs, rsd;
+    result r, rd, rs, rsd, rq;
     res_init(&r, "attention", shape);
     res_init(&rd, "attention_decode", shape);
     char sshape[112];
     snprintf(sshape, sizeof sshape, "%.96s split %d", shape, nsplit);
     res_init(&rs, "attention_split", sshape);
     res_init(&rsd, "attn_split_decode", sshape);
+    res_init(&rq, "attention_qsplit", sshape);
+    bool ran_q = false;
     const int S = nsplit;
     const int64_t pcols = (int64_t)Hkv * S * G * (D + 2); /* part [T][Hkv][S][G][D + 2] */
     pk_bf16 *dkc2 = NULL, *dvc2 = NULL, *dout2 = NULL;
@@ -1022,6 +1058,19 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
             }
             rs.repro = rs.repro && gs[0] == gs[1];
             res_bf16(&rs, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+            if (n_tok > 1) { /* the Q-block split of steps of many rows, on the same caches (same K / V) */
+                for (int run = 0; run < 2; run++) {
+                    dpoison(dout2, (size_t)T * ocols * 2);
+                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc2, dvc2,
+                                                                                         dqn, dkn, dout2, ocols);
+                    CU(cudaGetLastError());
+                    CU(cudaDeviceSynchronize());
+                    gs[run] = get(dout2, (size_t)T * ocols);
+                }
+                rq.repro = rq.repro && gs[0] == gs[1];
+                res_bf16(&rq, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+                ran_q = true;
+            }
             if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
                 const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
                                      token_pos[0] % page;
@@ -1069,6 +1118,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     if (S > 1) {
         res_end(&rs);
         res_end(&rsd);
+        if (ran_q) res_end(&rq);
     }
     res_end(&rk);
     res_end(&rv);
@@ -1305,6 +1355,40 @@ static void bench_linear(int sms) {
     }
 }
 
+/* ---- bench: multi-row steps on tensor cores (linear_mma.cuh), a whole layer per launch ------- */
+
+/* The layers of a Qwen3 decoder layer at n_tok rows: tiles of N / SMs columns (the persistent
+ * kernel's one-token grid) and of 128 (a prompt graph's), TFLOP/s = 2 · n_tok · N · K / time. */
+static void bench_mma(int sms) {
+    static const struct { const char *name; int xn, K, N; } shapes[] = {
+        {"8B qkv", 1, 4096, 6144},         {"8B o", 0, 4096, 4096},         {"8B gate_up", 1, 4096, 24576},
+        {"8B down", 2, 12288, 4096},       {"0.6B qkv", 1, 1024, 4096},     {"0.6B o", 0, 2048, 1024},
+        {"0.6B gate_up", 1, 1024, 6144},   {"0.6B down", 2, 3072, 1024}};
+    static const int ntoks[] = {512, 2048};
+    uint64_t seed = 77;
+    printf("\n%-16s %5s %6s %6s %10s %9s\n", "bench mma", "n_tok", "grid", "tile", "us", "TFLOP/s");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int K = shapes[si].K, N = shapes[si].N, xn = shapes[si].xn, xcols = xn == 2 ? 2 * K : K;
+        std::vector<pk_bf16> hw((size_t)N * K), pat = rand_bf16(1 << 20, -1.0f, 1.0f, &seed);
+        for (size_t i = 0; i < hw.size(); i++) hw[i] = pat[(i * 7) & ((1 << 20) - 1)];
+        pk_bf16 *dw = dup(hw);
+        pk_bf16 *dx = dup(rand_bf16((size_t)2048 * xcols, -1.0f, 1.0f, &seed));
+        pk_bf16 *dnw = dup(rand_bf16(K, 0.5f, 1.5f, &seed));
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)2048 * N);
+        for (int ni = 0; ni < 2; ni++)
+            for (int ti = 0; ti < 2; ti++) {
+                const int n_tok = ntoks[ni], tile = ti == 0 ? (N + sms - 1) / sms : 128, grid = (N + tile - 1) / tile;
+                const pk_rows w = pk_rows_plain(dw, (uint32_t)N, (uint64_t)K);
+                const double us = time_launches_us([&](int) {
+                    k_mma_grid<<<grid, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(xn, dx, dnw, n_tok, K, w, N, tile, dout);
+                });
+                printf("%-16s %5d %6d %6d %10.1f %9.1f\n", shapes[si].name, n_tok, grid, tile, us,
+                       2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
+            }
+        dfree_all();
+    }
+}
+
 /* Decode attention (one row, Qwen3 shapes: D 128, Hkv 8, G 2 and 4) at a given context, one CTA
  * per KV head as the persistent kernel runs it; the cache is filled with random values first. */
 static void bench_attention(void) {
@@ -1360,7 +1444,7 @@ static void bench_attention(void) {
 }
 
 /* Which groups to run: every group, or those named on the command line (embedding, rmsnorm,
- * silu_mul, linear, attention, argmax, bench). */
+ * silu_mul, linear, attention, argmax, bench, bench_mma, bench_attention). */
 static int g_argc;
 static char **g_argv;
 static int want(const char *group) {
@@ -1395,6 +1479,7 @@ int main(int argc, char **argv) {
     }
     if (want("argmax")) test_argmax(&seed);
     if (want("bench")) bench_linear(prop.multiProcessorCount);
+    if (want("bench") || want("bench_mma")) bench_mma(prop.multiProcessorCount);
     if (want("bench") || want("bench_attention")) bench_attention();
 
     printf("\n%-20s %6s %7s %11s %10s %10s %6s\n", "kind", "cases", "failed", "values",

@@ -6,6 +6,8 @@
  * A q-row is (token t, query head h of KV head g): a token's G heads are G q-rows sharing its
  * position. A Q block is up to PK_APF_QROWS q-rows of consecutive tokens of one request (it ends
  * where the request changes), h fastest; warp w takes its q-rows [16 w, 16 w + 16).
+ * With nqsplit > 1 the task takes only head g's Q blocks qsplit, qsplit + nqsplit, ... (steps of
+ * many rows: the Q blocks spread over a group's tasks instead of the KV length).
  *  1. warp w rotates (RoPE after qk-norm, attention.cuh's pk_att_head: bf16 values) its q-rows
  *     into Qs [QROWS][LD] bf16 and their positions into qpos_s; a row outside the page table
  *     gets position -1 (it sees nothing: zeros out, or (0, -inf, 0) for a partial);
@@ -56,7 +58,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                                       int nkv, int split, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache, const pk_bf16 *q_norm,
                                       pk_bf16 *out, int64_t out_stride, float *part, int64_t part_stride,
-                                      char *smem) {
+                                      char *smem, int qsplit = 0, int nqsplit = 1) {
     constexpr int DM = 64 * NP;           /* the largest D of this instance */
     constexpr int KS = DM / 16, NT = DM / 8; /* k steps of S, n8 tiles of O */
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads, G = Hq / Hkv, half = D / 2;
@@ -74,17 +76,23 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
     const int per_block = PK_APF_QROWS / G; /* tokens a Q block holds at most */
 
     for (int g = kv0; g < kv0 + nkv; g++) {
+        int qb = 0; /* Q blocks of head g so far: block qb is this task's when qb % nqsplit == qsplit */
         for (int ta = 0; ta < n_tok;) {
-            /* 1. the block's tokens [ta, tb) (one request) and the rotated q-rows */
-            if (threadIdx.x == 0) {
-                const int req0 = pk_dev_ldcg_i32(s->token_req + ta);
-                int tb = ta + 1;
-                while (tb < n_tok && tb - ta < per_block && pk_dev_ldcg_i32(s->token_req + tb) == req0) tb++;
-                blk_s[0] = tb;
-            }
+            /* 1. the block's tokens [ta, tb): up to per_block, ending where the request changes (the
+             * rows' requests loaded together, the first change found by a shared minimum) */
+            if (threadIdx.x == 0) blk_s[0] = ta + per_block < n_tok ? ta + per_block : n_tok;
+            pk_cta_sync();
+            const int req0 = pk_dev_ldcg_i32(s->token_req + ta);
+            for (int i = 1 + threadIdx.x; i < per_block && ta + i < n_tok; i += PK_CUDA_THREADS)
+                if (pk_dev_ldcg_i32(s->token_req + ta + i) != req0) atomicMin(&blk_s[0], ta + i);
             pk_cta_sync();
             const int tb = blk_s[0], nrows = (tb - ta) * G;
-            int req0 = 0, maxpos = -1;
+            if (qb++ % nqsplit != qsplit) { /* another task's block */
+                pk_cta_sync(); /* everyone has read blk_s */
+                ta = tb;
+                continue;
+            }
+            int maxpos = -1;
             for (int i = warp; i < (tb - ta); i += PK_DEV_WARPS) { /* warp per token: validity, q heads */
                 const int t = ta + i;
                 int req, pos;
@@ -120,7 +128,6 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
             }
             pk_cta_sync();
             maxpos = blk_s[1];
-            req0 = pk_dev_ldcg_i32(s->token_req + ta);
 
             /* 2. the warp's Q fragments: lane l addresses row 16 w + l % 16, column 8 (l / 16) + 16 ks */
             const int r0 = 16 * warp;

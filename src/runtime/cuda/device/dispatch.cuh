@@ -225,6 +225,21 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           uint32_t att_off, int staged,
                                                           const float *group_part, pk_bf16 *group_out,
                                                           int64_t out_stride, int nheads, pk_u64 *counter) {
+    const int G = p->num_kv_heads > 0 ? p->num_q_heads / p->num_kv_heads : 0;
+    if (staged <= 0 && s->n_tok * G >= nsplit * (PK_APF_QROWS / 2) && G > 0 && pk_att_prefill_ok<NP>(p->head_dim, G)) {
+        /* A step of many rows (q-rows for at least half the group's tasks to get a full Q block;
+         * fewer, e.g. a few decode rows at a long context, keep the split over the KV length): the
+         * group's tasks share its Q blocks, each over the whole KV length, and write out directly:
+         * no partials, no fold (one task per group folded every row's partials, serially: near
+         * half the layer's time in a 512-row step). Each writes every row's K / V (the same
+         * values) and reads only its own writes. group_out is out's columns of head kv0; the
+         * kernel indexes out by absolute head. No task of such a step calls pk_last_of, so the
+         * counter stays whole. */
+        pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
+                                   group_out - (int64_t)kv0 * G * p->head_dim, out_stride, nullptr, 0, smem, split,
+                                   nsplit);
+        return;
+    }
     if (staged > 0)
         pk_dev_attention_decode<NP, GC>(p, kv0, qkv, k_cache, v_cache, q_norm, k_norm, nullptr, part, smem + att_off,
                                         (staged & PK_STAGED_LATE) != 0); /* rows.cuh */
