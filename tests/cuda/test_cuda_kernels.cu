@@ -122,6 +122,11 @@ WRAP k_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride, 
     SMEM;
     pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem_);
 }
+WRAP k_sample_rows(const pk_bf16 *logits, int64_t stride, int V, int n_tok, const int32_t *slot,
+                   const int32_t *params, const int32_t *pos, int32_t *out) {
+    SMEM;
+    pk_dev_sample_rows(logits, stride, V, n_tok, slot, params, pos, out, smem_);
+}
 __global__ void k_inv_freq(pk_layer_params p, float *out) {
     for (int i = threadIdx.x; i < p.head_dim / 2; i += blockDim.x)
         out[i] = pk_dev_rope_inv_freq1(&p, i);
@@ -307,7 +312,7 @@ static void setup_kernels(void) {
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
                         (const void *)k_linear_grid,     (const void *)k_mma_grid, (const void *)k_attention_grid<1>,
                         (const void *)k_attention_grid<2>, (const void *)k_attention_partial, (const void *)k_attention_qsplit,
-                        (const void *)k_attention_combine};
+                        (const void *)k_attention_combine, (const void *)k_sample_rows};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -1200,6 +1205,69 @@ static void test_attention(uint64_t *seed) {
     attention_invariance_case(64, 3, 1, 33, 64, seed);
 }
 
+/* ---- sampling --------------------------------------------------------------------------------- */
+
+/* pk_dev_sample_rows against pk_cpu_sample_row, token for token: rows that sample under every
+ * filter and their mix, rows that keep their argmax (slot 0), ties, NaN and -inf logits, widths
+ * from 1 to Qwen3's vocabulary; the same seed and positions on both sides. */
+static void test_sample(uint64_t *seed) {
+    static const int Vs[] = {1, 7, 97, 4096, 151936};
+    struct cfg { float temp, top_p, min_p; int top_k; } cfgs[] = {
+        {1.0f, 1.0f, 0.0f, 0}, {0.7f, 0.9f, 0.0f, 0}, {1.3f, 1.0f, 0.0f, 40}, {0.8f, 1.0f, 0.1f, 0},
+        {1.0f, 0.95f, 0.05f, 20}, {2.0f, 0.5f, 0.0f, 1}};
+    const int R = 6, n_tok = 8;
+    for (int vi = 0; vi < 5; vi++) {
+        const int V = Vs[vi];
+        const int64_t stride = V + (vi % 2) * 3;
+        std::vector<pk_bf16> lg = rand_bf16((size_t)n_tok * stride, -6.0f, 6.0f, seed);
+        if (V >= 7) { /* a tie at the top, a NaN and a -inf in row 1 */
+            lg[stride + 3] = lg[stride + 5] = pk_f32_to_bf16(9.0f);
+            lg[stride + 1] = 0x7fc1;
+            lg[stride + 2] = 0xff80;
+        }
+        std::vector<int32_t> params((size_t)R * PK_SAMPLE_PARAMS, 0), slot(n_tok), pos(n_tok), greedy(n_tok);
+        for (int r = 0; r < R; r++) {
+            int32_t *w = &params[(size_t)r * PK_SAMPLE_PARAMS];
+            w[PK_SAMPLE_INV_TEMP] = pk_sample_bits_of(1.0f / cfgs[r].temp);
+            w[PK_SAMPLE_TOP_K] = cfgs[r].top_k;
+            w[PK_SAMPLE_TOP_P] = pk_sample_bits_of(cfgs[r].top_p);
+            w[PK_SAMPLE_MIN_P] = pk_sample_bits_of(cfgs[r].min_p);
+            w[PK_SAMPLE_SEED_LO] = (int32_t)check_rand_u64(seed);
+            w[PK_SAMPLE_SEED_HI] = (int32_t)check_rand_u64(seed);
+        }
+        for (int t = 0; t < n_tok; t++) {
+            slot[t] = t == 4 ? 0 : 1 + t % R; /* row 4 keeps its argmax */
+            pos[t] = (int32_t)(check_rand_u64(seed) % 4000);
+            greedy[t] = 1000 + t; /* the argmax's output as the sampler finds it */
+        }
+        std::vector<int32_t> want(n_tok);
+        for (int t = 0; t < n_tok; t++)
+            want[t] = slot[t] ? pk_cpu_sample_row(lg.data() + t * stride, V, &params[(size_t)(slot[t] - 1) * PK_SAMPLE_PARAMS],
+                                                  pos[t] + 1, greedy[t])
+                              : greedy[t];
+        pk_bf16 *dl = dup(lg);
+        int32_t *ds = dup(slot), *dp = dup(params), *dq = dup(pos), *dout = dalloc<int32_t>(n_tok);
+        std::vector<int32_t> got[2];
+        for (int run = 0; run < 2; run++) {
+            put(dout, greedy);
+            LAUNCH(k_sample_rows, dl, stride, V, n_tok, ds, dp, dq, dout);
+            got[run] = get(dout, n_tok);
+        }
+        char shape[112];
+        snprintf(shape, sizeof shape, "V %d stride %lld, %d rows, 6 settings", V, (long long)stride, n_tok);
+        result r;
+        res_init(&r, "sample", shape);
+        r.repro = got[0] == got[1];
+        for (int t = 0; t < n_tok; t++) res_val(&r, t, 0, got[0][t], want[t], got[0][t] == want[t], 0.0, 0.0);
+        res_end(&r);
+        CU(cudaFree(dl));
+        CU(cudaFree(ds));
+        CU(cudaFree(dp));
+        CU(cudaFree(dq));
+        CU(cudaFree(dout));
+    }
+}
+
 /* ---- argmax ---------------------------------------------------------------------------------- */
 
 static void test_argmax(uint64_t *seed) {
@@ -1478,6 +1546,7 @@ int main(int argc, char **argv) {
         test_attention(&seed);
     }
     if (want("argmax")) test_argmax(&seed);
+    if (want("sample")) test_sample(&seed);
     if (want("bench")) bench_linear(prop.multiProcessorCount);
     if (want("bench") || want("bench_mma")) bench_mma(prop.multiProcessorCount);
     if (want("bench") || want("bench_attention")) bench_attention();

@@ -416,7 +416,11 @@ static void emit_argmax_call(pk_strbuf *o, const pk_kernel *k, int l, const gvie
     pk_sb_printf(o, "%s, ", cols_expr(logits, b, sizeof b));
     pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(val, 0, c, sizeof c), base_expr(idx, 0, d, sizeof d),
                  val->rs, k->layers[l].grid);
-    pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
+    pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, ", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
+    /* the sampling rows' draw (sample.cuh): the logits' first column and width, the state tensors */
+    pk_sb_printf(o, "%s, %" PRId64 ", (const int32_t *)B[%d], (const int32_t *)B[%d], (const int32_t *)B[%d], smem);\n",
+                 base_expr(logits, 1, b, sizeof b), k->tensors[logits->id]->dims[1], k->t_sample_slot, k->t_sample_params,
+                 k->t_token_pos);
 }
 
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {

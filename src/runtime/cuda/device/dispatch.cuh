@@ -269,10 +269,15 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,
                                                        int part, int nparts, int32_t *out, pk_u64 *counter,
+                                                       const pk_bf16 *logits0, int V, const int32_t *sample_slot,
+                                                       const int32_t *sample_params, const int32_t *token_pos,
                                                        char *smem) {
     pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val + part, idx + part, part_stride, smem);
-    if (pk_last_of(counter, (pk_u64)nparts))
+    if (pk_last_of(counter, (pk_u64)nparts)) {
         pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem);
+        pk_cta_sync(); /* out[] of every row written before the sampling rows read it */
+        pk_dev_sample_rows(logits0, stride, V, n_tok, sample_slot, sample_params, token_pos, out, smem);
+    }
 }
 
 #endif /* PK_CUDA_DISPATCH_CUH */
