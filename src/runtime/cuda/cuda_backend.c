@@ -294,6 +294,7 @@ static pk_status load(pk_kernel *k, pk_cuda_runtime *rt) {
     c.eos = k->cfg.eos_token_id;
     c.spec_len = k->cfg.spec_length;
     c.spec_ngram = k->cfg.spec_ngram;
+    c.all_logits = k->cfg.all_logits;
     c.step_tokens = (uint32_t)k->t_step_tokens;
     c.step_output = (uint32_t)k->t_step_output;
     c.step_info = (uint32_t)k->t_step_info;

@@ -999,6 +999,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.eos = cfg->eos;
     st.spec_len = cfg->spec_len;
     st.spec_ngram = cfg->spec_ngram;
+    st.all_logits = cfg->all_logits;
     st.nreqs = a->nreqs;
     st.req_mask = -1; /* every id its own entry (decode_step.h) */
     st.reqs = m->d_reqs;
