@@ -1346,12 +1346,7 @@ static void test_sample(uint64_t *seed) {
         res_init(&r, "sample", shape);
         r.repro = got[0] == got[1];
         for (int t = 0; t < n_tok; t++) res_val(&r, t, 0, got[0][t], want[t], got[0][t] == want[t], 0.0, 0.0);
-        res_end(&r);
-        CU(cudaFree(dl));
-        CU(cudaFree(ds));
-        CU(cudaFree(dp));
-        CU(cudaFree(dq));
-        CU(cudaFree(dout));
+        res_end(&r); /* frees the case's buffers */
     }
 }
 
@@ -1540,6 +1535,16 @@ static void bench_mma(int sms) {
                 printf("%-16s %5d %6d %6d %10.1f %9.1f\n", shapes[si].name, n_tok, grid, tile, us,
                        2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
             }
+        for (int ni = 0; ni < 2; ni++) { /* the layer as one event chunk of SMs tasks (pk_lin_chunk) */
+            const int n_tok = ntoks[ni];
+            const pk_rows w = pk_rows_plain(dw, (uint32_t)N, (uint64_t)K);
+            const double us = time_launches_us([&](int) {
+                k_chunk_grid<<<sms, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(xn, dx, dnw, NULL, n_tok, K, w, N, sms, sms, 0,
+                                                                         NULL, dout);
+            });
+            printf("%-16s %5d %6d %6s %10.1f %9.1f\n", shapes[si].name, n_tok, sms, "chunk", us,
+                   2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
+        }
         dfree_all();
     }
 }
