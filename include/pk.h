@@ -342,8 +342,7 @@ typedef enum pk_finish_reason {
  * each token is drawn from softmax(logits / temperature), restricted by top_k, then top_p, then
  * min_p, with random numbers keyed by (seed, position): the same seed and logits give the same
  * token on any backend whatever else runs (the rule: src/kernels/sample.h). A request that samples
- * is not speculated on. The CPU backend samples; the CUDA backend refuses temperature > 0 so far
- * (PK_ERR_UNSUPPORTED). */
+ * is not speculated on. */
 typedef struct pk_sampling {
     float temperature; /* 0: greedy; else in [1e-4, 100] */
     int top_k;         /* 0: off; else >= 1 */
