@@ -183,7 +183,7 @@ static void mark_sampled_rows(pk_kernel *k) {
         int ok = P->kind == PK_TASK_LINEAR || (P->kind == PK_TASK_RMSNORM_LINEAR && P->inputs[PK_V_NL_ACC] < 0);
         for (int r = 0; ok && r < k->nlayers; r++)
             for (int in = 0; ok && r != l && in < k->layers[r].ninputs; in++) ok = k->layers[r].inputs[in] != logits;
-        P->sampled_rows = ok;
+        if (ok) P->sampled_rows = 1; /* (an argmax kind already is) */
     }
 }
 
