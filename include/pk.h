@@ -109,6 +109,12 @@ typedef struct pk_config {
      * pages instead of computing them again (pk_request.num_cached); pages no request holds stay
      * cached until a free page is wanted. The CPU backend so far (ignored by the CUDA backend). */
     int prefix_cache;          /* 1 (default): on; 0: off */
+    /* Which rows of a step get logits (the LM head and argmax layers: the linear layer that only
+     * an argmax reads). 0 (default): the rows that draw a token only (each request's last prompt
+     * row, decode rows, drafts), so a prompt's steps skip the LM head but for their last row; the
+     * logits tensor then holds those rows only. 1: every row, for reading the logits tensor with
+     * pk_tensor_read after a run (teacher-forced logits of a whole prompt). */
+    int all_logits;
 } pk_config;
 
 /* Defaults: 1 rank, 4 workers, 1 scheduler, max_seq_length 512, 4 requests, T = 64,
@@ -336,8 +342,7 @@ typedef enum pk_finish_reason {
  * each token is drawn from softmax(logits / temperature), restricted by top_k, then top_p, then
  * min_p, with random numbers keyed by (seed, position): the same seed and logits give the same
  * token on any backend whatever else runs (the rule: src/kernels/sample.h). A request that samples
- * is not speculated on. The CPU backend samples; the CUDA backend refuses temperature > 0 so far
- * (PK_ERR_UNSUPPORTED). */
+ * is not speculated on. */
 typedef struct pk_sampling {
     float temperature; /* 0: greedy; else in [1e-4, 100] */
     int top_k;         /* 0: off; else >= 1 */

@@ -187,6 +187,8 @@ PK_STATIC_ASSERT(PK_V_NLA_X == PK_V_NL_X && PK_V_NLA_NORM_W == PK_V_NL_NORM_W &&
 enum {
     PK_STEP_INFO_NUM_TOKENS = 0, /* rows of this step holding a token */
     PK_STEP_INFO_STEP = 1,       /* 1-based step number */
+    PK_STEP_INFO_FIRST_SAMPLE = 2, /* the first row whose logits are needed (decode_step.h's
+                                    * pk_step_plan: every row after it too); NUM_TOKENS: none */
     PK_STEP_INFO_LEN = 4,
 };
 

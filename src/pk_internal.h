@@ -79,6 +79,9 @@ typedef struct pk_layer {
     pk_split out_split[PK_LAYER_MAX_OUTPUTS];
     pk_layer_params params;
     int first_task; /* filled by the task graph builder */
+    /* filled by the task graph builder: the layer works on the rows from step_info's FIRST_SAMPLE
+     * on (the rows that draw a token): the argmax kinds, and the LM head that only an argmax reads */
+    int sampled_rows;
 } pk_layer;
 
 /* The compiled graph: the tables of pk_abi.h plus the static schedule. */

@@ -601,6 +601,7 @@ pk_config make_config(const options *o, int prompt_len, const pk_model_info *inf
     c.attention_kv_splits = o->kv_splits; /* 0: pk picks */
     c.spec_length = o->spec_length;
     c.spec_ngram = o->spec_ngram;
+    c.all_logits = o->logits != NULL; /* --logits reads every row's */
     int64_t need = (int64_t)prompt_len + o->max_tokens;
     if (info && need > info->max_position_embeddings) need = info->max_position_embeddings;
     c.max_seq_length = need < 2 ? 2 : (int)need;

@@ -23,7 +23,7 @@ class Config(Structure):
                 ("max_tokens_per_step", c_int), ("page_size", c_int), ("num_pages", c_int),
                 ("eos_token_id", c_int64), ("sched_mode", c_int), ("backend", c_int), ("trace_path", c_char_p),
                 ("cache_dir", c_char_p), ("attention_kv_splits", c_int), ("spec_length", c_int),
-                ("spec_ngram", c_int), ("prefix_cache", c_int)]
+                ("spec_ngram", c_int), ("prefix_cache", c_int), ("all_logits", c_int)]
 
 
 class DeviceInfo(Structure):

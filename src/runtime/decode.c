@@ -76,6 +76,7 @@ pk_status pk_decode_setup(pk_decode *d, pk_kernel *k, int emitted_cap) {
     s->eos = c->eos_token_id;
     s->spec_len = c->spec_length;
     s->spec_ngram = c->spec_ngram;
+    s->all_logits = c->all_logits;
     s->ngram_cap = pk_step_ngram_cap(c->spec_length, c->spec_ngram, c->max_seq_length);
     s->ngram_pos = s->ngram_cap ? calloc((size_t)s->R * (size_t)s->ngram_cap, sizeof *s->ngram_pos) : NULL;
     if (c->prefix_cache && k->backend->caches_prefixes) {

@@ -93,6 +93,8 @@ typedef struct pk_step_state {
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
     int64_t eos;               /* -1: none */
     int32_t spec_len, spec_ngram; /* prompt-lookup speculation (pk_config): draft tokens, n-gram */
+    int32_t all_logits;        /* pk_config.all_logits: the LM head's rows start at 0, not at the
+                                * first row that draws a token (step_info's FIRST_SAMPLE) */
     /* speculation's n-gram index, [R][ngram_cap] (ngram_cap a power of two; NULL when off): an
      * n-gram's hash -> 1 + the position its latest occurrence ends at (0: none) */
     int32_t *ngram_pos;
@@ -527,41 +529,51 @@ PK_HD int pk_step_draft(pk_step_state *s, int i, int kmax) {
 }
 
 /* Admits waiting requests and fills the step tensors for the next step. Returns 1 if there is a
- * step to run, 0 when every request is done. */
+ * step to run, 0 when every request is done.
+ * Rows: the prompt chunks first, in slot order, then the decoding slots (one row each, T >= R, so
+ * they always fit, plus their drafts while rows are left over for the decoding slots after them),
+ * which are counted first so the chunks take only the rows they leave. The rows that draw a token
+ * (decode rows, drafts, a prompt's last row) then end the step, from step_info's FIRST_SAMPLE on:
+ * the LM head and the argmax run over those rows only (a middle chunk of a long prompt over
+ * none). */
 PK_HD int pk_step_plan(pk_step_state *s) {
     if (s->page_ref) /* the last step's K/V are written: their full pages go to the cache */
         for (int i = 0; i < s->R; i++)
             if (s->slots[i].req >= 0) pk_step_cache_offer(s, i);
     pk_step_admit(s);
-    int row = 0;
+    int row = 0, ndec = 0, drows = 0; /* drows: rows the decoding slots take */
     s->prompt_rows = 0;
-    for (int i = 0; i < s->R; i++) s->slots[i].sample_row = -1, s->slots[i].ndraft = 0;
-    /* Decoding slots first: one row each (T >= R, so they always fit), plus their drafts while
-     * rows are left over for the decoding slots after them. */
-    int ndec = 0;
-    if (s->spec_len > 0)
-        for (int i = 0; i < s->R; i++) ndec += s->slots[i].req >= 0 && s->slots[i].len - s->slots[i].cached == 1 &&
-                                              s->slots[i].cached > 0;
     for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
-        if (!(sl->req >= 0 && sl->len - sl->cached == 1 && sl->cached > 0)) continue;
-        int nd = 0;
-        if (s->spec_len > 0) {
-            ndec--;
-            if (!pk_step_samples(s, i)) nd = pk_step_draft(s, i, s->T - row - 1 - ndec); /* greedy only */
-        }
-        const int row0 = row;
-        pk_step_place_rows(s, i, 1 + nd, &row);
-        sl->sample_row = row0;
-        sl->ndraft = nd;
+        sl->ndraft = 0;
+        /* -2: decoding, its rows placed after the chunks; -1: no row draws its token */
+        sl->sample_row = sl->req >= 0 && sl->len - sl->cached == 1 && sl->cached > 0 ? -2 : -1;
+        ndec += sl->sample_row == -2;
     }
-    for (int i = 0; i < s->R && row < s->T; i++) {
+    for (int i = 0; i < s->R; i++) {
         pk_slot *sl = &s->slots[i];
-        if (sl->req < 0 || sl->sample_row >= 0 || sl->cached == sl->len) continue;
-        if (sl->cached > 0 && sl->len - sl->cached == 1) continue; /* placed above */
+        if (sl->sample_row != -2) continue;
+        ndec--;
+        if (s->spec_len > 0 && !pk_step_samples(s, i)) /* greedy only */
+            sl->ndraft = pk_step_draft(s, i, s->T - drows - 1 - ndec);
+        drows += 1 + sl->ndraft;
+    }
+    int first = -1; /* the first row that draws a token: the chunks' rows come in order, before the decode rows */
+    for (int i = 0; i < s->R && row < s->T - drows; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->req < 0 || sl->sample_row == -2 || sl->cached == sl->len) continue;
         int n = sl->len - sl->cached;
-        if (n > s->T - row) n = s->T - row;
+        if (n > s->T - drows - row) n = s->T - drows - row;
         pk_step_place_rows(s, i, n, &row);
+        if (first < 0 && sl->sample_row >= 0) first = sl->sample_row;
+    }
+    for (int i = 0; drows > 0 && i < s->R; i++) {
+        pk_slot *sl = &s->slots[i];
+        if (sl->sample_row != -2) continue;
+        if (first < 0) first = row;
+        const int row0 = row;
+        pk_step_place_rows(s, i, 1 + sl->ndraft, &row);
+        sl->sample_row = row0;
     }
     if (row == 0) {
         PK_STEP_ASSERT(s->ndone == s->nreqs); /* reservations make a stall impossible */
@@ -577,6 +589,7 @@ PK_HD int pk_step_plan(pk_step_state *s) {
     s->step++;
     s->step_info[PK_STEP_INFO_NUM_TOKENS] = row;
     s->step_info[PK_STEP_INFO_STEP] = (int32_t)s->step;
+    s->step_info[PK_STEP_INFO_FIRST_SAMPLE] = s->all_logits ? 0 : first < 0 ? row : first;
     if (s->rec && s->step <= s->rec_cap) {
         s->rec[s->step].rows = row;
         s->rec[s->step].prompt_rows = s->prompt_rows;

@@ -165,12 +165,35 @@ out:
     return st;
 }
 
+/* Marks the layers that work on the rows that draw a token only (pk_layer.sampled_rows): the
+ * argmax kinds, and the linear (or rmsnorm + linear, without an accumulator) layer whose output
+ * is an ARGMAX_PARTIAL layer's logits and that no other layer reads. Their other rows' logits and
+ * tokens are not computed unless the run asks for every row's (pk_config.all_logits). */
+static void mark_sampled_rows(pk_kernel *k) {
+    for (int l = 0; l < k->nlayers; l++) {
+        pk_layer *L = &k->layers[l];
+        L->sampled_rows = L->kind == PK_TASK_ARGMAX_PARTIAL || L->kind == PK_TASK_RMSNORM_LINEAR_ARGMAX;
+    }
+    for (int l = 0; l < k->nlayers; l++) {
+        const pk_layer *A = &k->layers[l];
+        if (A->kind != PK_TASK_ARGMAX_PARTIAL) continue;
+        const int logits = A->inputs[PK_V_AMP_LOGITS], p = k->tensors[logits]->producer;
+        if (p < 0) continue;
+        pk_layer *P = &k->layers[p];
+        int ok = P->kind == PK_TASK_LINEAR || (P->kind == PK_TASK_RMSNORM_LINEAR && P->inputs[PK_V_NL_ACC] < 0);
+        for (int r = 0; ok && r < k->nlayers; r++)
+            for (int in = 0; ok && r != l && in < k->layers[r].ninputs; in++) ok = k->layers[r].inputs[in] != logits;
+        if (ok) P->sampled_rows = 1; /* (an argmax kind already is) */
+    }
+}
+
 pk_status pk_taskgraph_build(pk_kernel *k, const pk_device_figures *dev) {
     pk_taskgraph *g = &k->graph;
     int nl = k->nlayers;
     if (nl == 0) return pk_fail(k, PK_ERR_STATE, "pk_compile: the kernel has no layers");
     memset(g, 0, sizeof *g);
     g->nlayers = nl;
+    mark_sampled_rows(k);
     g->layer_order = malloc((size_t)nl * sizeof *g->layer_order);
     g->layer_params = malloc((size_t)nl * sizeof *g->layer_params);
     unsigned char *direct = calloc((size_t)nl * nl, 1); /* direct[L·nl + P]: L waits on P */

@@ -122,6 +122,11 @@ WRAP k_argmax_reduce(const float *val, const int32_t *idx, int64_t part_stride, 
     SMEM;
     pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem_);
 }
+WRAP k_sample_rows(const pk_bf16 *logits, int64_t stride, int V, int n_tok, const int32_t *slot,
+                   const int32_t *params, const int32_t *pos, int32_t *out) {
+    SMEM;
+    pk_dev_sample_rows(logits, stride, V, n_tok, slot, params, pos, out, smem_);
+}
 __global__ void k_inv_freq(pk_layer_params p, float *out) {
     for (int i = threadIdx.x; i < p.head_dim / 2; i += blockDim.x)
         out[i] = pk_dev_rope_inv_freq1(&p, i);
@@ -147,6 +152,35 @@ WRAP k_mma_grid(int xn, const pk_bf16 *x, const pk_bf16 *nw, int n_tok, int K, p
         pk_dev_silu_mul_linear(x, 2 * K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
     else
         pk_dev_linear(x, K, n_tok, K, &w, n0, nc, NULL, 0, out + n0, N, smem_);
+}
+
+/* A multi-row step of a whole linear layer as the persistent kernel's G tasks: CTA b is task b
+ * (columns [b · N / G, (b + 1) · N / G)), with m > 1 sharing its chunk of m tasks as 2-D tiles
+ * (pk_lin_chunk), else its own columns. xn as k_mma_grid's; res: a residual [n_tok, N] or NULL.
+ * block > 0: the SwiGLU layer (xn 1 into gu [n_tok, N], then out [n_tok, N / 2] in pairs of
+ * `block` gate and `block` up columns, a task's tile whole pairs). */
+WRAP k_chunk_grid(int xn, const pk_bf16 *x, const pk_bf16 *nw, const pk_bf16 *res, int n_tok, int K, pk_rows w,
+                  int N, int G, int m, int block, pk_bf16 *gu, pk_bf16 *out) {
+    SMEM;
+    const int b = blockIdx.x, n0 = (int)((int64_t)b * N / G), nc = (int)((int64_t)(b + 1) * N / G) - n0;
+    const pk_lin_chunk ch = m > 1 ? pk_lin_chunk_of(b, N, G, m, 2 * block) : pk_lin_chunk{0, 0, 0, 1, 0};
+    if (block > 0) {
+        pk_dev_rmsnorm_linear(x, K, nw, 1e-6f, n_tok, K, &w, n0, nc, gu + n0, N, smem_, nullptr, 0, nullptr, 0,
+                              nullptr, 0, 0, 0, ch);
+        __syncthreads();
+        if (m > 1)
+            pk_dev_swiglu_chunk(gu + n0, N, n_tok, block, out + n0 / 2, N / 2, ch);
+        else
+            pk_dev_swiglu_blocks(gu + n0, N, n_tok, nc / 2, block, out + n0 / 2, N / 2);
+    } else if (xn == 1) {
+        pk_dev_rmsnorm_linear(x, K, nw, 1e-6f, n_tok, K, &w, n0, nc, out + n0, N, smem_, nullptr, 0, nullptr, 0,
+                              nullptr, 0, 0, 0, ch);
+    } else if (xn == 2) {
+        pk_dev_silu_mul_linear(x, 2 * K, n_tok, K, &w, n0, nc, res ? res + n0 : NULL, N, out + n0, N, smem_, nullptr,
+                               0, ch);
+    } else {
+        pk_dev_linear(x, K, n_tok, K, &w, n0, nc, res ? res + n0 : NULL, N, out + n0, N, smem_, nullptr, 0, ch);
+    }
 }
 
 /* Decode attention over the whole layer: CTA b takes KV head b. MINB = 2: the persistent
@@ -307,7 +341,7 @@ static void setup_kernels(void) {
                         (const void *)k_argmax_reduce,   (const void *)k_all_kinds,
                         (const void *)k_linear_grid,     (const void *)k_mma_grid, (const void *)k_attention_grid<1>,
                         (const void *)k_attention_grid<2>, (const void *)k_attention_partial, (const void *)k_attention_qsplit,
-                        (const void *)k_attention_combine};
+                        (const void *)k_attention_combine, (const void *)k_sample_rows, (const void *)k_chunk_grid};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         CU(cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 PK_CUDA_SMEM_BYTES));
@@ -679,6 +713,53 @@ static void linear_case(int kind, int K, int n_tok, int layout, int n0, int ncol
     res_end(&r);
 }
 
+/* A layer's event chunks as 2-D tiles (pk_lin_chunk): its G tasks with chunks of m give the bits of
+ * the same tasks each on its own columns (the rows' scales and every output's K sum do not depend on
+ * the tile), and the CPU's values. kind: LIN, LIN_RES, NORM_LIN, SILU_LIN_RES, or NORM_LIN with
+ * block > 0 (the SwiGLU layer: out = silu(gate) · up of its gu). */
+static void linear_chunk_case(int kind, int K, int n_tok, int N, int G, int m, int block, uint64_t *seed) {
+    const int xn = kind == NORM_LIN ? 1 : kind == SILU_LIN_RES ? 2 : 0, xcols = xn == 2 ? 2 * K : K;
+    const int ON = block > 0 ? N / 2 : N; /* out's columns */
+    weight w;
+    weight_make(&w, 0, K, N, 2.0f / sqrtf((float)K), seed);
+    std::vector<pk_bf16> x = rand_bf16((size_t)n_tok * xcols, xn == 2 ? -3.0f : -1.0f, xn == 2 ? 3.0f : 1.0f, seed);
+    std::vector<pk_bf16> nw = rand_bf16(K, 0.5f, 1.5f, seed);
+    std::vector<pk_bf16> res = rand_bf16((size_t)n_tok * N, -4.0f, 4.0f, seed);
+    const bool has_res = kind == LIN_RES || kind == SILU_LIN_RES;
+    std::vector<pk_bf16> cpu((size_t)n_tok * ON, POISON), cgu((size_t)n_tok * N);
+    switch (kind) {
+    case LIN:
+    case LIN_RES:
+        pk_cpu_linear(x.data(), K, n_tok, K, &w.h, 0, N, has_res ? res.data() : NULL, N, cpu.data(), N);
+        break;
+    case NORM_LIN:
+        pk_cpu_rmsnorm_linear(x.data(), K, nw.data(), 1e-6f, n_tok, K, &w.h, 0, N, block > 0 ? cgu.data() : cpu.data(),
+                              N);
+        if (block > 0) pk_cpu_swiglu_blocks(cgu.data(), N, n_tok, ON, block, cpu.data(), ON);
+        break;
+    default:
+        pk_cpu_silu_mul_linear(x.data(), xcols, n_tok, K, &w.h, 0, N, res.data(), N, cpu.data(), N);
+        break;
+    }
+    pk_bf16 *dx = dup(x), *dnw = dup(nw), *dres = has_res ? dup(res) : NULL;
+    pk_bf16 *dgu = dalloc<pk_bf16>((size_t)n_tok * N), *dout = dalloc<pk_bf16>((size_t)n_tok * ON);
+    std::vector<pk_bf16> g[2];
+    for (int run = 0; run < 2; run++) {
+        dpoison(dout, (size_t)n_tok * ON * 2);
+        LAUNCH_GRID(k_chunk_grid, G, PK_CUDA_SMEM_BYTES, xn, dx, dnw, dres, n_tok, K, w.d, N, G, run ? m : 1, block,
+                    dgu, dout);
+        g[run] = get(dout, (size_t)n_tok * ON);
+    }
+    char shape[112];
+    snprintf(shape, sizeof shape, "K %d n_tok %d N %d tasks %d chunks of %d%s", K, n_tok, N, G, m,
+             block > 0 ? " swiglu" : "");
+    result r;
+    res_init(&r, "linear_chunk", shape);
+    r.repro = g[0] == g[1]; /* the chunk's tiles: the own tiles' bits */
+    res_bf16(&r, g[1], cpu, n_tok, ON, n_tok, 0, ON, 0);
+    res_end(&r);
+}
+
 /* Batch invariance of the multi-row path (linear_mma.cuh): rows [off, off + n) of one launch over
  * N rows, and the same rows as a launch of their own (x, residual and out pointers moved to row
  * off), give the same bits. Rows sit elsewhere in the mma tiles and row blocks in the two. */
@@ -790,6 +871,17 @@ static void test_linear(uint64_t *seed) {
     linear_case(SILU_LIN, 80, 17, 0, 0, 1, 0, seed);
     linear_case(LIN_RES, 4096, 256, 0, 7, 96, 0, seed);
     linear_case(SILU_LIN_RES, 12288, 40, 0, 3, 36, 0, seed);
+    /* event chunks as 2-D tiles: a whole layer in one chunk (the 0.6B's qkv, o_proj, gate_up as
+     * SwiGLU pairs of 24, down), several chunks, ragged tiles (uneven task tiles, n_tok not a
+     * multiple of 128, more tasks than tiles), the 64-column blocks */
+    linear_chunk_case(NORM_LIN, 1024, 512, 4096, 128, 128, 0, seed);
+    linear_chunk_case(LIN_RES, 2048, 300, 1024, 128, 128, 0, seed);
+    linear_chunk_case(NORM_LIN, 1024, 200, 6144, 128, 128, 24, seed);
+    linear_chunk_case(LIN_RES, 3072, 129, 1024, 128, 128, 0, seed);
+    linear_chunk_case(SILU_LIN_RES, 1536, 77, 1000, 132, 33, 0, seed);
+    linear_chunk_case(LIN, 1003, 2, 517, 12, 4, 0, seed);
+    linear_chunk_case(NORM_LIN, 512, 640, 768, 16, 8, 8, seed);
+    linear_chunk_case(NORM_LIN, 256, 33, 96, 4, 4, 12, seed);
     /* a row's bits do not depend on the other rows of its step */
     linear_invariance_case(NORM_LIN, 1024, 140, 131, 5, 70, 0, seed);
     linear_invariance_case(LIN_RES, 1003, 70, 10, 3, 33, 2, seed);
@@ -1200,6 +1292,64 @@ static void test_attention(uint64_t *seed) {
     attention_invariance_case(64, 3, 1, 33, 64, seed);
 }
 
+/* ---- sampling --------------------------------------------------------------------------------- */
+
+/* pk_dev_sample_rows against pk_cpu_sample_row, token for token: rows that sample under every
+ * filter and their mix, rows that keep their argmax (slot 0), ties, NaN and -inf logits, widths
+ * from 1 to Qwen3's vocabulary; the same seed and positions on both sides. */
+static void test_sample(uint64_t *seed) {
+    static const int Vs[] = {1, 7, 97, 4096, 151936};
+    struct cfg { float temp, top_p, min_p; int top_k; } cfgs[] = {
+        {1.0f, 1.0f, 0.0f, 0}, {0.7f, 0.9f, 0.0f, 0}, {1.3f, 1.0f, 0.0f, 40}, {0.8f, 1.0f, 0.1f, 0},
+        {1.0f, 0.95f, 0.05f, 20}, {2.0f, 0.5f, 0.0f, 1}};
+    const int R = 6, n_tok = 8;
+    for (int vi = 0; vi < 5; vi++) {
+        const int V = Vs[vi];
+        const int64_t stride = V + (vi % 2) * 3;
+        std::vector<pk_bf16> lg = rand_bf16((size_t)n_tok * stride, -6.0f, 6.0f, seed);
+        if (V >= 7) { /* a tie at the top, a NaN and a -inf in row 1 */
+            lg[stride + 3] = lg[stride + 5] = pk_f32_to_bf16(9.0f);
+            lg[stride + 1] = 0x7fc1;
+            lg[stride + 2] = 0xff80;
+        }
+        std::vector<int32_t> params((size_t)R * PK_SAMPLE_PARAMS, 0), slot(n_tok), pos(n_tok), greedy(n_tok);
+        for (int r = 0; r < R; r++) {
+            int32_t *w = &params[(size_t)r * PK_SAMPLE_PARAMS];
+            w[PK_SAMPLE_INV_TEMP] = pk_sample_bits_of(1.0f / cfgs[r].temp);
+            w[PK_SAMPLE_TOP_K] = cfgs[r].top_k;
+            w[PK_SAMPLE_TOP_P] = pk_sample_bits_of(cfgs[r].top_p);
+            w[PK_SAMPLE_MIN_P] = pk_sample_bits_of(cfgs[r].min_p);
+            w[PK_SAMPLE_SEED_LO] = (int32_t)check_rand_u64(seed);
+            w[PK_SAMPLE_SEED_HI] = (int32_t)check_rand_u64(seed);
+        }
+        for (int t = 0; t < n_tok; t++) {
+            slot[t] = t == 4 ? 0 : 1 + t % R; /* row 4 keeps its argmax */
+            pos[t] = (int32_t)(check_rand_u64(seed) % 4000);
+            greedy[t] = 1000 + t; /* the argmax's output as the sampler finds it */
+        }
+        std::vector<int32_t> want(n_tok);
+        for (int t = 0; t < n_tok; t++)
+            want[t] = slot[t] ? pk_cpu_sample_row(lg.data() + t * stride, V, &params[(size_t)(slot[t] - 1) * PK_SAMPLE_PARAMS],
+                                                  pos[t] + 1, greedy[t])
+                              : greedy[t];
+        pk_bf16 *dl = dup(lg);
+        int32_t *ds = dup(slot), *dp = dup(params), *dq = dup(pos), *dout = dalloc<int32_t>(n_tok);
+        std::vector<int32_t> got[2];
+        for (int run = 0; run < 2; run++) {
+            put(dout, greedy);
+            LAUNCH(k_sample_rows, dl, stride, V, n_tok, ds, dp, dq, dout);
+            got[run] = get(dout, n_tok);
+        }
+        char shape[112];
+        snprintf(shape, sizeof shape, "V %d stride %lld, %d rows, 6 settings", V, (long long)stride, n_tok);
+        result r;
+        res_init(&r, "sample", shape);
+        r.repro = got[0] == got[1];
+        for (int t = 0; t < n_tok; t++) res_val(&r, t, 0, got[0][t], want[t], got[0][t] == want[t], 0.0, 0.0);
+        res_end(&r); /* frees the case's buffers */
+    }
+}
+
 /* ---- argmax ---------------------------------------------------------------------------------- */
 
 static void test_argmax(uint64_t *seed) {
@@ -1385,6 +1535,16 @@ static void bench_mma(int sms) {
                 printf("%-16s %5d %6d %6d %10.1f %9.1f\n", shapes[si].name, n_tok, grid, tile, us,
                        2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
             }
+        for (int ni = 0; ni < 2; ni++) { /* the layer as one event chunk of SMs tasks (pk_lin_chunk) */
+            const int n_tok = ntoks[ni];
+            const pk_rows w = pk_rows_plain(dw, (uint32_t)N, (uint64_t)K);
+            const double us = time_launches_us([&](int) {
+                k_chunk_grid<<<sms, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(xn, dx, dnw, NULL, n_tok, K, w, N, sms, sms, 0,
+                                                                         NULL, dout);
+            });
+            printf("%-16s %5d %6d %6s %10.1f %9.1f\n", shapes[si].name, n_tok, sms, "chunk", us,
+                   2.0 * n_tok * N * K / (us * 1e-6) / 1e12);
+        }
         dfree_all();
     }
 }
@@ -1478,6 +1638,7 @@ int main(int argc, char **argv) {
         test_attention(&seed);
     }
     if (want("argmax")) test_argmax(&seed);
+    if (want("sample")) test_sample(&seed);
     if (want("bench")) bench_linear(prop.multiProcessorCount);
     if (want("bench") || want("bench_mma")) bench_mma(prop.multiProcessorCount);
     if (want("bench") || want("bench_attention")) bench_attention();

@@ -319,10 +319,6 @@ enum MHD_Result serve_generate(conn *c, serve_kind kind) {
     serve_job *j = &c->job;
     j->prompt = c->ids + start, j->prompt_len = n, j->max_tokens = max_tokens;
     if (c->req.temperature >= 1e-4) { /* below: greedy, as OpenAI's 0 */
-        if (!s->samples)
-            FAIL(400, "temperature", NULL,
-                 "temperature %g: this server's backend does not sample yet; use temperature 0 (greedy)",
-                 c->req.temperature);
         j->sampling = (pk_sampling){.temperature = (float)c->req.temperature, .top_k = c->req.top_k,
                                     .top_p = (float)c->req.top_p, .min_p = (float)c->req.min_p,
                                     .seed = c->req.has_seed ? c->req.seed : serve_random_seed(s)};

@@ -290,7 +290,6 @@ int cmd_serve(options *o) {
     c.max_seq_length = s.max_seq;
     /* The CPU backend keeps a resident session (engine.h): every admitted request decodes in the
      * same steps, so the kernel holds them all; the CUDA backend runs one at a time so far. */
-    s.samples = c.backend == PK_BACKEND_CPU;
     if (c.backend == PK_BACKEND_CPU) {
         c.max_requests = o->max_requests;
         if (c.max_tokens_per_step < c.max_requests) c.max_tokens_per_step = c.max_requests;

@@ -38,7 +38,6 @@ typedef struct server {
     long created;
     atomic_long responses[NCODES];
     atomic_long next_id;
-    int samples;                 /* the backend draws tokens (pk_sampling): the CPU's so far */
     atomic_int in_flight;        /* generation requests submitted and not yet ended */
 } server;
 

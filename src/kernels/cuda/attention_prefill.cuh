@@ -13,18 +13,20 @@
  *     gets position -1 (it sees nothing: zeros out, or (0, -inf, 0) for a partial);
  *  2. the warp's Q fragments (ldmatrix) stay in registers;
  *  3. per block of 32 positions of the split (block b in split b mod nsplit) up to the Q block's
- *     largest position: K and V rows of the request (page table) into Ks, Vs [32][LD] (cp.async),
- *     barrier; S = Q · K^T (16 × 32 per warp), scaled into the log2 domain, positions past a
- *     row's own masked to -inf; online softmax per row (max over the quad's lanes, alpha =
+ *     largest position, two blocks in flight: block i + 1's page-table slots, then (after the
+ *     barrier that makes block i's K / V rows visible) its K and V rows into the other of Ks, Vs
+ *     [2][32][LD] (cp.async) while block i is computed: S = Q · K^T (16 × 32 per warp), scaled
+ *     into the log2 domain, positions past a row's own masked to -inf; online softmax per row
+ *     (max over the quad's lanes, alpha =
  *     2^(m_old - m_new), P = 2^(s - m_new) rounded to bf16 as the A operand of O += P · V, V read
- *     with ldmatrix.trans); barrier;
+ *     with ldmatrix.trans);
  *  4. l summed over the quad; out = bf16(O / l), or (O, m · ln 2, l) into the partial.
  * A row's arithmetic is its own (the mma's per-element sums, its softmax state, the same blocks
  * in the same order; a block past its position adds exact zeros), so its result does not depend
  * on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
  * (P in bf16; bf16 tolerance).
- * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [32] i64,
- * Qs [QROWS][LD], Ks [32][LD], Vs [32][LD] bf16, LD = D + 8 (ldmatrix rows 16 bytes apart in
+ * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [2][32] i64,
+ * Qs [QROWS][LD], Ks [2][32][LD], Vs [2][32][LD] bf16, LD = D + 8 (ldmatrix rows 16 bytes apart in
  * bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS (pk_att_prefill_ok).
  */
 #ifndef PK_CUDA_ATTENTION_PREFILL_CUH
@@ -38,7 +40,7 @@ static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK, "a block is one split block");
 
 __device__ __forceinline__ int pk_apf_smem(int D) {
     const int ld = D + 8;
-    return PK_ATT_HDR + PK_APF_QROWS * 4 + PK_APF_KB * 8 + (PK_APF_QROWS + 2 * PK_APF_KB) * ld * 2;
+    return PK_ATT_HDR + PK_APF_QROWS * 4 + 2 * PK_APF_KB * 8 + (PK_APF_QROWS + 4 * PK_APF_KB) * ld * 2;
 }
 
 /* Whether the tensor-core path takes a layer of head size D and G query heads per KV head. */
@@ -68,9 +70,9 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
     const float scale2 = 1.4426950408889634f / sqrtf((float)D); /* scores into the log2 domain */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int *qpos_s = (int *)(smem + PK_ATT_HDR);                                /* [QROWS] */
-    int64_t *slot_s = (int64_t *)(qpos_s + PK_APF_QROWS);                   /* [KB] */
-    pk_bf16 *Qs = (pk_bf16 *)(slot_s + PK_APF_KB);                          /* [QROWS][LD] */
-    pk_bf16 *Ks = Qs + PK_APF_QROWS * LD, *Vs = Ks + PK_APF_KB * LD;        /* [KB][LD] each */
+    int64_t *slot_s = (int64_t *)(qpos_s + PK_APF_QROWS);                   /* [2][KB] */
+    pk_bf16 *Qs = (pk_bf16 *)(slot_s + 2 * PK_APF_KB);                      /* [QROWS][LD] */
+    pk_bf16 *Ks = Qs + PK_APF_QROWS * LD, *Vs = Ks + 2 * PK_APF_KB * LD;    /* [2][KB][LD] each */
     __shared__ int blk_s[2]; /* the Q block's token end and largest position */
     const bool vec = pk_dev_aligned16(k_cache) && pk_dev_aligned16(v_cache); /* D % 8 == 0: rows aligned */
     const int per_block = PK_APF_QROWS / G; /* tokens a Q block holds at most */
@@ -146,18 +148,22 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
 
-            /* 3. the split's blocks up to the Q block's largest position */
-            for (int jb = PK_APF_KB * split; jb <= maxpos; jb += PK_APF_KB * nsplit) {
+            /* 3. the split's blocks up to the Q block's largest position, in two stages: block i + 1's
+             * page-table slots are looked up while block i's copies land, and its K / V copies go
+             * out after the iteration's one barrier, before block i's math (the barrier also says
+             * every warp is done with block i - 1, whose buffers block i + 1 takes) */
+            const int jstep = PK_APF_KB * nsplit, nch = D / 8; /* nch: 16-byte chunks a row */
+            auto lookup = [&](int jb, int buf) { /* block jb's slots (-1: past maxpos) */
                 if (threadIdx.x < PK_APF_KB) {
                     const int j = jb + threadIdx.x;
-                    slot_s[threadIdx.x] = j <= maxpos ? pk_att_slot(s, req0, j) : -1;
+                    slot_s[buf * PK_APF_KB + threadIdx.x] = j <= maxpos ? pk_att_slot(s, req0, j) : -1;
                 }
-                pk_cta_sync();
-                const int nch = D / 8; /* 16-byte chunks a row */
+            };
+            auto issue = [&](int buf) { /* the copies of the block whose slots are in buffer buf */
                 for (int e = threadIdx.x; e < 2 * PK_APF_KB * nch; e += PK_CUDA_THREADS) {
                     const int which = e / (PK_APF_KB * nch), r = (e / nch) % PK_APF_KB, c = 8 * (e % nch);
-                    pk_bf16 *dst = (which ? Vs : Ks) + r * LD + c;
-                    const int64_t slot = slot_s[r];
+                    pk_bf16 *dst = (which ? Vs : Ks) + (buf * PK_APF_KB + r) * LD + c;
+                    const int64_t slot = slot_s[buf * PK_APF_KB + r];
                     if (slot < 0) {
                         *(uint4 *)dst = make_uint4(0, 0, 0, 0);
                         continue;
@@ -171,8 +177,18 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                     else
                         *(uint4 *)dst = pk_dev_load8_any<true>(src);
                 }
-                asm volatile("cp.async.wait_all;" ::: "memory");
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            };
+            int jb = PK_APF_KB * split;
+            if (jb <= maxpos) lookup(jb, 0);
+            pk_cta_sync();
+            if (jb <= maxpos) issue(0);
+            for (int buf = 0; jb <= maxpos; jb += jstep, buf ^= 1) {
+                if (jb + jstep <= maxpos) lookup(jb + jstep, buf ^ 1);
+                asm volatile("cp.async.wait_all;" ::: "memory"); /* block jb's copies */
                 pk_cta_sync();
+                if (jb + jstep <= maxpos) issue(buf ^ 1);
+                const pk_bf16 *Kb = Ks + buf * PK_APF_KB * LD, *Vb = Vs + buf * PK_APF_KB * LD;
                 if (active) {
                     /* S: 4 n8 tiles of positions; ldmatrix x4 over Ks (rows = positions): lane l →
                      * position 16 q2 + l % 8 + (q / 2) · 8 of pair q2, dims 16 ks + (q % 2) · 8 */
@@ -186,7 +202,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                         for (int q2 = 0; q2 < 2; q2++) {
                             uint32_t kf[4];
                             const int q = lane / 8;
-                            pk_ldsm4<false>(kf, Ks + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
+                            pk_ldsm4<false>(kf, Kb + (16 * q2 + lane % 8 + (q / 2) * 8) * LD + 16 * ks + (q % 2) * 8);
                             pk_mma_16816(sc[2 * q2], qf[ks], kf[0], kf[1]);
                             pk_mma_16816(sc[2 * q2 + 1], qf[ks], kf[2], kf[3]);
                         }
@@ -246,14 +262,14 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                             if (16 * np >= D) break;
                             uint32_t vf[4];
                             const int q = lane / 8;
-                            pk_ldsm4<true>(vf, Vs + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
+                            pk_ldsm4<true>(vf, Vb + (16 * kp + lane % 8 + (q % 2) * 8) * LD + 16 * np + (q / 2) * 8);
                             pk_mma_16816(o[2 * np], pa, vf[0], vf[1]);
                             pk_mma_16816(o[2 * np + 1], pa, vf[2], vf[3]);
                         }
                     }
                 }
-                pk_cta_sync(); /* Ks, Vs and slot_s are the next block's */
             }
+            pk_cta_sync(); /* every warp is done with the blocks' buffers (no copy is left in flight) */
 
             /* 4. the rows' results */
             if (active) {

@@ -32,6 +32,7 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/argmax.cuh"
+#include "kernels/cuda/sample.cuh"
 
 /* Signatures (pk_bf16 is uint16_t storage, as on the host; convert with the helpers in
  * rows.cuh):

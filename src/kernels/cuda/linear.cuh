@@ -48,6 +48,26 @@ static_assert(PK_CUDA_SMEM_BYTES >= PK_LIN_HDR + 16 * PK_LIN_MAXROWS,
 
 enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
 
+/* A step of more rows (linear_mma.cuh) as 2-D tiles of the task's event chunk: the m tasks of the
+ * layer that signal one event (the chunk: columns [n0 + dc0, n0 + dc0 + cn) of the layer, dc0 <= 0)
+ * share its n_tok x cn outputs as tiles of 128 rows x BN columns, task `rank` taking a contiguous
+ * run of them, instead of each task taking its own columns of every row (a decode grid's tiles:
+ * N / SMs columns, so every task streamed all of x for a few columns). The consumer waits for the
+ * whole chunk either way. m <= 1: the task's own tile. codegen.c's chunk_args decides where it
+ * holds (one dependency event for the layer, no accumulator share). */
+typedef struct pk_lin_chunk {
+    int dc0, cn, rank, m;
+    int unit; /* a tile's columns are a multiple of it (the SwiGLU's gate / up pair 2 · block; 0: any) */
+} pk_lin_chunk;
+
+/* Task idx's chunk in a layer of N columns over G tasks, m tasks a chunk (build.c's tiles:
+ * [i · N / G, (i + 1) · N / G)). */
+__device__ __forceinline__ pk_lin_chunk pk_lin_chunk_of(int64_t idx, int64_t N, int64_t G, int m, int unit) {
+    const int64_t first = idx / m * m, n0 = idx * N / G, c0 = first * N / G, c1 = (first + m) * N / G;
+    pk_lin_chunk c = {(int)(c0 - n0), (int)(c1 - c0), (int)(idx - first), m, unit};
+    return c;
+}
+
 typedef struct pk_lin_args {
     const pk_bf16 *x; /* [n_tok, K] ([n_tok, 2K] gate then up for silu_mul), row stride x_stride */
     int64_t x_stride;
@@ -71,6 +91,7 @@ typedef struct pk_lin_args {
     pk_bf16 *sum; /* [n_tok, K], row stride sum_stride */
     int64_t sum_stride;
     int sum0, sum1;
+    pk_lin_chunk ch; /* steps of more rows: the task's event chunk (m <= 1: its own tile) */
 } pk_lin_args;
 
 /* The 8 elements of x at row t, columns [k, k + 8) (16-byte load where aligned), plus acc when the
@@ -778,14 +799,15 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem)
         a.wst_rows &= ~PK_STAGED_LATE;
         pk_dev_dep_wait_staged();
     }
-    if ((a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE) && (a.ncols <= 0 || !pk_lin_async_take(a))) {
+    if ((a.wst_rows == PK_WST_ASYNC || a.wst_rows == PK_WST_ASYNC_LATE) &&
+        (a.ncols <= 0 || a.n_tok <= 0 || !pk_lin_async_take(a))) {
         if (a.wst_rows == PK_WST_ASYNC_LATE) pk_dev_dep_wait(); /* the runtime left the wait to this task */
         /* stages issued before the wait that this task will not read: let them land first */
         asm volatile("cp.async.wait_all;" ::: "memory");
         pk_cta_sync();
         a.wst_rows = 0;
     }
-    if (a.ncols <= 0) return;
+    if (a.ncols <= 0 || a.n_tok <= 0) return; /* n_tok 0: an LM head in a step where no row draws a token */
     if (a.n_tok > 1) { /* a step of more rows: tensor cores */
         pk_lin_mma_call<XN>(a, smem);
         return;
@@ -815,9 +837,10 @@ __device__ __forceinline__ void pk_lin_tile(const pk_lin_args &a_in, char *smem)
 __device__ __forceinline__ void pk_dev_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K,
                                      const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                     char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+                                     char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0,
+                                     pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
-                     residual, res_stride, out, out_stride, wst, wst_rows};
+                     residual, res_stride, out, out_stride, wst, wst_rows, NULL, 0, NULL, 0, 0, 0, ch};
     pk_lin_tile<PK_LIN_PLAIN>(a, smem);
 }
 
@@ -828,9 +851,9 @@ __device__ __forceinline__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t 
                                              const pk_bf16 *wst = nullptr, int wst_rows = 0,
                                              const int64_t *acc = nullptr, int64_t acc_stride = 0,
                                              pk_bf16 *sum = nullptr, int64_t sum_stride = 0, int sum0 = 0,
-                                             int sum1 = 0) {
+                                             int sum1 = 0, pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols,
-                     NULL, 0, out, out_stride, wst, wst_rows, acc, acc_stride, sum, sum_stride, sum0, sum1};
+                     NULL, 0, out, out_stride, wst, wst_rows, acc, acc_stride, sum, sum_stride, sum0, sum1, ch};
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
 }
 
@@ -838,9 +861,10 @@ __device__ __forceinline__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t
                                               const pk_rows *w, int n0, int ncols,
                                               const pk_bf16 *residual, int64_t res_stride,
                                               pk_bf16 *out, int64_t out_stride, char *smem,
-                                              const pk_bf16 *wst = nullptr, int wst_rows = 0) {
+                                              const pk_bf16 *wst = nullptr, int wst_rows = 0,
+                                              pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
-                     residual, res_stride, out, out_stride, wst, wst_rows};
+                     residual, res_stride, out, out_stride, wst, wst_rows, NULL, 0, NULL, 0, 0, 0, ch};
     pk_lin_tile<PK_LIN_SILU_MUL>(a, smem);
 }
 

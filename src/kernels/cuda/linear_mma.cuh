@@ -321,11 +321,87 @@ __device__ inline void pk_lin_mma(const pk_lin_args &a, char *smem) {
     }
 }
 
+/* A chunk's tiles (pk_lin_chunk): ceil(n_tok / BM) row blocks x ceil(cn / cw) column blocks of cw
+ * columns (the mma block's bn, or its largest multiple of ch.unit), row block major; task `rank`
+ * takes tiles [rank · n / m, (rank + 1) · n / m), so it keeps one row block, and its rmsnorm
+ * scales, over consecutive tiles. */
+struct pk_chunk_tiles {
+    int cw, cbs, lo, hi;
+    __device__ __forceinline__ pk_chunk_tiles(const pk_lin_chunk &ch, int n_tok, int bn) {
+        cw = ch.unit > 0 ? bn / ch.unit * ch.unit : bn;
+        cbs = (ch.cn + cw - 1) / cw;
+        const int64_t n = (int64_t)((n_tok + PK_MMA_BM - 1) / PK_MMA_BM) * cbs;
+        lo = (int)(ch.rank * n / ch.m);
+        hi = (int)((ch.rank + 1) * n / ch.m);
+    }
+    __device__ __forceinline__ int row0(int id) const { return id / cbs * PK_MMA_BM; }
+    __device__ __forceinline__ int col0(int id) const { return id % cbs * cw; }
+    /* the tile's columns end (chunk-relative) */
+    __device__ __forceinline__ int col1(int id, int cn) const { return col0(id) + cw < cn ? col0(id) + cw : cn; }
+};
+
+/* The chunk's mma block width: 128 (x streamed half as often) when that still gives every task of
+ * the chunk a tile, else 64. */
+__device__ __forceinline__ int pk_chunk_bn(const pk_lin_chunk &ch, int n_tok) {
+    const pk_chunk_tiles wide(ch, n_tok, 128);
+    return (int64_t)((n_tok + PK_MMA_BM - 1) / PK_MMA_BM) * wide.cbs >= ch.m ? 128 : 64;
+}
+
+/* The task's tiles of its chunk: a as the chunk's tile (columns from n0 + dc0), then each tile of
+ * the run, its columns cut to the tile's. The bits of every output are those of pk_lin_mma: a
+ * row's scale and each output's K sum do not depend on the tile it falls in. */
+template <int XN, int BN>
+__device__ inline void pk_lin_mma_chunk(const pk_lin_args &a_in, char *smem) {
+    float *scale_s = (float *)smem;                      /* [BM] */
+    pk_bf16 *stages = (pk_bf16 *)(smem + PK_MMA_BM * 4); /* [S][stage] */
+    pk_lin_args a = a_in;
+    a.n0 += a.ch.dc0;
+    a.out += a.ch.dc0;
+    if (a.residual) a.residual += a.ch.dc0;
+    const pk_chunk_tiles tl(a.ch, a.n_tok, BN);
+    int scaled = -1; /* the row block scale_s holds */
+    for (int id = tl.lo; id < tl.hi; id++) {
+        const int t0 = tl.row0(id), nt = a.n_tok - t0 < PK_MMA_BM ? a.n_tok - t0 : PK_MMA_BM;
+        if (XN == PK_LIN_RMSNORM && t0 != scaled) { /* the last block's barrier freed scale_s */
+            pk_mma_rms_scales(a, t0, nt, scale_s);
+            pk_cta_sync();
+            scaled = t0;
+        }
+        a.ncols = tl.col1(id, a.ch.cn); /* the block stops at the tile's last column */
+        pk_mma_block_run<XN, BN>(a, t0, nt, tl.col0(id), scale_s, stages);
+    }
+}
+
+/* RMSNORM_LINEAR_SWIGLU's epilogue over the same tiles as its chunk's GEMM wrote into gu (gu, out:
+ * the task's own tiles' starts; gu's chunk starts dc0 columns before, out's dc0 / 2): each tile's
+ * gate / up pairs to its out columns. The chunk starts at a multiple of 2 · block (whole tasks'
+ * tiles) and its tiles' columns are multiples of ch.unit = 2 · block: whole pairs. */
+__device__ inline void pk_dev_swiglu_chunk(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int block,
+                                           pk_bf16 *out, int64_t out_stride, const pk_lin_chunk &ch) {
+    const pk_chunk_tiles tl(ch, n_tok, pk_chunk_bn(ch, n_tok));
+    gu += ch.dc0;
+    out += ch.dc0 / 2;
+    for (int id = tl.lo; id < tl.hi; id++) {
+        const int t0 = tl.row0(id), j0 = tl.col0(id), w = tl.col1(id, ch.cn) - j0;
+        const int nt = n_tok - t0 < PK_MMA_BM ? n_tok - t0 : PK_MMA_BM;
+        pk_dev_swiglu_blocks(gu + t0 * gu_stride + j0, gu_stride, nt, w / 2, block, out + t0 * out_stride + j0 / 2,
+                             out_stride);
+    }
+}
+
 /* Out of line: one copy per XN however many kinds and layers reach it, and the one-row paths
- * that pk_lin_tile inlines keep their own register allocation. Tiles wider than 64 columns take
+ * that pk_lin_tile inlines keep their own register allocation. A chunk's tiles (no accumulator:
+ * its share of x + acc is written per task) or the task's own: tiles wider than 64 columns take
  * 128-column blocks (x streamed half as often), narrower ones 64 (no math on empty columns). */
 template <int XN>
 __device__ __noinline__ void pk_lin_mma_call(const pk_lin_args &a, char *smem) {
+    if (a.ch.m > 1 && !a.acc) {
+        if (pk_chunk_bn(a.ch, a.n_tok) == 128)
+            pk_lin_mma_chunk<XN, 128>(a, smem);
+        else
+            pk_lin_mma_chunk<XN, 64>(a, smem);
+        return;
+    }
     if (a.ncols > 64)
         pk_lin_mma<XN, 128>(a, smem);
     else

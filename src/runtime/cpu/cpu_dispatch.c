@@ -56,12 +56,12 @@ static int last_of(_Atomic uint64_t *counter, uint64_t n) {
 
 /* The rows of this step whose request samples (pk.sample_slot, written by the step plan) get
  * their token drawn from their whole logits row instead of the argmax (kernels/sample.h). */
-static void sample_rows(const pk_kernel *k, const pk_view *logits, int n, int32_t *out) {
+static void sample_rows(const pk_kernel *k, const pk_view *logits, int f, int n, int32_t *out) {
     const int32_t *slot = (const int32_t *)k->tensors[k->t_sample_slot]->data; /* [T] */
     const int32_t *params = (const int32_t *)k->tensors[k->t_sample_params]->data; /* [R, PK_SAMPLE_PARAMS] */
     const int32_t *pos = (const int32_t *)k->tensors[k->t_token_pos]->data; /* [T] */
     const pk_tensor *lt = k->tensors[logits->seg_buffer[0]];
-    for (int r = 0; r < n; r++)
+    for (int r = f; r < n; r++)
         if (slot[r] > 0) /* the token drawn sits at the position after the row's */
             out[r] = pk_cpu_sample_row((const pk_bf16 *)lt->data + (int64_t)r * logits->row_stride, (int)lt->dims[1],
                                        params + (int64_t)(slot[r] - 1) * PK_SAMPLE_PARAMS, pos[r] + 1, out[r]);
@@ -69,14 +69,18 @@ static void sample_rows(const pk_kernel *k, const pk_view *logits, int n, int32_
 
 /* The argmax over the task's tile of the logits into column `index` of val / idx [T, grid]; the
  * layer's last task to finish reduces the grid partials into out (ARGMAX_PARTIAL, and
- * RMSNORM_LINEAR_ARGMAX after its GEMV), then draws the sampling rows' tokens. */
+ * RMSNORM_LINEAR_ARGMAX after its GEMV), then draws the sampling rows' tokens. Rows [f, n): those
+ * whose logits the step needs (pk_layer.sampled_rows). */
 static void argmax_tile(const pk_kernel *k, const pk_task *t, const pk_view *logits, const pk_view *val,
-                        const pk_view *idx, const pk_view *out, int n, uint32_t grid, _Atomic uint64_t *group_counters) {
-    pk_cpu_argmax_partial(tile(k, logits), (int64_t)logits->row_stride, n, (int)logits->col0, (int)logits->cols,
-                          tile(k, val), tile(k, idx), (int64_t)val->row_stride);
+                        const pk_view *idx, const pk_view *out, int f, int n, uint32_t grid,
+                        _Atomic uint64_t *group_counters) {
+    const int64_t ls = (int64_t)logits->row_stride, ps = (int64_t)val->row_stride;
+    pk_cpu_argmax_partial((pk_bf16 *)tile(k, logits) + f * ls, ls, n - f, (int)logits->col0, (int)logits->cols,
+                          (float *)tile(k, val) + f * ps, (int32_t *)tile(k, idx) + f * ps, ps);
     if (last_of(group_counters + pk_graph_group_counter0(k, (int)t->layer), grid)) {
-        pk_cpu_argmax_reduce(base(k, val), base(k, idx), (int64_t)val->row_stride, n, (int)grid, base(k, out));
-        sample_rows(k, logits, n, base(k, out));
+        pk_cpu_argmax_reduce((float *)base(k, val) + f * ps, (int32_t *)base(k, idx) + f * ps, ps, n - f, (int)grid,
+                             (int32_t *)base(k, out) + f);
+        sample_rows(k, logits, f, n, base(k, out));
     }
 }
 
@@ -85,6 +89,8 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
     const pk_layer_params *p = &k->graph.layer_params[t->layer];
     const int32_t *info = (const int32_t *)k->tensors[k->t_step_info]->data;
     int n = info[PK_STEP_INFO_NUM_TOKENS];
+    /* an LM head or argmax: rows [f, n) only, the rows that draw a token (decode_step.h's plan) */
+    const int f = k->layers[t->layer].sampled_rows ? info[PK_STEP_INFO_FIRST_SAMPLE] : 0;
     pk_rows w;
     switch ((pk_task_kind)t->kind) {
     case PK_TASK_EMBEDDING:
@@ -117,9 +123,10 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
             xp = s, x_stride = K;
         }
         w = rows_of(k, &v[PK_V_NL_W]);
-        pk_cpu_rmsnorm_linear(xp, x_stride, base(k, &v[PK_V_NL_NORM_W]), p->eps, n, (int)x->cols, &w,
-                              (int)v[PK_V_NL_W].row0, (int)v[PK_V_NL_W].rows, tile(k, &v[PK_V_NL_OUT]),
-                              (int64_t)v[PK_V_NL_OUT].row_stride);
+        const int64_t os = (int64_t)v[PK_V_NL_OUT].row_stride;
+        pk_cpu_rmsnorm_linear(xp + f * x_stride, x_stride, base(k, &v[PK_V_NL_NORM_W]), p->eps, n - f, (int)x->cols,
+                              &w, (int)v[PK_V_NL_W].row0, (int)v[PK_V_NL_W].rows,
+                              (pk_bf16 *)tile(k, &v[PK_V_NL_OUT]) + f * os, os);
         free(s);
         break;
     }
@@ -133,12 +140,14 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
                              (int)v[PK_V_NLS_OUT].cols, p->swiglu_block, tile(k, &v[PK_V_NLS_OUT]),
                              (int64_t)v[PK_V_NLS_OUT].row_stride);
         break;
-    case PK_TASK_LINEAR:
+    case PK_TASK_LINEAR: {
+        const int64_t xs = (int64_t)v[PK_V_LIN_X].row_stride, os = (int64_t)v[PK_V_LIN_OUT].row_stride;
         w = rows_of(k, &v[PK_V_LIN_W]);
-        pk_cpu_linear(base(k, &v[PK_V_LIN_X]), (int64_t)v[PK_V_LIN_X].row_stride, n, (int)v[PK_V_LIN_X].cols, &w,
-                      (int)v[PK_V_LIN_W].row0, (int)v[PK_V_LIN_W].rows, NULL, 0, tile(k, &v[PK_V_LIN_OUT]),
-                      (int64_t)v[PK_V_LIN_OUT].row_stride);
+        pk_cpu_linear((pk_bf16 *)base(k, &v[PK_V_LIN_X]) + f * xs, xs, n - f, (int)v[PK_V_LIN_X].cols, &w,
+                      (int)v[PK_V_LIN_W].row0, (int)v[PK_V_LIN_W].rows, NULL, 0,
+                      (pk_bf16 *)tile(k, &v[PK_V_LIN_OUT]) + f * os, os);
         break;
+    }
     case PK_TASK_LINEAR_RESIDUAL:
         w = rows_of(k, &v[PK_V_LR_W]);
         pk_cpu_linear(base(k, &v[PK_V_LR_X]), (int64_t)v[PK_V_LR_X].row_stride, n, (int)v[PK_V_LR_X].cols, &w,
@@ -233,17 +242,19 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         break;
     }
     case PK_TASK_ARGMAX_PARTIAL:
-        argmax_tile(k, t, &v[PK_V_AMP_LOGITS], &v[PK_V_AMP_VAL], &v[PK_V_AMP_IDX], &v[PK_V_AMP_OUT], n, p->grid,
+        argmax_tile(k, t, &v[PK_V_AMP_LOGITS], &v[PK_V_AMP_VAL], &v[PK_V_AMP_IDX], &v[PK_V_AMP_OUT], f, n, p->grid,
                     group_counters);
         break;
-    case PK_TASK_RMSNORM_LINEAR_ARGMAX: /* the task's logits tile, then its argmax */
+    case PK_TASK_RMSNORM_LINEAR_ARGMAX: { /* the task's logits tile, then its argmax */
+        const int64_t xs = (int64_t)v[PK_V_NLA_X].row_stride, ls = (int64_t)v[PK_V_NLA_LOGITS].row_stride;
         w = rows_of(k, &v[PK_V_NLA_W]);
-        pk_cpu_rmsnorm_linear(base(k, &v[PK_V_NLA_X]), (int64_t)v[PK_V_NLA_X].row_stride, base(k, &v[PK_V_NLA_NORM_W]),
-                              p->eps, n, (int)v[PK_V_NLA_X].cols, &w, (int)v[PK_V_NLA_W].row0, (int)v[PK_V_NLA_W].rows,
-                              tile(k, &v[PK_V_NLA_LOGITS]), (int64_t)v[PK_V_NLA_LOGITS].row_stride);
-        argmax_tile(k, t, &v[PK_V_NLA_LOGITS], &v[PK_V_NLA_VAL], &v[PK_V_NLA_IDX], &v[PK_V_NLA_OUT], n, p->grid,
+        pk_cpu_rmsnorm_linear((pk_bf16 *)base(k, &v[PK_V_NLA_X]) + f * xs, xs, base(k, &v[PK_V_NLA_NORM_W]), p->eps,
+                              n - f, (int)v[PK_V_NLA_X].cols, &w, (int)v[PK_V_NLA_W].row0, (int)v[PK_V_NLA_W].rows,
+                              (pk_bf16 *)tile(k, &v[PK_V_NLA_LOGITS]) + f * ls, ls);
+        argmax_tile(k, t, &v[PK_V_NLA_LOGITS], &v[PK_V_NLA_VAL], &v[PK_V_NLA_IDX], &v[PK_V_NLA_OUT], f, n, p->grid,
                     group_counters);
         break;
+    }
     case PK_TASK_ARGMAX_REDUCE:
     case PK_TASK_BEGIN:
     case PK_TASK_TERMINATE:

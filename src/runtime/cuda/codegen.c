@@ -416,7 +416,40 @@ static void emit_argmax_call(pk_strbuf *o, const pk_kernel *k, int l, const gvie
     pk_sb_printf(o, "%s, ", cols_expr(logits, b, sizeof b));
     pk_sb_printf(o, "%s, %s, %" PRIu64 ", idx, %d, ", base_expr(val, 0, c, sizeof c), base_expr(idx, 0, d, sizeof d),
                  val->rs, k->layers[l].grid);
-    pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, smem);\n", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
+    pk_sb_printf(o, "%s, pk_group_ctrs(S) + %d, f, ", base_expr(out, 0, a, sizeof a), pk_graph_group_counter0(k, l));
+    /* the sampling rows' draw (sample.cuh): the logits' first column and width, the state tensors */
+    pk_sb_printf(o, "%s, %" PRId64 ", (const int32_t *)B[%d], (const int32_t *)B[%d], (const int32_t *)B[%d], smem);\n",
+                 base_expr(logits, 1, b, sizeof b), k->tensors[logits->id]->dims[1], k->t_sample_slot, k->t_sample_params,
+                 k->t_token_pos);
+}
+
+/* The pk_lin_chunk argument of a linear-family layer of N output columns (linear.cuh): in steps of
+ * more rows the m tasks that signal one event share that chunk's outputs as 2-D tiles. Only where
+ * every task of the layer waits on the same event (each then has every input a tile of its chunk
+ * reads), the chunks are runs of m > 1 consecutive tasks and `ok` (the kind's own conditions);
+ * else each task keeps its own tile. */
+static const char *chunk_arg(const pk_kernel *k, const pk_layer *L, int64_t N, int ok, int unit, char *buf,
+                             size_t len) {
+    const pk_task *t = &k->graph.tasks[L->first_task];
+    int m = 1;
+    while (m < L->grid && t[m].trig_event == t[0].trig_event) m++;
+    ok = ok && m > 1 && L->grid % m == 0;
+    for (int i = 0; ok && i < L->grid; i++)
+        ok = t[i].dep_event == t[0].dep_event && t[i].trig_event == t[i - i % m].trig_event &&
+             (i % m != 0 || i == 0 || t[i].trig_event != t[i - 1].trig_event);
+    if (ok)
+        snprintf(buf, len, "pk_lin_chunk_of(idx, %" PRId64 ", %d, %d, %d)", N, L->grid, m, unit);
+    else
+        snprintf(buf, len, "pk_lin_chunk{0, 0, 0, 1, 0}");
+    return buf;
+}
+
+/* A sampled-rows layer's (pk_layer.sampled_rows) row-indexed operand: expr moved down f rows of
+ * stride rs; other layers' as is. */
+static const char *from_f(const pk_layer *L, const char *expr, uint64_t rs, char *buf, size_t len) {
+    if (!L->sampled_rows) return expr;
+    snprintf(buf, len, "(%s + (int64_t)f * %" PRIu64 ")", expr, rs);
+    return buf;
 }
 
 static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
@@ -424,8 +457,12 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
     const pk_layer_params *p = &L->params;
     gview v[PK_TASK_MAX_VIEWS];
     for (int i = 0; i < L->ninputs + L->noutputs; i++) v[i] = layer_view(k, L, i);
-    char a[160], b[160], c[160], d[160], e[96], g[96];
+    char a[160], b[160], c[160], d[160], e[96], g[96], fa[200], fd[200];
     emit_layer_comment(o, k, L);
+    /* the LM head and the argmax: rows [f, n_tok), those that draw a token (decode_step.h) */
+    const char *nt = L->sampled_rows ? "n_tok - f" : "n_tok";
+    if (L->sampled_rows)
+        pk_sb_printf(o, "        const int f = __ldcg((const int *)B[%d] + PK_STEP_INFO_FIRST_SAMPLE);\n", k->t_step_info);
     switch (L->kind) {
     case PK_TASK_EMBEDDING:
         emit_rows(o, &v[PK_V_EMB_WEIGHT]);
@@ -456,24 +493,34 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
             pk_sb_printf(o, "        {\n        pk_bf16 *gu = pk_gen_mlp_gu(%s, wst, wst_rows, n_tok, %d, %u);\n",
                          tile_expr(sc, 0, a, sizeof a), 3 * ib, v[PK_V_NL_X].cols);
         }
-        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, n_tok, %u, &w, ", v[PK_V_NL_X].cols,
-                     base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs,
-                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), v[PK_V_NL_X].cols);
+        pk_sb_printf(o, "        pk_gen_call_rmsnorm_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %s, %s, %u, &w, ", v[PK_V_NL_X].cols,
+                     from_f(L, base_expr(&v[PK_V_NL_X], 1, a, sizeof a), v[PK_V_NL_X].rs, fa, sizeof fa), v[PK_V_NL_X].rs,
+                     base_expr(&v[PK_V_NL_NORM_W], 1, b, sizeof b), float_lit(p->eps, e, sizeof e), nt, v[PK_V_NL_X].cols);
         if (mlp) snprintf(g, sizeof g, "%d", 2 * ib);
         pk_sb_printf(o, "%s, %s, %s, %" PRIu64 ", smem, wst, wst_rows,\n            ", row0_expr(&v[PK_V_NL_W], c, sizeof c),
-                     mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g), mlp ? "gu" : tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d),
+                     mlp ? g : rows_expr(&v[PK_V_NL_W], g, sizeof g),
+                     mlp ? "gu" : from_f(L, tile_expr(&v[PK_V_NL_OUT], 0, d, sizeof d), v[PK_V_NL_OUT].rs, fd, sizeof fd),
                      v[PK_V_NL_OUT].rs);
-        if (L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0) { /* x + acc; the task's share of it into sum */
-            pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", %s);\n", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a),
+        /* chunks: plain rmsnorm_linear without an accumulator, and the SwiGLU, whose tiles then
+         * hold whole gate / up pairs (up to 64 columns a pair: the narrower mma block's) */
+        char ch[96];
+        const int has_acc = L->kind == PK_TASK_RMSNORM_LINEAR && v[PK_V_NL_ACC].id >= 0;
+        const int swiglu = L->kind == PK_TASK_RMSNORM_LINEAR_SWIGLU;
+        chunk_arg(k, L, k->tensors[v[PK_V_NL_OUT].id]->dims[1],
+                  (L->kind == PK_TASK_RMSNORM_LINEAR && !has_acc) || (swiglu && 2 * p->swiglu_block <= 64),
+                  swiglu ? 2 * p->swiglu_block : 0, ch, sizeof ch);
+        if (has_acc) { /* x + acc; the task's share of it into sum */
+            pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", %s, %s);\n", base_expr(&v[PK_V_NL_ACC], 1, a, sizeof a),
                          v[PK_V_NL_ACC].rs, base_expr(&v[PK_V_NL_SUM], 0, b, sizeof b), v[PK_V_NL_SUM].rs,
-                         share_args(v[PK_V_NL_X].cols, L->grid, c, sizeof c));
+                         share_args(v[PK_V_NL_X].cols, L->grid, c, sizeof c), ch);
         } else {
-            pk_sb_printf(o, "nullptr, 0, nullptr, 0, 0, 0);\n");
+            pk_sb_printf(o, "nullptr, 0, nullptr, 0, 0, 0, %s);\n", ch);
         }
         if (L->kind == PK_TASK_RMSNORM_LINEAR_SWIGLU) {
             pk_sb_printf(o, "        pk_gen_call_swiglu(%s, %" PRIu64 ", n_tok, %u, %d, ", tile_expr(&v[PK_V_NLS_GU], 1, a, sizeof a),
                          v[PK_V_NLS_GU].rs, v[PK_V_NLS_OUT].cols, p->swiglu_block);
-            pk_sb_printf(o, "%s, %" PRIu64 ");\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs);
+            pk_sb_printf(o, "%s, %" PRIu64 ", %s);\n", tile_expr(&v[PK_V_NLS_OUT], 0, b, sizeof b), v[PK_V_NLS_OUT].rs,
+                         ch);
         }
         if (L->kind == PK_TASK_RMSNORM_LINEAR_ARGMAX) { /* the argmax of the tile every thread wrote */
             pk_sb_printf(o, "        pk_cta_sync();\n");
@@ -488,20 +535,25 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         }
         break;
     }
-    case PK_TASK_LINEAR:
+    case PK_TASK_LINEAR: {
+        char ch[96];
         emit_rows(o, &v[PK_V_LIN_W]);
-        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows);\n",
-                     v[PK_V_LIN_X].cols, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, v[PK_V_LIN_X].cols,
-                     row0_expr(&v[PK_V_LIN_W], b, sizeof b), rows_expr(&v[PK_V_LIN_W], g, sizeof g),
-                     tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs);
+        pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", %s, %u, &w, %s, %s, nullptr, 0, %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n",
+                     v[PK_V_LIN_X].cols, from_f(L, base_expr(&v[PK_V_LIN_X], 1, a, sizeof a), v[PK_V_LIN_X].rs, fa, sizeof fa),
+                     v[PK_V_LIN_X].rs, nt, v[PK_V_LIN_X].cols, row0_expr(&v[PK_V_LIN_W], b, sizeof b),
+                     rows_expr(&v[PK_V_LIN_W], g, sizeof g),
+                     from_f(L, tile_expr(&v[PK_V_LIN_OUT], 0, c, sizeof c), v[PK_V_LIN_OUT].rs, fd, sizeof fd), v[PK_V_LIN_OUT].rs,
+                     chunk_arg(k, L, k->tensors[v[PK_V_LIN_OUT].id]->dims[1], 1, 0, ch, sizeof ch));
         break;
+    }
     case PK_TASK_LINEAR_RESIDUAL:
         emit_rows(o, &v[PK_V_LR_W]);
         pk_sb_printf(o, "        pk_gen_call_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_LR_X].cols,
                      base_expr(&v[PK_V_LR_X], 1, a, sizeof a), v[PK_V_LR_X].rs, v[PK_V_LR_X].cols, row0_expr(&v[PK_V_LR_W], b, sizeof b),
                      rows_expr(&v[PK_V_LR_W], g, sizeof g));
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
-                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_LR_RES], 1, c, sizeof c),
+                     v[PK_V_LR_RES].rs, tile_expr(&v[PK_V_LR_OUT], 0, d, sizeof d), v[PK_V_LR_OUT].rs,
+                     chunk_arg(k, L, k->tensors[v[PK_V_LR_OUT].id]->dims[1], 1, 0, e, sizeof e));
         if (v[PK_V_LR_CLEAR].id >= 0) { /* after the GEMV, which waited for the event */
             pk_sb_printf(o, "        pk_gen_call_acc_clear(%s, %" PRIu64 ", n_tok, %s);\n",
                          base_expr(&v[PK_V_LR_CLEAR], 0, a, sizeof a), v[PK_V_LR_CLEAR].rs,
@@ -532,8 +584,9 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
         pk_sb_printf(o, "        pk_gen_call_silu_mul_linear<PK_GEN_K(%u)>(%s, %" PRIu64 ", n_tok, %u, &w, %s, %s, ", v[PK_V_SML_X].cols / 2,
                      base_expr(&v[PK_V_SML_X], 1, a, sizeof a), v[PK_V_SML_X].rs, v[PK_V_SML_X].cols / 2,
                      row0_expr(&v[PK_V_SML_W], b, sizeof b), rows_expr(&v[PK_V_SML_W], g, sizeof g));
-        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
-                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs);
+        pk_sb_printf(o, "%s, %" PRIu64 ", %s, %" PRIu64 ", smem, wst, wst_rows, %s);\n", tile_expr(&v[PK_V_SML_RES], 1, c, sizeof c),
+                     v[PK_V_SML_RES].rs, tile_expr(&v[PK_V_SML_OUT], 0, d, sizeof d), v[PK_V_SML_OUT].rs,
+                     chunk_arg(k, L, k->tensors[v[PK_V_SML_OUT].id]->dims[1], 1, 0, e, sizeof e));
         break;
     case PK_TASK_ATTENTION: {
         int nkv = emit_attn_step(o, k, L, v);

@@ -294,12 +294,15 @@ static pk_status load(pk_kernel *k, pk_cuda_runtime *rt) {
     c.eos = k->cfg.eos_token_id;
     c.spec_len = k->cfg.spec_length;
     c.spec_ngram = k->cfg.spec_ngram;
+    c.all_logits = k->cfg.all_logits;
     c.step_tokens = (uint32_t)k->t_step_tokens;
     c.step_output = (uint32_t)k->t_step_output;
     c.step_info = (uint32_t)k->t_step_info;
     c.token_pos = (uint32_t)k->t_token_pos;
     c.token_req = (uint32_t)k->t_token_req;
     c.page_table = (uint32_t)k->t_page_table;
+    c.sample_params = (uint32_t)k->t_sample_params;
+    c.sample_slot = (uint32_t)k->t_sample_slot;
     c.staging_bytes = staging;
     char err[PK_ERR_MAX];
     rt->ctx = rt->create(&c, err, sizeof err);
@@ -391,7 +394,7 @@ static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
     const pk_taskgraph *g = &k->graph;
     int n = d->nreqs, W = g->nworkers;
     const int32_t **prompts = calloc((size_t)n, sizeof *prompts);
-    int32_t *ints = calloc((size_t)n * 4, sizeof *ints);
+    int32_t *ints = calloc((size_t)n * (4 + PK_SAMPLE_PARAMS), sizeof *ints); /* 4 per request, then the sampling's */
     pk_gen_run_args a;
     memset(&a, 0, sizeof a);
     if (k->cfg.trace_path) {
@@ -406,6 +409,7 @@ static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
     }
     int32_t *plen = ints, *maxnew = ints + n;
     for (int i = 0; i < n; i++) {
+        memcpy(ints + 4 * n + (size_t)i * PK_SAMPLE_PARAMS, d->sreqs[i].sample, sizeof d->sreqs[i].sample);
         prompts[i] = d->reqs[i].prompt;
         plen[i] = d->reqs[i].prompt_len;
         maxnew[i] = d->reqs[i].max_new_tokens;
@@ -415,6 +419,7 @@ static pk_status cuda_run(pk_kernel *k, pk_decode *d) {
     a.prompts = prompts;
     a.prompt_len = plen;
     a.max_new_tokens = maxnew;
+    a.sample_words = ints + 4 * n;
     a.dynamic = k->cfg.sched_mode == PK_SCHED_DYNAMIC;
     a.on_token = on_token;
     a.user = &sc;
@@ -606,6 +611,6 @@ const pk_backend_i pk_cuda_backend = {
     .copy_bandwidth = cuda_copy_bandwidth,
     .free = cuda_free,
     .serves_sessions = 0, /* the device's step boundary reads no session mailbox yet */
-    .samples = 0,         /* the device's argmax draws no tokens yet */
+    .samples = 1,         /* the argmax's last task draws the sampling rows (sample.cuh) */
     .caches_prefixes = 0, /* the device's step state has no prefix cache arrays yet */
 };

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PK_GEN_API_VERSION 5
+#define PK_GEN_API_VERSION 7
 
 /* The per-shape tuning of the device code. codegen.c's tuning_of decides it from the graph and
  * writes it into kernel.cu, before any device header, as one constexpr struct:
@@ -65,8 +65,10 @@ typedef struct pk_gen_config {
     int32_t R, T, max_seq, page_size, pages_per_req, num_pages;
     int64_t eos;
     int32_t spec_len, spec_ngram; /* prompt-lookup speculation (pk_config's spec_length, spec_ngram) */
+    int32_t all_logits;           /* pk_config's: the LM head over every row, not from FIRST_SAMPLE */
     /* tensor ids of the decode-state tensors */
     uint32_t step_tokens, step_output, step_info, token_pos, token_req, page_table;
+    uint32_t sample_params, sample_slot; /* sampling's (decode_step.h, sample.cuh) */
     uint64_t staging_bytes;       /* each of the two pinned upload buffers */
 } pk_gen_config;
 
@@ -99,6 +101,7 @@ typedef struct pk_gen_run_args {
     const int32_t *const *prompts; /* [nreqs] host pointers */
     const int32_t *prompt_len;     /* [nreqs] */
     const int32_t *max_new_tokens; /* [nreqs] */
+    const int32_t *sample_words;   /* [nreqs, PK_SAMPLE_PARAMS]: each request's sampling (sample.h) */
     int dynamic;                   /* 0: static schedule, 1: schedulers */
     pk_gen_token_fn on_token;      /* called from the calling thread while the kernel runs */
     void *user;

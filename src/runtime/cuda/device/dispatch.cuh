@@ -104,10 +104,10 @@ template <int KT>
 __device__ __noinline__ void pk_gen_call_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg, const pk_rows *w,
                                                int n0, int ncols, const pk_bf16 *residual, int64_t res_stride,
                                                pk_bf16 *out, int64_t out_stride, char *smem, const pk_bf16 *wst,
-                                               int wst_rows) {
+                                               int wst_rows, pk_lin_chunk ch) {
     (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
-    pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
+    pk_dev_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST, ch);
 }
 /* acc (RMSNORM_LINEAR's PK_V_NL_ACC, or nullptr): x is x + acc, and the task stores its columns
  * [sum0, sum1) of that into sum. */
@@ -117,11 +117,11 @@ __device__ __noinline__ void pk_gen_call_rmsnorm_linear(const pk_bf16 *x, int64_
                                                        int ncols, pk_bf16 *out, int64_t out_stride, char *smem,
                                                        const pk_bf16 *wst, int wst_rows,
                                                        const int64_t *acc, int64_t acc_stride, pk_bf16 *sum,
-                                                       int64_t sum_stride, int sum0, int sum1) {
+                                                       int64_t sum_stride, int sum0, int sum1, pk_lin_chunk ch) {
     (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
     pk_dev_rmsnorm_linear(x, x_stride, norm_w, eps, n_tok, K, w, n0, ncols, out, out_stride, smem PK_GEN_WST, acc,
-                          acc_stride, sum, sum_stride, sum0, sum1);
+                          acc_stride, sum, sum_stride, sum0, sum1, ch);
 }
 /* RMSNORM_SWIGLU_DOWN: the task's tile is tile_rows rows of K (its gate and up blocks, then its
  * column block of down_proj, ib · K elements as [K][ib]). In a one-token step whose whole tile is
@@ -164,10 +164,11 @@ template <int KT>
 __device__ __noinline__ void pk_gen_call_silu_mul_linear(const pk_bf16 *x, int64_t x_stride, int n_tok, int K_arg,
                                                         const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                                         int64_t res_stride, pk_bf16 *out, int64_t out_stride,
-                                                        char *smem, const pk_bf16 *wst, int wst_rows) {
+                                                        char *smem, const pk_bf16 *wst, int wst_rows, pk_lin_chunk ch) {
     (void)wst, (void)wst_rows;
     const int K = KT ? KT : K_arg;
-    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST);
+    pk_dev_silu_mul_linear(x, x_stride, n_tok, K, w, n0, ncols, residual, res_stride, out, out_stride, smem PK_GEN_WST,
+                           ch);
 }
 __device__ __noinline__ void pk_gen_call_silu_mul(const pk_bf16 *x, int64_t x_stride, int n_tok, int I, int i0,
                                                  int ncols, pk_bf16 *out, int64_t out_stride, char *smem) {
@@ -185,12 +186,16 @@ __device__ __noinline__ void pk_gen_call_linear_splitk(const pk_bf16 *x, int64_t
     if (pk_last_of(counter, (pk_u64)grid)) /* the layer's last task of the step */
         pk_dev_linear_splitk_finish(n_tok, N, acc, acc_stride, residual, res_stride, out, out_stride);
 }
-/* RMSNORM_LINEAR_SWIGLU's second half, after pk_gen_call_rmsnorm_linear wrote the task's gu tile:
- * its own call, so the GEMV's instance is the one rmsnorm_linear already has. */
+/* RMSNORM_LINEAR_SWIGLU's second half, after pk_gen_call_rmsnorm_linear wrote the task's gu tile
+ * (a step of more rows with ch.m > 1: the task's tiles of its chunk): its own call, so the GEMV's
+ * instance is the one rmsnorm_linear already has. */
 __device__ __noinline__ void pk_gen_call_swiglu(const pk_bf16 *gu, int64_t gu_stride, int n_tok, int ncols, int block,
-                                               pk_bf16 *out, int64_t out_stride) {
+                                               pk_bf16 *out, int64_t out_stride, pk_lin_chunk ch) {
     pk_cta_sync(); /* every warp's gu columns written */
-    pk_dev_swiglu_blocks(gu, gu_stride, n_tok, ncols, block, out, out_stride);
+    if (n_tok > 1 && ch.m > 1)
+        pk_dev_swiglu_chunk(gu, gu_stride, n_tok, block, out, out_stride, ch);
+    else
+        pk_dev_swiglu_blocks(gu, gu_stride, n_tok, ncols, block, out, out_stride);
 }
 /* NP: RoPE pairs per lane for the layer's head size (attention.cuh's pk_att_pairs): one instance
  * of the attention code per head size in the kernel, not the largest one's unrolled loops. GC: the
@@ -268,11 +273,19 @@ __device__ __noinline__ int pk_gen_call_attention_stage(const pk_layer_params *p
  * logits every thread of the CTA wrote are issued before any thread reads them back (through L2). */
 __device__ __noinline__ void pk_gen_call_argmax_partial(const pk_bf16 *logits, int64_t stride, int n_tok, int v0,
                                                        int nv, float *val, int32_t *idx, int64_t part_stride,
-                                                       int part, int nparts, int32_t *out, pk_u64 *counter,
+                                                       int part, int nparts, int32_t *out, pk_u64 *counter, int f,
+                                                       const pk_bf16 *logits0, int V, const int32_t *sample_slot,
+                                                       const int32_t *sample_params, const int32_t *token_pos,
                                                        char *smem) {
+    /* rows [f, n_tok): those that draw a token (step_info's FIRST_SAMPLE) */
+    logits += f * stride, logits0 += f * stride, val += f * part_stride, idx += f * part_stride;
+    out += f, sample_slot += f, token_pos += f, n_tok -= f;
     pk_dev_argmax_partial(logits, stride, n_tok, v0, nv, val + part, idx + part, part_stride, smem);
-    if (pk_last_of(counter, (pk_u64)nparts))
+    if (pk_last_of(counter, (pk_u64)nparts)) {
         pk_dev_argmax_reduce(val, idx, part_stride, n_tok, nparts, out, smem);
+        pk_cta_sync(); /* out[] of every row written before the sampling rows read it */
+        pk_dev_sample_rows(logits0, stride, V, n_tok, sample_slot, sample_params, token_pos, out, smem);
+    }
 }
 
 #endif /* PK_CUDA_DISPATCH_CUH */

@@ -966,6 +966,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
         reqs[i].prompt = m->d_prompts + off;
         reqs[i].prompt_len = a->prompt_len[i];
         reqs[i].max_new_tokens = a->max_new_tokens[i];
+        for (int j = 0; j < PK_SAMPLE_PARAMS; j++) reqs[i].sample[j] = a->sample_words[(size_t)i * PK_SAMPLE_PARAMS + j];
         e1 = cudaMemcpy(m->d_prompts + off, a->prompts[i], (size_t)a->prompt_len[i] * sizeof(int32_t),
                         cudaMemcpyHostToDevice);
         off += a->prompt_len[i];
@@ -998,6 +999,7 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.eos = cfg->eos;
     st.spec_len = cfg->spec_len;
     st.spec_ngram = cfg->spec_ngram;
+    st.all_logits = cfg->all_logits;
     st.nreqs = a->nreqs;
     st.req_mask = -1; /* every id its own entry (decode_step.h) */
     st.reqs = m->d_reqs;
@@ -1010,6 +1012,8 @@ static int pk_gen_run_inner(pk_gen_ctx *c, pk_gen_run_args *a, pk_gen_run_mem *m
     st.token_pos = (int32_t *)c->buf[cfg->token_pos];
     st.token_req = (int32_t *)c->buf[cfg->token_req];
     st.page_table = (int32_t *)c->buf[cfg->page_table];
+    st.sample_params = (int32_t *)c->buf[cfg->sample_params];
+    st.sample_slot = (int32_t *)c->buf[cfg->sample_slot];
     st.step_info = (int32_t *)c->buf[cfg->step_info];
     st.step_output = (const int32_t *)c->buf[cfg->step_output];
     st.emitted = d_emitted;
