@@ -16,7 +16,7 @@ from ._lib import lib
 ERR_LEN = 1024
 CONFIG_KEYS = {"world_size", "rank", "num_workers", "num_local_schedulers", "num_remote_schedulers",
                "max_seq_length", "max_requests", "max_tokens_per_step", "page_size", "num_pages", "eos_token_id",
-               "attention_kv_splits", "spec_length", "spec_ngram"}
+               "attention_kv_splits", "spec_length", "spec_ngram", "prefix_cache", "all_logits"}
 OPTION_KEYS = {"fused_mlp", "lm_head_argmax", "check_tensors"}  # pk_model_options: -1 auto, 0 off, 1 on
 
 

@@ -195,6 +195,10 @@ def test_load_and_tokenizer(tmp_path):
         pk.load(TINY, workers=2)
     with raises(pk.LimitError, "max_seq_length 100000", "max_position_embeddings"):
         pk.load(TINY, max_seq_length=100000)
+    # every row's logits or the sampled rows' only, the prefix cache on or off: the same tokens
+    outs = [pk.load(TINY, num_workers=2, all_logits=a, prefix_cache=c).generate("In the beginning", max_tokens=8)
+            for a, c in ((0, 1), (1, 0))]
+    assert outs[0] == outs[1] and outs[0]
     (tmp_path / "tokenizer.json").write_text("{")
     with raises(pk.FormatError):
         pk.Tokenizer(tmp_path / "tokenizer.json")
