@@ -53,7 +53,7 @@ enum { PK_LIN_PLAIN = 0, PK_LIN_RMSNORM = 1, PK_LIN_SILU_MUL = 2 };
  * share its n_tok x cn outputs as tiles of 128 rows x BN columns, task `rank` taking a contiguous
  * run of them, instead of each task taking its own columns of every row (a decode grid's tiles:
  * N / SMs columns, so every task streamed all of x for a few columns). The consumer waits for the
- * whole chunk either way. m <= 1: the task's own tile. codegen.c's chunk_args decides where it
+ * whole chunk either way. m <= 1: the task's own tile. codegen.c's chunk_arg decides where it
  * holds (one dependency event for the layer, no accumulator share). */
 typedef struct pk_lin_chunk {
     int dc0, cn, rank, m;
