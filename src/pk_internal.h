@@ -39,6 +39,9 @@ typedef enum pk_storage {
                                    * of a fused tensor (pk_column_blocks) */
 } pk_storage;
 
+/* pk_new_tensor maps tensors of this many bytes or more (lazily committed zero pages). */
+#define PK_TENSOR_MAP_BYTES ((size_t)1 << 20)
+
 struct pk_tensor {
     int id;
     char name[PK_NAME_MAX];
@@ -48,6 +51,7 @@ struct pk_tensor {
     pk_io_category category;
     pk_storage storage;
     void *data;              /* host memory (NULL for fused) */
+    size_t mapped_bytes;     /* owned and > 0: data is an anonymous mapping of this size (munmap) */
     int nfused;              /* fused: inputs and groups */
     int fused[PK_FUSE_MAX];
     int groups;

@@ -6,6 +6,7 @@
  * every later call reports; only out-of-memory gives NULL.
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "kernels/sample.h"
@@ -222,7 +223,10 @@ void pk_kernel_free(pk_kernel *k) {
     pk_taskgraph_free(&k->graph);
     for (int i = 0; i < k->ntensors; i++) {
         pk_tensor *t = k->tensors[i];
-        if (t->storage == PK_STORAGE_OWNED || t->storage == PK_STORAGE_COLUMN_BLOCKS) free(t->data);
+        if (t->mapped_bytes)
+            munmap(t->data, t->mapped_bytes);
+        else if (t->storage == PK_STORAGE_OWNED || t->storage == PK_STORAGE_COLUMN_BLOCKS)
+            free(t->data);
         free(t);
     }
     free(k->tensors);

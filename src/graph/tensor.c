@@ -5,6 +5,7 @@
  * memory: they name up to PK_FUSE_MAX inputs whose rows interleave in groups (pk.h).
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "pk_internal.h"
@@ -115,15 +116,29 @@ pk_tensor *pk_new_tensor(pk_kernel *k, const char *name, pk_dtype dtype, int ndi
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= dims[i];
     size_t bytes = (size_t)numel * pk_dtype_size(dtype);
+    /* Large tensors are anonymous mappings: zero pages the kernel commits only where they are
+     * written. A GPU backend never writes the host copy of its activations and KV cache (an 8B
+     * graph of 2048-row steps has ~20 GB of them), where malloc + memset made the host commit
+     * and clear all of it. */
+    const int map = bytes >= PK_TENSOR_MAP_BYTES;
     void *data = NULL;
-    if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) data = NULL;
+    if (map) {
+        data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (data == MAP_FAILED) data = NULL;
+    } else if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) {
+        data = NULL;
+    }
     pk_tensor *t = data ? add_tensor(k, name, dtype, ndim, dims) : NULL;
     if (!t) {
-        free(data);
+        if (data && map)
+            munmap(data, bytes);
+        else
+            free(data);
         pk_fail(k, PK_ERR_NO_MEMORY, "pk_new_tensor '%s': out of memory (%zu bytes)", name, bytes);
         return NULL;
     }
-    memset(data, 0, bytes);
+    if (!map) memset(data, 0, bytes);
+    t->mapped_bytes = map ? bytes : 0;
     t->storage = PK_STORAGE_OWNED;
     t->category = category;
     t->data = data;
