@@ -227,6 +227,16 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         } else { /* task index = KV-head group · kv_splits + split; its partial tile is its own */
             const int S = p->kv_splits, groups = (int)p->grid / S, nkv = p->num_kv_heads / groups;
             const int group = (int)t->index / S, nheads = p->num_q_heads / groups, D = p->head_dim;
+            if (n > 1 && n >= PK_ATTN_DIRECT_ROWS(S, p->num_q_heads / p->num_kv_heads)) {
+                /* a step of many rows (pk_abi.h): split 0 takes the group's heads whole, into out; no
+                 * partials (the tensor has fewer rows), no fold, the counter untouched */
+                if ((int)t->index % S == 0)
+                    pk_cpu_attention(p, &s, group * nkv, nkv, base(k, &v[PK_V_ATT_QKV]),
+                                     (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
+                                     base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, base(k, &v[PK_V_ATTP_COMBINED]),
+                                     (int64_t)v[PK_V_ATTP_COMBINED].row_stride);
+                break;
+            }
             pk_cpu_attention_partial(p, &s, group * nkv, nkv, (int)t->index % S, S, base(k, &v[PK_V_ATT_QKV]),
                                      (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
                                      base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, tile(k, &v[PK_V_ATT_OUT]),
