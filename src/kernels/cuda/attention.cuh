@@ -327,8 +327,8 @@ static_assert(PK_ATT_HDR + 8 * PK_ATT_KV_CHUNK <= PK_CUDA_SMEM_BYTES, "pk_att_kv
  * (16 KB), barrier; then a
  * warp per (row, head) item, R items in flight: their loads are issued together, then each item's
  * arithmetic is pk_att_head's, operation for operation (the same bits as the one-row path).
- * Serially (one item's page-table, qkv and store round trips after another's) the 512 rows of a
- * prompt chunk took a task ~300 µs, repeated by each of a KV group's tasks. Whole CTA; ends with
+ * Serially (one item's page-table, qkv and store round trips after another's) a prompt chunk's
+ * rows cost a round-trip chain each, repeated by each of a KV group's tasks. Whole CTA; ends with
  * a barrier (the cache writes issued, meta free). */
 template <int NP>
 __device__ inline void pk_att_kv_rows(const pk_layer_params *p, const float *inv, const pk_attn_step *s, int kv0,
