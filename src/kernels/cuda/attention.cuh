@@ -14,7 +14,9 @@
  *   fp32(pos) · inv_freq; K (and q) are normalised (k_norm / q_norm: warp sum of squares, fixed
  *   butterfly), rotated with the CPU's bf16 rounding points; barrier (K / V of every row are in
  *   the cache before any row reads it: a prefill chunk sees its own tokens). The cache is read
- *   back through L2, as are qkv, the page table and token metadata.
+ *   back through L2, as are qkv, the page table and token metadata. Steps that take the
+ *   tensor-core path write K / V through pk_att_kv_rows instead (rows looked up at once, several
+ *   in flight per warp; no q items: phase 3 rotates its own).
  * Phase 3 of a step of more than one row runs on tensor cores where the head size allows
  *   (attention_prefill.cuh: D % 16 == 0, D <= 64 · NP); of one row, or other head sizes:
  * Phase 3: work item = (row t, KV head g, chunk of HB <= 4 of its G query heads). The 8 warps form
