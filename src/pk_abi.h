@@ -109,6 +109,15 @@ typedef struct pk_event {
 } pk_event;
 
 /* Per-layer scalars a task needs besides its views. */
+/* A split attention layer (kv_splits S > 1, G query heads per KV head) runs a step of n_tok > 1
+ * rows with n_tok >= PK_ATTN_DIRECT_ROWS(S, G) directly: each KV group's tasks over the whole KV
+ * length, writing out (the GPU's tasks share the group's Q blocks, PK_ATTN_DIRECT_QROWS q-rows a
+ * task at least, half a Q block; the CPU's split 0 takes the group alone). Fewer rows go through
+ * the partials and their fold, so the partial tensor has min(T, PK_ATTN_DIRECT_ROWS) rows, not T
+ * (the 8B's 2048-row graph: 2.5 GB of partials, not 19.6). */
+#define PK_ATTN_DIRECT_QROWS 64
+#define PK_ATTN_DIRECT_ROWS(S, G) (((S) * PK_ATTN_DIRECT_QROWS + (G) - 1) / (G))
+
 typedef struct pk_layer_params {
     uint32_t kind;       /* pk_task_kind of its tasks (partial for argmax) */
     uint32_t grid;
@@ -162,7 +171,8 @@ enum {
     PK_V_ATT_QKV = 0 /* [T, group cols of the task's KV heads] */, PK_V_ATT_K_CACHE = 1,
     PK_V_ATT_V_CACHE = 2, PK_V_ATT_Q_NORM = 3, PK_V_ATT_K_NORM = 4 /* nseg 0 when absent */,
     PK_V_ATT_TOKEN_POS = 5, PK_V_ATT_TOKEN_REQ = 6, PK_V_ATT_PAGE_TABLE = 7,
-    PK_V_ATT_OUT = 8 /* [T, heads tile · D]; ATTENTION_PARTIAL: fp32 [T, heads tile · (D + 2)] */,
+    PK_V_ATT_OUT = 8 /* [T, heads tile · D]; ATTENTION_PARTIAL: fp32 [R, heads tile · (D + 2)],
+                      * R = min(T, PK_ATTN_DIRECT_ROWS) */,
     PK_V_ATTP_COMBINED = 9 /* ATTENTION_PARTIAL: out, whole [T, Hq · D] */,
     /* ARGMAX_PARTIAL: task i's (value, index) into column i of val / idx; the layer's last task
      * to finish reads every column and writes out */

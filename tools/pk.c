@@ -92,7 +92,7 @@ static const opt_spec OPTS[] = {
     {"--print-ids", O_PRINT_IDS, NULL, C_GENERATE, "print the generated token ids instead of the text"},
     {"--backend", O_BACKEND, "cpu|cuda", C_RUNS, "where the model runs (default cpu)"},
     {"--threads", O_THREADS, "N", C_GRAPH, "workers: CPU threads (default one per core), CUDA blocks (default one per SM)"},
-    {"--step-tokens", O_STEP_TOKENS, "T", C_RUNS, "most prompt tokens one step carries (default 64)"},
+    {"--step-tokens", O_STEP_TOKENS, "T", C_RUNS, "most prompt tokens one step carries (default 64; 512 with --backend cuda)"},
     {"--kv-splits", O_KV_SPLITS, "S", C_RUNS, "attention splits over the KV length (default 0: pk picks)"},
     {"--spec-length", O_SPEC_LENGTH, "L", C_RUNS,
      "prompt-lookup speculation: up to L draft tokens a step, taken from earlier text (default 0: off; at most 16)"},
@@ -597,7 +597,10 @@ pk_config make_config(const options *o, int prompt_len, const pk_model_info *inf
     c.num_workers = o->threads ? o->threads : (cores > 0 ? (int)cores : 1);
     if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
     c.max_requests = 1;
-    c.max_tokens_per_step = o->step_tokens ? o->step_tokens : 64;
+    /* rows a step carries: the CUDA backend's multi-row steps run on tensor cores, where a
+     * prompt in chunks of 64 re-read the weights every 64 tokens; its one-row decode steps are the
+     * same at 512 (docs/PERF.md) */
+    c.max_tokens_per_step = o->step_tokens ? o->step_tokens : c.backend == PK_BACKEND_CUDA ? 512 : 64;
     c.attention_kv_splits = o->kv_splits; /* 0: pk picks */
     c.spec_length = o->spec_length;
     c.spec_ngram = o->spec_ngram;

@@ -640,7 +640,8 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
         return PK_OK;
     }
 
-    /* Split: one layer of grid · S tasks writing a pk-owned fp32 tensor [T, Hkv · S · G · (D + 2)]
+    /* Split: one layer of grid · S tasks writing a pk-owned fp32 tensor [R, Hkv · S · G · (D + 2)]
+     * (R = min(T, PK_ATTN_DIRECT_ROWS): steps of more rows run directly, pk_abi.h)
      * laid out [head group][split][its heads][D + 2], so task i's tile is column block i; the last
      * task of group g to finish (a per-group counter, pk_graph_group_counter0) folds the group's S
      * blocks into out's columns of group g. out is "written whole": its readers wait for every
@@ -649,7 +650,8 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     const int G = Hq / Hkv;
     char name[PK_NAME_MAX];
     snprintf(name, sizeof name, "pk.attn%d.part", k->nlayers);
-    pk_tensor *part = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){T, (int64_t)Hkv * S * G * (D + 2)},
+    const int64_t R = T < PK_ATTN_DIRECT_ROWS(S, G) ? T : PK_ATTN_DIRECT_ROWS(S, G); /* the rows that take it */
+    pk_tensor *part = pk_new_tensor(k, name, PK_DTYPE_FP32, 2, (int64_t[]){R, (int64_t)Hkv * S * G * (D + 2)},
                                     PK_IO_LOCAL);
     if (!part) return k->status;
     b.l.kind = PK_TASK_ATTENTION_PARTIAL;

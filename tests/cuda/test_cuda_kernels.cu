@@ -1603,6 +1603,50 @@ static void bench_attention(void) {
     }
 }
 
+/* The attention of a prompt chunk as the persistent kernel runs it in a step of many rows
+ * (k_attention_qsplit: Hkv · 16 CTAs, a KV group's 16 share its Q blocks): T rows of one request
+ * at positions [ctx - T, ctx), K / V of the earlier positions already in the cache. µs per layer
+ * and TFLOP/s of the causal attention's 4 · Hq · D · Σ_rows (pos + 1) FLOPs. A lead, not a test. */
+static void bench_attention_prefill(void) {
+    static const int Gs[] = {2, 4}, Ts[] = {512, 2048}, ctxs[] = {512, 2048, 4096};
+    const int D = 128, Hkv = 8, page = 16, S = 16, maxpos = 4096;
+    const int ppr = maxpos / page;
+    uint64_t seed = 11;
+    printf("\n%-22s %5s %6s %6s %10s %9s\n", "bench attention", "G", "rows", "ctx", "us", "TFLOP/s");
+    for (int gi = 0; gi < 2; gi++) {
+        const int G = Gs[gi], Hq = G * Hkv;
+        const int64_t cols = (int64_t)Hkv * (G + 2) * D, ocols = (int64_t)Hq * D;
+        pk_layer_params p = attn_params(Hq, Hkv, D, 1000000.0f, 0, 1);
+        std::vector<int32_t> pt(ppr);
+        for (int i = 0; i < ppr; i++) pt[i] = i;
+        const size_t cache_n = (size_t)ppr * page * Hkv * D;
+        pk_bf16 *dkc = dup(rand_bf16(cache_n, -1.0f, 1.0f, &seed));
+        pk_bf16 *dvc = dup(rand_bf16(cache_n, -1.0f, 1.0f, &seed));
+        pk_bf16 *dqkv = dup(rand_bf16((size_t)2048 * cols, -1.0f, 1.0f, &seed));
+        pk_bf16 *dn = dup(rand_bf16(D, 0.5f, 1.5f, &seed));
+        pk_bf16 *dout = dalloc<pk_bf16>((size_t)2048 * ocols);
+        int32_t *dpt = dup(pt), *dreq = dup(std::vector<int32_t>(2048, 0)), *dpos = dalloc<int32_t>(2048);
+        for (int T : Ts)
+            for (int ctx : ctxs) {
+                if (ctx < T) continue;
+                std::vector<int32_t> pos(T);
+                double flops = 0.0;
+                for (int t = 0; t < T; t++) {
+                    pos[t] = ctx - T + t;
+                    flops += 4.0 * Hq * D * (pos[t] + 1);
+                }
+                put(dpos, pos);
+                pk_attn_step ds = {T, dpos, dreq, dpt, ppr, page};
+                const double us = time_launches_us([&](int) {
+                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc, dvc,
+                                                                                         dn, dn, dout, ocols);
+                });
+                printf("%-22s %5d %6d %6d %10.1f %9.1f\n", "attention prefill", G, T, ctx, us, flops / us * 1e-6);
+            }
+        dfree_all();
+    }
+}
+
 /* Which groups to run: every group, or those named on the command line (embedding, rmsnorm,
  * silu_mul, linear, attention, argmax, bench, bench_mma, bench_attention). */
 static int g_argc;
@@ -1642,6 +1686,7 @@ int main(int argc, char **argv) {
     if (want("bench")) bench_linear(prop.multiProcessorCount);
     if (want("bench") || want("bench_mma")) bench_mma(prop.multiProcessorCount);
     if (want("bench") || want("bench_attention")) bench_attention();
+    if (want("bench") || want("bench_attention")) bench_attention_prefill();
 
     printf("\n%-20s %6s %7s %11s %10s %10s %6s\n", "kind", "cases", "failed", "values",
            "max_err", "mean_err", "bad");

@@ -14,7 +14,9 @@
  *   fp32(pos) · inv_freq; K (and q) are normalised (k_norm / q_norm: warp sum of squares, fixed
  *   butterfly), rotated with the CPU's bf16 rounding points; barrier (K / V of every row are in
  *   the cache before any row reads it: a prefill chunk sees its own tokens). The cache is read
- *   back through L2, as are qkv, the page table and token metadata.
+ *   back through L2, as are qkv, the page table and token metadata. Steps that take the
+ *   tensor-core path write K / V through pk_att_kv_rows instead (rows looked up at once, several
+ *   in flight per warp; no q items: phase 3 rotates its own).
  * Phase 3 of a step of more than one row runs on tensor cores where the head size allows
  *   (attention_prefill.cuh: D % 16 == 0, D <= 64 · NP); of one row, or other head sizes:
  * Phase 3: work item = (row t, KV head g, chunk of HB <= 4 of its G query heads). The 8 warps form
@@ -127,16 +129,12 @@ __device__ __forceinline__ void pk_att_cos_sin(const float *inv_freq_s, int half
     }
 }
 
-/* y = RoPE(rmsnorm(x) · norm_w) of one head vector x [D] (no norm when norm_w is NULL), as fp32
- * holding bf16 values, this lane's pairs: ya[ii] = y[i], yb[ii] = y[i + half], i = lane + 32·ii.
- * NSM: norm_w is in shared memory (the decode path stages it before the wait). Whole warp. */
-template <int NP, bool NSM = false>
-__device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *norm_w, float eps,
-                                            const float *cs, const float *sn, int D, int lane,
-                                            float *ya, float *yb) {
+/* This lane's elements of one head vector x [D]: a[ii] = x[i], b[ii] = x[i + half], i = lane + 32·ii
+ * (0 past half), as fp32. Split from pk_att_head so that callers with several rows in flight
+ * issue every row's loads before the first row's arithmetic. */
+template <int NP>
+__device__ __forceinline__ void pk_att_head_load(const pk_bf16 *x, int D, int lane, float *a, float *b) {
     const int half = D / 2;
-    float a[NP], b[NP];
-    float ss = 0.0f;
 #pragma unroll
     for (int ii = 0; ii < NP; ii++) {
         int i = lane + 32 * ii;
@@ -144,9 +142,24 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
         if (i < half) {
             a[ii] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + i));
             b[ii] = pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(x + i + half));
-            ss = fmaf(a[ii], a[ii], ss);
-            ss = fmaf(b[ii], b[ii], ss);
         }
+    }
+}
+
+/* y = RoPE(rmsnorm(x) · norm_w) from x's elements a, b (pk_att_head_load; no norm when norm_w is
+ * NULL), as fp32 holding bf16 values, this lane's pairs: ya[ii] = y[i], yb[ii] = y[i + half],
+ * i = lane + 32·ii. NSM: norm_w is in shared memory (the decode path stages it before the wait).
+ * Whole warp. */
+template <int NP, bool NSM = false>
+__device__ __forceinline__ void pk_att_head_math(float *a, float *b, const pk_bf16 *norm_w, float eps,
+                                                 const float *cs, const float *sn, int D, int lane, float *ya,
+                                                 float *yb) {
+    const int half = D / 2;
+    float ss = 0.0f;
+#pragma unroll
+    for (int ii = 0; ii < NP; ii++) {
+        ss = fmaf(a[ii], a[ii], ss);
+        ss = fmaf(b[ii], b[ii], ss);
     }
     if (norm_w) {
         float scale = 1.0f / sqrtf(pk_dev_warp_sum(ss) / (float)D + eps);
@@ -168,6 +181,17 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
         yb[ii] = pk_dev_round_bf16(pk_dev_round_bf16(b[ii] * cs[ii]) +
                                    pk_dev_round_bf16(a[ii] * sn[ii]));
     }
+}
+
+/* y = RoPE(rmsnorm(x) · norm_w) of one head vector x [D]: pk_att_head_load, then
+ * pk_att_head_math. Whole warp. */
+template <int NP, bool NSM = false>
+__device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *norm_w, float eps,
+                                            const float *cs, const float *sn, int D, int lane,
+                                            float *ya, float *yb) {
+    float a[NP], b[NP];
+    pk_att_head_load<NP>(x, D, lane, a, b);
+    pk_att_head_math<NP, NSM>(a, b, norm_w, eps, cs, sn, D, lane, ya, yb);
 }
 
 /* sc[h] += q_s[h] · k for h < nh, k one cache row [D]: the lane's own position. The vector path
@@ -294,6 +318,100 @@ __device__ __forceinline__ bool pk_att_in_split(int j, int split, int nsplit) {
     return (j / PK_ATTN_SPLIT_BLOCK) % nsplit == split;
 }
 
+/* Rows of phase A of a step of many rows whose validity and slots one pass computes at once. */
+#define PK_ATT_KV_CHUNK 2048
+static_assert(PK_ATT_HDR + 8 * PK_ATT_KV_CHUNK <= PK_CUDA_SMEM_BYTES, "pk_att_kv_rows's meta fits");
+
+/* Phase A of a step of many rows (the tensor-core path): every valid row's rotated K and raw V of
+ * KV heads [kv0, kv0 + nkv) into the cache, rows whose position is in split `split` of `nsplit`.
+ * The rows go in chunks of PK_ATT_KV_CHUNK: a thread per row finds its validity (as
+ * pk_att_row_valid), cache slot (-1: nothing to write) and position, into meta [2][chunk] i32
+ * (16 KB), barrier; then a
+ * warp per (row, head) item, R items in flight: their loads are issued together, then each item's
+ * arithmetic is pk_att_head's, operation for operation (the same bits as the one-row path).
+ * Serially (one item's page-table, qkv and store round trips after another's) a prompt chunk's
+ * rows cost a round-trip chain each, repeated by each of a KV group's tasks. Whole CTA; ends with
+ * a barrier (the cache writes issued, meta free). */
+template <int NP>
+__device__ inline void pk_att_kv_rows(const pk_layer_params *p, const float *inv, const pk_attn_step *s, int kv0,
+                                      int nkv, int split, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
+                                      pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *k_norm, int *meta) {
+    constexpr int R = NP <= 2 ? 4 : 2; /* items a warp has in flight */
+    const int D = p->head_dim, Hkv = p->num_kv_heads, G = p->num_q_heads / Hkv, half = D / 2;
+    const int64_t group_cols = (int64_t)(G + 2) * D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ps = s->page_size, ppr = s->pages_per_req;
+    const float eps = p->qk_norm_eps;
+    for (int c0 = 0; c0 < s->n_tok; c0 += PK_ATT_KV_CHUNK) {
+        const int nc = s->n_tok - c0 < PK_ATT_KV_CHUNK ? s->n_tok - c0 : PK_ATT_KV_CHUNK;
+        for (int r = threadIdx.x; r < nc; r += PK_CUDA_THREADS) {
+            const int req = pk_dev_ldcg_i32(s->token_req + c0 + r), pos = pk_dev_ldcg_i32(s->token_pos + c0 + r);
+            int slot = -1;
+            if (req >= 0 && pos >= 0 && ps > 0 && pos / ps < ppr && pk_att_in_split(pos, split, nsplit)) {
+                const int32_t *pt = s->page_table + (int64_t)req * ppr;
+                bool bad = false;
+#pragma unroll 8
+                for (int i = 0; i <= pos / ps; i++) bad = bad || pk_dev_ldcg_i32(pt + i) < 0;
+                if (!bad) slot = (int)(pk_dev_ldcg_i32(pt + pos / ps) * ps + pos % ps);
+            }
+            meta[r] = slot;
+            meta[PK_ATT_KV_CHUNK + r] = pos;
+        }
+        pk_cta_sync();
+        const int items = nc * nkv;
+        for (int i0 = warp * R; i0 < items; i0 += PK_DEV_WARPS * R) {
+            float a[R][NP], b[R][NP];
+            uint32_t v[R][NP];
+#pragma unroll
+            for (int r = 0; r < R; r++) { /* every item's loads first */
+                const int it = i0 + r, t = it / nkv, g = kv0 + it % nkv;
+                const bool on = it < items && meta[t < nc ? t : 0] >= 0;
+                const pk_bf16 *kx = qkv + (c0 + t) * qkv_stride + g * group_cols + (int64_t)G * D;
+#pragma unroll
+                for (int ii = 0; ii < NP; ii++) {
+                    a[r][ii] = b[r][ii] = 0.0f;
+                    v[r][ii] = 0;
+                }
+                if (!on) continue;
+                pk_att_head_load<NP>(kx, D, lane, a[r], b[r]);
+                if (pk_dev_aligned4(kx + D))
+#pragma unroll
+                    for (int ii = 0; ii < NP; ii++)
+                        if (lane + 32 * ii < half) v[r][ii] = pk_dev_ldcg4(kx + D + 2 * (lane + 32 * ii));
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int it = i0 + r, t = it / nkv, g = kv0 + it % nkv;
+                if (it >= items) break;
+                const int slot = meta[t];
+                if (slot < 0) continue;
+                const int pos = meta[PK_ATT_KV_CHUNK + t];
+                float cs[NP], sn[NP], ya[NP], yb[NP];
+                pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
+                pk_att_head_math<NP>(a[r], b[r], k_norm, eps, cs, sn, D, lane, ya, yb);
+                const int64_t off = ((int64_t)slot * Hkv + g) * D;
+                const pk_bf16 *vx = qkv + (c0 + t) * qkv_stride + g * group_cols + (int64_t)(G + 1) * D;
+                pk_bf16 *vd = v_cache + off;
+#pragma unroll
+                for (int ii = 0; ii < NP; ii++) {
+                    const int i = lane + 32 * ii;
+                    if (i < half) {
+                        k_cache[off + i] = pk_dev_f32_to_bf16(ya[ii]);
+                        k_cache[off + i + half] = pk_dev_f32_to_bf16(yb[ii]);
+                    }
+                }
+                if (pk_dev_aligned4(vx) && pk_dev_aligned4(vd)) {
+#pragma unroll
+                    for (int ii = 0; ii < NP; ii++)
+                        if (lane + 32 * ii < half) ((uint32_t *)vd)[lane + 32 * ii] = v[r][ii];
+                } else {
+                    for (int i = lane; i < D; i += 32) vd[i] = pk_dev_ldcg_bf16(vx + i);
+                }
+            }
+        }
+        pk_cta_sync(); /* meta is the next chunk's */
+    }
+}
+
 /* One folded element (head h, dim d; i = h · D + d) of a result: orow[i] = bf16(num / den), or,
  * when orow is NULL, the split's unnormalised (acc, m, l) = (num, M, den) into prow [heads][D + 2]
  * (m and l once per head, by its d == 0 element). */
@@ -357,6 +475,14 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
     }
     const float *inv = inv_freq ? inv_freq : inv_freq_s;
 
+    if (mma) { /* phase A for many rows, then phase 3 on tensor cores */
+        pk_att_kv_rows<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, k_norm,
+                           (int *)(smem + PK_ATT_HDR));
+        pk_att_prefill<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, out,
+                           out_stride, part, part_stride, smem, qsplit, nqsplit);
+        return;
+    }
+
     /* phase A: per (row, KV head) item 0 writes rotated K and raw V into the cache; items 1 .. G
      * (shared q only) rotate q head item - 1 into q_all. Warps take items round-robin. */
     const int per = 1 + (shared_q ? G : 0);
@@ -395,11 +521,6 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         }
     }
     pk_cta_sync(); /* the cache holds every row's K and V (global writes of this CTA), q_all its q */
-    if (mma) {
-        pk_att_prefill<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, out,
-                           out_stride, part, part_stride, smem, qsplit, nqsplit);
-        return;
-    }
 
     /* phase 3 */
     const int nhc = (G + HB - 1) / HB, items = n_tok * nkv * nhc;

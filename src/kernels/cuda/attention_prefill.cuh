@@ -8,14 +8,16 @@
  * where the request changes), h fastest; warp w takes its q-rows [16 w, 16 w + 16).
  * With nqsplit > 1 the task takes only head g's Q blocks qsplit, qsplit + nqsplit, ... (steps of
  * many rows: the Q blocks spread over a group's tasks instead of the KV length).
- *  1. warp w rotates (RoPE after qk-norm, attention.cuh's pk_att_head: bf16 values) its q-rows
- *     into Qs [QROWS][LD] bf16 and their positions into qpos_s; a row outside the page table
- *     gets position -1 (it sees nothing: zeros out, or (0, -inf, 0) for a partial);
+ *  1. the request's first unmapped page (all threads, one round trip); a thread per q-row puts
+ *     its position into qpos_s, -1 for a row outside the page table (it sees nothing: zeros out,
+ *     or (0, -inf, 0) for a partial); a warp per q-row, 4 in flight, rotates it (RoPE after
+ *     qk-norm, attention.cuh's pk_att_head_math: bf16 values) into Qs [QROWS][LD] bf16;
  *  2. the warp's Q fragments (ldmatrix) stay in registers;
  *  3. per block of 32 positions of the split (block b in split b mod nsplit) up to the Q block's
- *     largest position, two blocks in flight: block i + 1's page-table slots, then (after the
- *     barrier that makes block i's K / V rows visible) its K and V rows into the other of Ks, Vs
- *     [2][32][LD] (cp.async) while block i is computed: S = Q · K^T (16 × 32 per warp), scaled
+ *     largest position, nst blocks in flight (pk_apf_nst: 5 at D 128) in stages that take Qs's
+ *     place: after the barrier that makes block i's K / V rows visible, block i + nst - 1's go
+ *     out (cp.async; their page-table entries were loaded one iteration earlier, into registers)
+ *     while block i is computed: S = Q · K^T (16 × 32 per warp), scaled
  *     into the log2 domain, positions past a row's own masked to -inf; online softmax per row
  *     (max over the quad's lanes, alpha =
  *     2^(m_old - m_new), P = 2^(s - m_new) rounded to bf16 as the A operand of O += P · V, V read
@@ -25,9 +27,10 @@
  * in the same order; a block past its position adds exact zeros), so its result does not depend
  * on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
  * (P in bf16; bf16 tolerance).
- * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [2][32] i64,
- * Qs [QROWS][LD], Ks [2][32][LD], Vs [2][32][LD] bf16, LD = D + 8 (ldmatrix rows 16 bytes apart in
- * bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS (pk_att_prefill_ok).
+ * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [MAX_NST][32] i32,
+ * then Qs [QROWS][LD] during steps 1-2 and the stages [nst][K, V][32][LD] bf16 in step 3, LD = D + 8
+ * (ldmatrix rows 16 bytes apart in bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS,
+ * nst >= 2 (pk_att_prefill_ok: D <= 256).
  */
 #ifndef PK_CUDA_ATTENTION_PREFILL_CUH
 #define PK_CUDA_ATTENTION_PREFILL_CUH
@@ -38,16 +41,38 @@
 #define PK_APF_KB 32                     /* positions per block (= PK_ATTN_SPLIT_BLOCK) */
 static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK, "a block is one split block");
 
-__device__ __forceinline__ int pk_apf_smem(int D) {
-    const int ld = D + 8;
-    return PK_ATT_HDR + PK_APF_QROWS * 4 + 2 * PK_APF_KB * 8 + (PK_APF_QROWS + 4 * PK_APF_KB) * ld * 2;
-}
+#define PK_APF_MAX_NST 6                 /* K / V stages in flight at most */
 
-/* Whether the tensor-core path takes a layer of head size D and G query heads per KV head. */
+/* K / V stages of PK_APF_KB positions that fit beside the header, qpos_s and the slot ring, in
+ * the area they share with Qs (2 at D 256, 5 at D 128, 6 at D 64; < 2: no tensor-core path). */
+__host__ __device__ constexpr int pk_apf_nst(int D) {
+    /* a stage: K and V rows [KB][D + 8] bf16 */
+    const int fit = (PK_CUDA_SMEM_BYTES - PK_ATT_HDR - PK_APF_QROWS * 4 - PK_APF_MAX_NST * PK_APF_KB * 4) /
+                    (4 * PK_APF_KB * (D + 8));
+    return fit < PK_APF_MAX_NST ? fit : PK_APF_MAX_NST;
+}
+static_assert(pk_apf_nst(128) == 5 && pk_apf_nst(256) == 2, "the stages the comments count");
+
+/* Whether the tensor-core path takes a layer of head size D and G query heads per KV head (Qs,
+ * [QROWS][D + 8] bf16, fits the stages' area too). */
 template <int NP>
 __device__ __forceinline__ bool pk_att_prefill_ok(int D, int G) {
-    return D % 16 == 0 && D <= 64 * NP && G <= PK_APF_QROWS && pk_apf_smem(D) <= PK_CUDA_SMEM_BYTES;
+    return D % 16 == 0 && D <= 64 * NP && G <= PK_APF_QROWS && pk_apf_nst(D) >= 2 &&
+           PK_APF_QROWS * (D + 8) * 2 <= pk_apf_nst(D) * 2 * PK_APF_KB * (D + 8) * 2;
 }
+
+/* cp.async.wait_group n for a run-time n in [0, PK_APF_MAX_NST - 2] (the instruction takes an
+ * immediate). */
+__device__ __forceinline__ void pk_apf_wait_group(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    }
+}
+static_assert(PK_APF_MAX_NST - 2 <= 4, "pk_apf_wait_group's cases");
 
 __device__ __forceinline__ uint32_t pk_apf_pack(float lo, float hi) {
     return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
@@ -69,11 +94,12 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
     const float eps = p->qk_norm_eps;
     const float scale2 = 1.4426950408889634f / sqrtf((float)D); /* scores into the log2 domain */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int *qpos_s = (int *)(smem + PK_ATT_HDR);                                /* [QROWS] */
-    int64_t *slot_s = (int64_t *)(qpos_s + PK_APF_QROWS);                   /* [2][KB] */
-    pk_bf16 *Qs = (pk_bf16 *)(slot_s + 2 * PK_APF_KB);                      /* [QROWS][LD] */
-    pk_bf16 *Ks = Qs + PK_APF_QROWS * LD, *Vs = Ks + 2 * PK_APF_KB * LD;    /* [2][KB][LD] each */
-    __shared__ int blk_s[2]; /* the Q block's token end and largest position */
+    const int nst = pk_apf_nst(D);
+    int *qpos_s = (int *)(smem + PK_ATT_HDR);                   /* [QROWS] */
+    int *slot_s = qpos_s + PK_APF_QROWS;                        /* [MAX_NST][KB] */
+    pk_bf16 *Qs = (pk_bf16 *)(slot_s + PK_APF_MAX_NST * PK_APF_KB); /* [QROWS][LD], then: */
+    pk_bf16 *stages = Qs;                                       /* [nst][K, V][KB][LD] */
+    __shared__ int blk_s[3]; /* the Q block's token end, largest position, request's first unmapped page */
     const bool vec = pk_dev_aligned16(k_cache) && pk_dev_aligned16(v_cache); /* D % 8 == 0: rows aligned */
     const int per_block = PK_APF_QROWS / G; /* tokens a Q block holds at most */
 
@@ -82,7 +108,11 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
         for (int ta = 0; ta < n_tok;) {
             /* 1. the block's tokens [ta, tb): up to per_block, ending where the request changes (the
              * rows' requests loaded together, the first change found by a shared minimum) */
-            if (threadIdx.x == 0) blk_s[0] = ta + per_block < n_tok ? ta + per_block : n_tok;
+            if (threadIdx.x == 0) {
+                blk_s[0] = ta + per_block < n_tok ? ta + per_block : n_tok;
+                blk_s[1] = -1;                 /* the largest valid position */
+                blk_s[2] = s->pages_per_req; /* the first unmapped page of req0 */
+            }
             pk_cta_sync();
             const int req0 = pk_dev_ldcg_i32(s->token_req + ta);
             for (int i = 1 + threadIdx.x; i < per_block && ta + i < n_tok; i += PK_CUDA_THREADS)
@@ -94,42 +124,59 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                 ta = tb;
                 continue;
             }
-            int maxpos = -1;
-            for (int i = warp; i < (tb - ta); i += PK_DEV_WARPS) { /* warp per token: validity, q heads */
-                const int t = ta + i;
-                int req, pos;
-                const bool valid = pk_att_row_valid(s, t, lane, &req, &pos);
-                float cs[NP], sn[NP];
-                if (valid) pk_att_cos_sin<NP>(inv, half, pos, lane, cs, sn);
-                for (int h = 0; h < G; h++) {
-                    pk_bf16 *qrow = Qs + (i * G + h) * LD;
-                    if (!valid) {
-                        for (int d = lane; d < D; d += 32) qrow[d] = (pk_bf16)0;
-                    } else {
-                        float ya[NP], yb[NP];
-                        pk_att_head<NP>(qkv + t * qkv_stride + g * group_cols + (int64_t)h * D, q_norm, eps, cs, sn, D,
-                                        lane, ya, yb);
+            /* the request's first unmapped page (pages_per_req: none), by every thread at once: a
+             * row fits the page table when its position's page is below it (pk_att_row_valid's
+             * test, with one round trip for the block instead of a page scan per row) */
+            const int ps = s->page_size, ppr = s->pages_per_req;
+            if (req0 >= 0)
+                for (int i = threadIdx.x; i < ppr; i += PK_CUDA_THREADS)
+                    if (pk_dev_ldcg_i32(s->page_table + (int64_t)req0 * ppr + i) < 0) atomicMin(&blk_s[2], i);
+            pk_cta_sync();
+            /* a thread per q-row: its position when it fits (-1: not, or past nrows); the largest */
+            for (int r = threadIdx.x; r < PK_APF_QROWS; r += PK_CUDA_THREADS) {
+                const int pos = r < nrows ? pk_dev_ldcg_i32(s->token_pos + ta + r / G) : -1;
+                const bool ok = req0 >= 0 && pos >= 0 && ps > 0 && pos / ps < blk_s[2];
+                qpos_s[r] = ok ? pos : -1;
+                if (ok) atomicMax(&blk_s[1], pos);
+            }
+            pk_cta_sync();
+            const int maxpos = blk_s[1];
+            /* a warp per q-row, R in flight (every row's loads first): RoPE(qk-norm(q)) into Qs */
+            constexpr int R = NP <= 2 ? 4 : 2;
+            for (int rb = warp * R; rb < nrows; rb += PK_DEV_WARPS * R) {
+                float a[R][NP], b[R][NP];
 #pragma unroll
-                        for (int ii = 0; ii < NP; ii++) {
-                            const int d = lane + 32 * ii;
-                            if (d < half) {
-                                qrow[d] = pk_dev_f32_to_bf16(ya[ii]);
-                                qrow[d + half] = pk_dev_f32_to_bf16(yb[ii]);
-                            }
+                for (int u = 0; u < R; u++) {
+                    const int r = rb + u;
+#pragma unroll
+                    for (int ii = 0; ii < NP; ii++) a[u][ii] = b[u][ii] = 0.0f;
+                    if (r < nrows && qpos_s[r] >= 0)
+                        pk_att_head_load<NP>(qkv + (ta + r / G) * qkv_stride + g * group_cols + (int64_t)(r % G) * D, D,
+                                             lane, a[u], b[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < R; u++) {
+                    const int r = rb + u;
+                    if (r >= nrows) break;
+                    pk_bf16 *qrow = Qs + r * LD;
+                    if (qpos_s[r] < 0) {
+                        for (int d = lane; d < D; d += 32) qrow[d] = (pk_bf16)0;
+                        continue;
+                    }
+                    float cs[NP], sn[NP], ya[NP], yb[NP];
+                    pk_att_cos_sin<NP>(inv, half, qpos_s[r], lane, cs, sn);
+                    pk_att_head_math<NP>(a[u], b[u], q_norm, eps, cs, sn, D, lane, ya, yb);
+#pragma unroll
+                    for (int ii = 0; ii < NP; ii++) {
+                        const int d = lane + 32 * ii;
+                        if (d < half) {
+                            qrow[d] = pk_dev_f32_to_bf16(ya[ii]);
+                            qrow[d + half] = pk_dev_f32_to_bf16(yb[ii]);
                         }
                     }
-                    if (lane == 0) qpos_s[i * G + h] = valid ? pos : -1;
                 }
             }
-            for (int i = nrows + threadIdx.x; i < PK_APF_QROWS; i += PK_CUDA_THREADS) qpos_s[i] = -1;
-            pk_cta_sync();
-            if (threadIdx.x == 0) {
-                int mp = -1;
-                for (int i = 0; i < nrows; i++) mp = qpos_s[i] > mp ? qpos_s[i] : mp;
-                blk_s[1] = mp;
-            }
-            pk_cta_sync();
-            maxpos = blk_s[1];
+            pk_cta_sync(); /* Qs and qpos_s are written */
 
             /* 2. the warp's Q fragments: lane l addresses row 16 w + l % 16, column 8 (l / 16) + 16 ks */
             const int r0 = 16 * warp;
@@ -148,27 +195,38 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
 
-            /* 3. the split's blocks up to the Q block's largest position, in two stages: block i + 1's
-             * page-table slots are looked up while block i's copies land, and its K / V copies go
-             * out after the iteration's one barrier, before block i's math (the barrier also says
-             * every warp is done with block i - 1, whose buffers block i + 1 takes) */
+            /* 3. the split's blocks up to the Q block's largest position, nst stages in flight
+             * (pk_apf_nst; they take Qs's place, whose fragments are in registers now). Block
+             * i + nst - 1's copies go out after iteration i's one barrier (which also says every
+             * warp is done with block i - 1, whose stage they take), before block i's math. Its
+             * page-table entries were loaded into registers of warp 0 one iteration earlier and
+             * are stored as slots before the barrier: no lookup's round trip on the barrier's path. */
             const int jstep = PK_APF_KB * nsplit, nch = D / 8; /* nch: 16-byte chunks a row */
-            auto lookup = [&](int jb, int buf) { /* block jb's slots (-1: past maxpos) */
+            const int j0 = PK_APF_KB * split;
+            const int nblk = maxpos < j0 ? 0 : (maxpos - j0) / jstep + 1;
+            const int32_t *pt = s->page_table + (int64_t)(req0 > 0 ? req0 : 0) * s->pages_per_req;
+            int look_j = 0, look_page = -1; /* threads < KB: the position and page entry loaded last */
+            auto look_issue = [&](int k) { /* block k's page entries into registers (-1: none) */
                 if (threadIdx.x < PK_APF_KB) {
-                    const int j = jb + threadIdx.x;
-                    slot_s[buf * PK_APF_KB + threadIdx.x] = j <= maxpos ? pk_att_slot(s, req0, j) : -1;
+                    look_j = j0 + k * jstep + threadIdx.x;
+                    look_page = k < nblk && look_j <= maxpos ? pk_dev_ldcg_i32(pt + look_j / ps) : -1;
                 }
             };
-            auto issue = [&](int buf) { /* the copies of the block whose slots are in buffer buf */
-                for (int e = threadIdx.x; e < 2 * PK_APF_KB * nch; e += PK_CUDA_THREADS) {
+            auto look_store = [&](int k) { /* ... as block k's slots */
+                if (threadIdx.x < PK_APF_KB)
+                    slot_s[(k % nst) * PK_APF_KB + threadIdx.x] = look_page < 0 ? -1 : look_page * ps + look_j % ps;
+            };
+            auto issue = [&](int k) { /* block k's copies into stage k % nst (one commit group, maybe empty) */
+                pk_bf16 *Kst = stages + (k % nst) * 2 * PK_APF_KB * LD, *Vst = Kst + PK_APF_KB * LD;
+                for (int e = threadIdx.x; e < (k < nblk ? 2 * PK_APF_KB * nch : 0); e += PK_CUDA_THREADS) {
                     const int which = e / (PK_APF_KB * nch), r = (e / nch) % PK_APF_KB, c = 8 * (e % nch);
-                    pk_bf16 *dst = (which ? Vs : Ks) + (buf * PK_APF_KB + r) * LD + c;
-                    const int64_t slot = slot_s[buf * PK_APF_KB + r];
+                    pk_bf16 *dst = (which ? Vst : Kst) + r * LD + c;
+                    const int slot = slot_s[(k % nst) * PK_APF_KB + r];
                     if (slot < 0) {
                         *(uint4 *)dst = make_uint4(0, 0, 0, 0);
                         continue;
                     }
-                    const pk_bf16 *src = (which ? v_cache : k_cache) + (slot * Hkv + g) * D + c;
+                    const pk_bf16 *src = (which ? v_cache : k_cache) + ((int64_t)slot * Hkv + g) * D + c;
                     if (vec)
                         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
                                          (uint32_t)__cvta_generic_to_shared(dst)),
@@ -179,16 +237,21 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                 }
                 asm volatile("cp.async.commit_group;" ::: "memory");
             };
-            int jb = PK_APF_KB * split;
-            if (jb <= maxpos) lookup(jb, 0);
-            pk_cta_sync();
-            if (jb <= maxpos) issue(0);
-            for (int buf = 0; jb <= maxpos; jb += jstep, buf ^= 1) {
-                if (jb + jstep <= maxpos) lookup(jb + jstep, buf ^ 1);
-                asm volatile("cp.async.wait_all;" ::: "memory"); /* block jb's copies */
+            for (int k = 0; k < nst - 1; k++) {
+                look_issue(k);
+                look_store(k);
+            }
+            look_issue(nst - 1);
+            pk_cta_sync(); /* the slots are visible; every warp holds its Q fragments (Qs is free) */
+            for (int k = 0; k < nst - 1; k++) issue(k);
+            for (int i = 0; i < nblk; i++) {
+                look_store(i + nst - 1);
+                look_issue(i + nst);
+                pk_apf_wait_group(nst - 2); /* block i's copies (this thread's) */
                 pk_cta_sync();
-                if (jb + jstep <= maxpos) issue(buf ^ 1);
-                const pk_bf16 *Kb = Ks + buf * PK_APF_KB * LD, *Vb = Vs + buf * PK_APF_KB * LD;
+                issue(i + nst - 1);
+                const int jb = j0 + i * jstep;
+                const pk_bf16 *Kb = stages + (i % nst) * 2 * PK_APF_KB * LD, *Vb = Kb + PK_APF_KB * LD;
                 if (active) {
                     /* S: 4 n8 tiles of positions; ldmatrix x4 over Ks (rows = positions): lane l →
                      * position 16 q2 + l % 8 + (q / 2) · 8 of pair q2, dims 16 ks + (q % 2) · 8 */
@@ -269,7 +332,8 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                     }
                 }
             }
-            pk_cta_sync(); /* every warp is done with the blocks' buffers (no copy is left in flight) */
+            asm volatile("cp.async.wait_all;" ::: "memory"); /* the empty groups past nblk */
+            pk_cta_sync(); /* every warp is done with the stages (Qs of the next Q block) */
 
             /* 4. the rows' results */
             if (active) {

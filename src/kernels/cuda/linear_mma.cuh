@@ -306,21 +306,6 @@ __device__ inline void pk_mma_block_run(const pk_lin_args &a, int t0, int nt, in
     pk_cta_sync(); /* every warp is done with the stages */
 }
 
-/* The whole tile (header). Whole CTA; ends with a barrier (shared memory is free again). */
-template <int XN, int BN>
-__device__ inline void pk_lin_mma(const pk_lin_args &a, char *smem) {
-    float *scale_s = (float *)smem;                           /* [BM] */
-    pk_bf16 *stages = (pk_bf16 *)(smem + PK_MMA_BM * 4);      /* [S][stage] */
-    for (int t0 = 0; t0 < a.n_tok; t0 += PK_MMA_BM) {
-        const int nt = a.n_tok - t0 < PK_MMA_BM ? a.n_tok - t0 : PK_MMA_BM;
-        if (XN == PK_LIN_RMSNORM) {
-            pk_mma_rms_scales(a, t0, nt, scale_s);
-            pk_cta_sync();
-        }
-        for (int j0 = 0; j0 < a.ncols; j0 += BN) pk_mma_block_run<XN, BN>(a, t0, nt, j0, scale_s, stages);
-    }
-}
-
 /* A chunk's tiles (pk_lin_chunk): ceil(n_tok / BM) row blocks x ceil(cn / cw) column blocks of cw
  * columns (the mma block's bn, or its largest multiple of ch.unit), row block major; task `rank`
  * takes tiles [rank · n / m, (rank + 1) · n / m), so it keeps one row block, and its rmsnorm
@@ -347,9 +332,10 @@ __device__ __forceinline__ int pk_chunk_bn(const pk_lin_chunk &ch, int n_tok) {
     return (int64_t)((n_tok + PK_MMA_BM - 1) / PK_MMA_BM) * wide.cbs >= ch.m ? 128 : 64;
 }
 
-/* The task's tiles of its chunk: a as the chunk's tile (columns from n0 + dc0), then each tile of
- * the run, its columns cut to the tile's. The bits of every output are those of pk_lin_mma: a
- * row's scale and each output's K sum do not depend on the tile it falls in. */
+/* The task's tiles of its chunk (the task's own tile: a chunk of one task, pk_lin_mma_call): a as
+ * the chunk's tile (columns from n0 + dc0), then each tile of the run, its columns cut to the
+ * tile's. A row's scale and each output's K sum do not depend on the tile it falls in, so the
+ * bits do not depend on the chunking. Whole CTA; ends with a barrier (shared memory is free). */
 template <int XN, int BN>
 __device__ inline void pk_lin_mma_chunk(const pk_lin_args &a_in, char *smem) {
     float *scale_s = (float *)smem;                      /* [BM] */
@@ -391,21 +377,17 @@ __device__ inline void pk_dev_swiglu_chunk(const pk_bf16 *gu, int64_t gu_stride,
 
 /* Out of line: one copy per XN however many kinds and layers reach it, and the one-row paths
  * that pk_lin_tile inlines keep their own register allocation. A chunk's tiles (no accumulator:
- * its share of x + acc is written per task) or the task's own: tiles wider than 64 columns take
- * 128-column blocks (x streamed half as often), narrower ones 64 (no math on empty columns). */
+ * its share of x + acc is written per task), else the task's own tile as a chunk of one task; the
+ * mma block is 128 columns wide (x streamed half as often) where that leaves every task of the
+ * chunk a tile, else 64 (no math on empty columns of narrow tiles). */
 template <int XN>
-__device__ __noinline__ void pk_lin_mma_call(const pk_lin_args &a, char *smem) {
-    if (a.ch.m > 1 && !a.acc) {
-        if (pk_chunk_bn(a.ch, a.n_tok) == 128)
-            pk_lin_mma_chunk<XN, 128>(a, smem);
-        else
-            pk_lin_mma_chunk<XN, 64>(a, smem);
-        return;
-    }
-    if (a.ncols > 64)
-        pk_lin_mma<XN, 128>(a, smem);
+__device__ __noinline__ void pk_lin_mma_call(const pk_lin_args &a_in, char *smem) {
+    pk_lin_args a = a_in;
+    if (a.ch.m <= 1 || a.acc) a.ch = pk_lin_chunk{0, a.ncols, 0, 1, 0};
+    if (a.ch.m > 1 ? pk_chunk_bn(a.ch, a.n_tok) == 128 : a.ncols > 64)
+        pk_lin_mma_chunk<XN, 128>(a, smem);
     else
-        pk_lin_mma<XN, 64>(a, smem);
+        pk_lin_mma_chunk<XN, 64>(a, smem);
 }
 
 #endif /* PK_CUDA_LINEAR_MMA_CUH */

@@ -227,6 +227,31 @@ void pk_cpu_run_task(const pk_kernel *k, const pk_task *t, _Atomic uint64_t *gro
         } else { /* task index = KV-head group · kv_splits + split; its partial tile is its own */
             const int S = p->kv_splits, groups = (int)p->grid / S, nkv = p->num_kv_heads / groups;
             const int group = (int)t->index / S, nheads = p->num_q_heads / groups, D = p->head_dim;
+            const int R = PK_ATTN_DIRECT_ROWS(S, p->num_q_heads / p->num_kv_heads);
+            if (n > 1 && n >= R) {
+                /* A step of many rows (pk_abi.h): the partial tensor has R rows only, so split 0
+                 * takes the group alone, R rows at a time through the group's partial tiles: every
+                 * split's partial, then the fold, as the split path does row by row, so a row's bits
+                 * do not depend on the step's rows. The counter stays untouched. */
+                if ((int)t->index % S != 0) break;
+                const pk_bf16 *qkv = base(k, &v[PK_V_ATT_QKV]);
+                float *part = (float *)base(k, &v[PK_V_ATT_OUT]) + (int64_t)group * S * nheads * (D + 2);
+                pk_bf16 *out = (pk_bf16 *)base(k, &v[PK_V_ATTP_COMBINED]) + (int64_t)group * nheads * D;
+                const int64_t qs = (int64_t)v[PK_V_ATT_QKV].row_stride, ps = (int64_t)v[PK_V_ATT_OUT].row_stride;
+                const int64_t os = (int64_t)v[PK_V_ATTP_COMBINED].row_stride;
+                for (int r0 = 0; r0 < n; r0 += R) {
+                    pk_attn_step c = s;
+                    c.n_tok = n - r0 < R ? n - r0 : R;
+                    c.token_pos += r0;
+                    c.token_req += r0;
+                    for (int sp = 0; sp < S; sp++)
+                        pk_cpu_attention_partial(p, &c, group * nkv, nkv, sp, S, qkv + r0 * qs, qs,
+                                                 base(k, &v[PK_V_ATT_K_CACHE]), base(k, &v[PK_V_ATT_V_CACHE]), qn, kn,
+                                                 part + (int64_t)sp * nheads * (D + 2), ps);
+                    pk_cpu_attention_combine(c.n_tok, nheads, D, S, part, ps, out + r0 * os, os);
+                }
+                break;
+            }
             pk_cpu_attention_partial(p, &s, group * nkv, nkv, (int)t->index % S, S, base(k, &v[PK_V_ATT_QKV]),
                                      (int64_t)v[PK_V_ATT_QKV].row_stride, base(k, &v[PK_V_ATT_K_CACHE]),
                                      base(k, &v[PK_V_ATT_V_CACHE]), qn, kn, tile(k, &v[PK_V_ATT_OUT]),

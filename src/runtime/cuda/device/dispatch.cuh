@@ -231,18 +231,22 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           const float *group_part, pk_bf16 *group_out,
                                                           int64_t out_stride, int nheads, pk_u64 *counter) {
     const int G = p->num_kv_heads > 0 ? p->num_q_heads / p->num_kv_heads : 0;
-    if (staged <= 0 && s->n_tok * G >= nsplit * (PK_APF_QROWS / 2) && G > 0 && pk_att_prefill_ok<NP>(p->head_dim, G)) {
+    static_assert(PK_ATTN_DIRECT_QROWS == PK_APF_QROWS / 2, "a task's q-rows of a direct step: half a Q block");
+    if (staged <= 0 && s->n_tok > 1 && G > 0 && s->n_tok >= PK_ATTN_DIRECT_ROWS(nsplit, G)) {
         /* A step of many rows (q-rows for at least half the group's tasks to get a full Q block;
-         * fewer, e.g. a few decode rows at a long context, keep the split over the KV length): the
-         * group's tasks share its Q blocks, each over the whole KV length, and write out directly:
-         * no partials, no fold (one task per group folded every row's partials, serially: near
-         * half the layer's time in a 512-row step). Each writes every row's K / V (the same
-         * values) and reads only its own writes. group_out is out's columns of head kv0; the
-         * kernel indexes out by absolute head. No task of such a step calls pk_last_of, so the
-         * counter stays whole. */
-        pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm,
-                                   group_out - (int64_t)kv0 * G * p->head_dim, out_stride, nullptr, 0, smem, split,
-                                   nsplit);
+         * fewer, e.g. a few decode rows at a long context, keep the split over the KV length, and
+         * only they fit the partial tensor: pk_abi.h): the group's tasks share its Q blocks, each
+         * over the whole KV length, and write out directly: no partials, no fold (one task per
+         * group folded every row's partials, serially: near half the layer's time in a 512-row
+         * step). Each writes every row's K / V (the same values) and reads only its own writes.
+         * group_out is out's columns of head kv0; the kernel indexes out by absolute head. Head
+         * sizes without the tensor-core path: split 0 takes the group alone. No task of such a step
+         * calls pk_last_of, so the counter stays whole. */
+        const bool mma = pk_att_prefill_ok<NP>(p->head_dim, G);
+        if (mma || split == 0)
+            pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm,
+                                       k_norm, group_out - (int64_t)kv0 * G * p->head_dim, out_stride, nullptr, 0,
+                                       smem, mma ? split : 0, mma ? nsplit : 1);
         return;
     }
     if (staged > 0)
