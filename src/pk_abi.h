@@ -108,7 +108,6 @@ typedef struct pk_event {
     uint32_t last_task;
 } pk_event;
 
-/* Per-layer scalars a task needs besides its views. */
 /* A split attention layer (kv_splits S > 1, G query heads per KV head) runs a step of n_tok > 1
  * rows with n_tok >= PK_ATTN_DIRECT_ROWS(S, G) directly: each KV group's tasks over the whole KV
  * length, writing out (the GPU's tasks share the group's Q blocks, PK_ATTN_DIRECT_QROWS q-rows a
@@ -118,6 +117,7 @@ typedef struct pk_event {
 #define PK_ATTN_DIRECT_QROWS 64
 #define PK_ATTN_DIRECT_ROWS(S, G) (((S) * PK_ATTN_DIRECT_QROWS + (G) - 1) / (G))
 
+/* Per-layer scalars a task needs besides its views. */
 typedef struct pk_layer_params {
     uint32_t kind;       /* pk_task_kind of its tasks (partial for argmax) */
     uint32_t grid;

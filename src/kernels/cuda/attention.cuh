@@ -194,6 +194,20 @@ __device__ __forceinline__ void pk_att_head(const pk_bf16 *x, const pk_bf16 *nor
     pk_att_head_math<NP, NSM>(a, b, norm_w, eps, cs, sn, D, lane, ya, yb);
 }
 
+/* row[i] = bf16(ya[ii]), row[i + half] = bf16(yb[ii]) for this lane's pairs i = lane + 32·ii
+ * (pk_att_head's output as a bf16 row: a K cache row, a Q row of the tensor-core path). */
+template <int NP>
+__device__ __forceinline__ void pk_att_put_head(pk_bf16 *row, const float *ya, const float *yb, int half, int lane) {
+#pragma unroll
+    for (int ii = 0; ii < NP; ii++) {
+        const int i = lane + 32 * ii;
+        if (i < half) {
+            row[i] = pk_dev_f32_to_bf16(ya[ii]);
+            row[i + half] = pk_dev_f32_to_bf16(yb[ii]);
+        }
+    }
+}
+
 /* sc[h] += q_s[h] · k for h < nh, k one cache row [D]: the lane's own position. The vector path
  * issues the row's loads 8 at a time (one L2 round trip per 128 bytes, not one per 16), then
  * adds in ascending d as before. */
@@ -391,14 +405,7 @@ __device__ inline void pk_att_kv_rows(const pk_layer_params *p, const float *inv
                 const int64_t off = ((int64_t)slot * Hkv + g) * D;
                 const pk_bf16 *vx = qkv + (c0 + t) * qkv_stride + g * group_cols + (int64_t)(G + 1) * D;
                 pk_bf16 *vd = v_cache + off;
-#pragma unroll
-                for (int ii = 0; ii < NP; ii++) {
-                    const int i = lane + 32 * ii;
-                    if (i < half) {
-                        k_cache[off + i] = pk_dev_f32_to_bf16(ya[ii]);
-                        k_cache[off + i + half] = pk_dev_f32_to_bf16(yb[ii]);
-                    }
-                }
+                pk_att_put_head<NP>(k_cache + off, ya, yb, half, lane);
                 if (pk_dev_aligned4(vx) && pk_dev_aligned4(vd)) {
 #pragma unroll
                     for (int ii = 0; ii < NP; ii++)
@@ -505,14 +512,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         const pk_bf16 *vx = kx + D;
         const int64_t off = (pk_att_slot(s, req, pos) * Hkv + g) * D;
         pk_att_head<NP>(kx, k_norm, eps, cs, sn, D, lane, ya, yb);
-#pragma unroll
-        for (int ii = 0; ii < NP; ii++) {
-            int i = lane + 32 * ii;
-            if (i < half) {
-                k_cache[off + i] = pk_dev_f32_to_bf16(ya[ii]);
-                k_cache[off + i + half] = pk_dev_f32_to_bf16(yb[ii]);
-            }
-        }
+        pk_att_put_head<NP>(k_cache + off, ya, yb, half, lane);
         pk_bf16 *vd = v_cache + off;
         if (pk_dev_aligned4(vx) && pk_dev_aligned4(vd)) {
             for (int i = lane; i < half; i += 32) ((uint32_t *)vd)[i] = pk_dev_ldcg4(vx + 2 * i);

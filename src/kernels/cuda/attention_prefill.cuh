@@ -53,12 +53,13 @@ __host__ __device__ constexpr int pk_apf_nst(int D) {
 }
 static_assert(pk_apf_nst(128) == 5 && pk_apf_nst(256) == 2, "the stages the comments count");
 
-/* Whether the tensor-core path takes a layer of head size D and G query heads per KV head (Qs,
- * [QROWS][D + 8] bf16, fits the stages' area too). */
+/* Qs [QROWS][D + 8] fits the area of two stages, so nst >= 2 is all the area needs. */
+static_assert(PK_APF_QROWS <= 2 * 2 * PK_APF_KB, "Qs fits two K / V stages");
+
+/* Whether the tensor-core path takes a layer of head size D and G query heads per KV head. */
 template <int NP>
 __device__ __forceinline__ bool pk_att_prefill_ok(int D, int G) {
-    return D % 16 == 0 && D <= 64 * NP && G <= PK_APF_QROWS && pk_apf_nst(D) >= 2 &&
-           PK_APF_QROWS * (D + 8) * 2 <= pk_apf_nst(D) * 2 * PK_APF_KB * (D + 8) * 2;
+    return D % 16 == 0 && D <= 64 * NP && G <= PK_APF_QROWS && pk_apf_nst(D) >= 2;
 }
 
 /* cp.async.wait_group n for a run-time n in [0, PK_APF_MAX_NST - 2] (the instruction takes an
@@ -166,14 +167,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                     float cs[NP], sn[NP], ya[NP], yb[NP];
                     pk_att_cos_sin<NP>(inv, half, qpos_s[r], lane, cs, sn);
                     pk_att_head_math<NP>(a[u], b[u], q_norm, eps, cs, sn, D, lane, ya, yb);
-#pragma unroll
-                    for (int ii = 0; ii < NP; ii++) {
-                        const int d = lane + 32 * ii;
-                        if (d < half) {
-                            qrow[d] = pk_dev_f32_to_bf16(ya[ii]);
-                            qrow[d + half] = pk_dev_f32_to_bf16(yb[ii]);
-                        }
-                    }
+                    pk_att_put_head<NP>(qrow, ya, yb, half, lane);
                 }
             }
             pk_cta_sync(); /* Qs and qpos_s are written */
