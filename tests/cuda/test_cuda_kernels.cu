@@ -163,7 +163,7 @@ WRAP k_chunk_grid(int xn, const pk_bf16 *x, const pk_bf16 *nw, const pk_bf16 *re
                   int N, int G, int m, int block, pk_bf16 *gu, pk_bf16 *out) {
     SMEM;
     const int b = blockIdx.x, n0 = (int)((int64_t)b * N / G), nc = (int)((int64_t)(b + 1) * N / G) - n0;
-    const pk_lin_chunk ch = m > 1 ? pk_lin_chunk_of(b, N, G, m, 2 * block) : pk_lin_chunk{0, 0, 0, 1, 0};
+    const pk_lin_chunk ch = m > 1 ? pk_lin_chunk_of(b, N, G, m, 2 * block) : PK_LIN_OWN_TILE;
     if (block > 0) {
         pk_dev_rmsnorm_linear(x, K, nw, 1e-6f, n_tok, K, &w, n0, nc, gu + n0, N, smem_, nullptr, 0, nullptr, 0,
                               nullptr, 0, 0, 0, ch);

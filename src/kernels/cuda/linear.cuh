@@ -59,6 +59,7 @@ typedef struct pk_lin_chunk {
     int dc0, cn, rank, m;
     int unit; /* a tile's columns are a multiple of it (the SwiGLU's gate / up pair 2 · block; 0: any) */
 } pk_lin_chunk;
+#define PK_LIN_OWN_TILE (pk_lin_chunk{0, 0, 0, 1, 0}) /* m 1: the task's own tile */
 
 /* Task idx's chunk in a layer of N columns over G tasks, m tasks a chunk (build.c's tiles:
  * [i · N / G, (i + 1) · N / G)). */
@@ -838,7 +839,7 @@ __device__ __forceinline__ void pk_dev_linear(const pk_bf16 *x, int64_t x_stride
                                      const pk_rows *w, int n0, int ncols, const pk_bf16 *residual,
                                      int64_t res_stride, pk_bf16 *out, int64_t out_stride,
                                      char *smem, const pk_bf16 *wst = nullptr, int wst_rows = 0,
-                                     pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
+                                     pk_lin_chunk ch = PK_LIN_OWN_TILE) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
                      residual, res_stride, out, out_stride, wst, wst_rows, NULL, 0, NULL, 0, 0, 0, ch};
     pk_lin_tile<PK_LIN_PLAIN>(a, smem);
@@ -851,7 +852,7 @@ __device__ __forceinline__ void pk_dev_rmsnorm_linear(const pk_bf16 *x, int64_t 
                                              const pk_bf16 *wst = nullptr, int wst_rows = 0,
                                              const int64_t *acc = nullptr, int64_t acc_stride = 0,
                                              pk_bf16 *sum = nullptr, int64_t sum_stride = 0, int sum0 = 0,
-                                             int sum1 = 0, pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
+                                             int sum1 = 0, pk_lin_chunk ch = PK_LIN_OWN_TILE) {
     pk_lin_args a = {x, x_stride, n_tok, K, norm_w, eps, w, n0, ncols,
                      NULL, 0, out, out_stride, wst, wst_rows, acc, acc_stride, sum, sum_stride, sum0, sum1, ch};
     pk_lin_tile<PK_LIN_RMSNORM>(a, smem);
@@ -862,7 +863,7 @@ __device__ __forceinline__ void pk_dev_silu_mul_linear(const pk_bf16 *x, int64_t
                                               const pk_bf16 *residual, int64_t res_stride,
                                               pk_bf16 *out, int64_t out_stride, char *smem,
                                               const pk_bf16 *wst = nullptr, int wst_rows = 0,
-                                              pk_lin_chunk ch = pk_lin_chunk{0, 0, 0, 1, 0}) {
+                                              pk_lin_chunk ch = PK_LIN_OWN_TILE) {
     pk_lin_args a = {x, x_stride, n_tok, K, NULL, 0.0f, w, n0, ncols,
                      residual, res_stride, out, out_stride, wst, wst_rows, NULL, 0, NULL, 0, 0, 0, ch};
     pk_lin_tile<PK_LIN_SILU_MUL>(a, smem);

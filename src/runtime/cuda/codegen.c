@@ -440,7 +440,7 @@ static const char *chunk_arg(const pk_kernel *k, const pk_layer *L, int64_t N, i
     if (ok)
         snprintf(buf, len, "pk_lin_chunk_of(idx, %" PRId64 ", %d, %d, %d)", N, L->grid, m, unit);
     else
-        snprintf(buf, len, "pk_lin_chunk{0, 0, 0, 1, 0}");
+        snprintf(buf, len, "PK_LIN_OWN_TILE");
     return buf;
 }
 
