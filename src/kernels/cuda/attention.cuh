@@ -362,9 +362,9 @@ __device__ inline void pk_att_kv_rows(const pk_layer_params *p, const float *inv
             int slot = -1;
             if (req >= 0 && pos >= 0 && ps > 0 && pos / ps < ppr && pk_att_in_split(pos, split, nsplit)) {
                 const int32_t *pt = s->page_table + (int64_t)req * ppr;
-                bool bad = false;
+                int bad = 0; /* no short circuit: the unrolled loads go out together */
 #pragma unroll 8
-                for (int i = 0; i <= pos / ps; i++) bad = bad || pk_dev_ldcg_i32(pt + i) < 0;
+                for (int i = 0; i <= pos / ps; i++) bad |= pk_dev_ldcg_i32(pt + i) < 0;
                 if (!bad) slot = (int)(pk_dev_ldcg_i32(pt + pos / ps) * ps + pos % ps);
             }
             meta[r] = slot;
