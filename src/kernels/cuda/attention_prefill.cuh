@@ -39,7 +39,8 @@
 
 #define PK_APF_QROWS (16 * PK_DEV_WARPS) /* q-rows of a Q block: 16 per warp */
 #define PK_APF_KB 32                     /* positions per block (= PK_ATTN_SPLIT_BLOCK) */
-static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK && PK_APF_KB == 32, "a block is one split block (issue's shifts: 2^5 rows)");
+#define PK_APF_KB_LOG2 5                 /* the K / V copies' shifts */
+static_assert(PK_APF_KB == PK_ATTN_SPLIT_BLOCK && PK_APF_KB == 1 << PK_APF_KB_LOG2, "a block is one split block");
 
 #define PK_APF_MAX_NST 6                 /* K / V stages in flight at most */
 
@@ -217,7 +218,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
             auto issue = [&](int k) { /* block k's copies into stage k % nst (one commit group, maybe empty) */
                 pk_bf16 *Kst = stages + (k % nst) * 2 * PK_APF_KB * LD, *Vst = Kst + PK_APF_KB * LD;
                 for (int e = threadIdx.x; e < (k < nblk ? 2 * PK_APF_KB * nch : 0); e += PK_CUDA_THREADS) {
-                    const int which = nch2 ? e >> (lg + 5) : e / (PK_APF_KB * nch);
+                    const int which = nch2 ? e >> (lg + PK_APF_KB_LOG2) : e / (PK_APF_KB * nch);
                     const int r = nch2 ? (e >> lg) & (PK_APF_KB - 1) : (e / nch) % PK_APF_KB;
                     const int c = 8 * (nch2 ? e & (nch - 1) : e % nch);
                     pk_bf16 *dst = (which ? Vst : Kst) + r * LD + c;
