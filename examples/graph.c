@@ -15,9 +15,9 @@ int main(void) {
     for (int i = 0; i < V * H; i++) lm_head[i] = bf16((float)(i * 53 % 103) / 103 - 0.5f);
     for (int i = 0; i < H; i++) norm[i] = bf16(1.0f);
 
-    pk_config cfg = pk_config_default();       /* 4 workers, T = 64 tokens per step, CPU */
-    const int64_t T = cfg.max_tokens_per_step;
+    pk_config cfg = pk_config_default();       /* 4 workers, the CPU, the backend's step rows */
     pk_kernel *k = pk_kernel_new(&cfg);
+    const int64_t T = pk_kernel_config(k)->max_tokens_per_step; /* rows per step: 64 on the CPU */
     pk_tensor *emb = pk_attach_input(k, "embed", PK_DTYPE_BF16, 2, (int64_t[]){V, H}, NULL, embed);
     pk_tensor *nw = pk_attach_input(k, "norm", PK_DTYPE_BF16, 1, (int64_t[]){H}, NULL, norm);
     pk_tensor *w = pk_attach_input(k, "lm_head", PK_DTYPE_BF16, 2, (int64_t[]){V, H}, NULL, lm_head);

@@ -81,7 +81,8 @@ typedef struct pk_config {
     int num_remote_schedulers; /* schedulers for events from other ranks; 0 when world_size 1 */
     int max_seq_length;        /* longest request, prompt + generated tokens */
     int max_requests;          /* requests decoded together; more wait for a free slot */
-    int max_tokens_per_step;   /* T: tokens one step carries (prefill chunk + decodes) */
+    int max_tokens_per_step;   /* T: tokens one step carries (prefill chunk + decodes); 0: the
+                                * backend's (CUDA 512, CPU 64), at least max_requests */
     int page_size;             /* KV cache tokens per page */
     int num_pages;             /* KV cache pages shared by all requests */
     int64_t eos_token_id;      /* generation stops after this token; -1: never */

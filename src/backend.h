@@ -26,6 +26,11 @@ typedef struct pk_backend_i {
      * Called by pk_kernel_new before the kernel is set up, so errors go to err (err_len bytes). */
     pk_status (*default_workers)(int device, int *workers, char *err, size_t err_len);
 
+    /* The rows a step carries where pk_config.max_tokens_per_step is 0 ("auto"): the prompt
+     * chunk size the backend is fastest with (the CUDA backend's multi-row steps run on tensor
+     * cores, where small chunks re-read the weights each chunk; the CPU's are row loops). */
+    int default_step_tokens;
+
     /* The figures of k's device (k->cfg set, num_workers resolved): stage size and the static
      * schedule's cost model. Never fails: a backend that cannot probe its device gives the
      * figures it builds for. */

@@ -597,10 +597,7 @@ pk_config make_config(const options *o, int prompt_len, const pk_model_info *inf
     c.num_workers = o->threads ? o->threads : (cores > 0 ? (int)cores : 1);
     if (c.backend == PK_BACKEND_CUDA && !o->threads) c.num_workers = 0; /* the backend picks one per SM */
     c.max_requests = 1;
-    /* rows a step carries: the CUDA backend's multi-row steps run on tensor cores, where a
-     * prompt in chunks of 64 re-read the weights every 64 tokens; its one-row decode steps are the
-     * same at 512 (docs/PERF.md) */
-    c.max_tokens_per_step = o->step_tokens ? o->step_tokens : c.backend == PK_BACKEND_CUDA ? 512 : 64;
+    c.max_tokens_per_step = o->step_tokens; /* 0: the backend's (pk.h) */
     c.attention_kv_splits = o->kv_splits; /* 0: pk picks */
     c.spec_length = o->spec_length;
     c.spec_ngram = o->spec_ngram;
@@ -662,11 +659,11 @@ static int cmd_generate(options *o) {
         die("the prompt has %d tokens; the model takes at most %d (max_position_embeddings %d, one "
             "position kept for a generated token)", n, info.max_position_embeddings - 1, info.max_position_embeddings);
     pk_config c = make_config(o, n, &info);
-    if (o->logits && n > c.max_tokens_per_step && c.max_tokens_per_step != 1)
-        die("--logits needs the prompt in one step (%d tokens, at most %d), or --step-tokens 1", n,
-            c.max_tokens_per_step);
     pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);
+    const int T = pk_kernel_config(k)->max_tokens_per_step; /* the backend's where --step-tokens is not given */
+    if (o->logits && n > T && T != 1)
+        die("--logits needs the prompt in one step (%d tokens, at most %d), or --step-tokens 1", n, T);
     double t0 = now_s();
     if (pk_compile(k, NULL) != PK_OK) die("%s", pk_kernel_error(k));
     int32_t *out = malloc((size_t)o->max_tokens * sizeof *out);
@@ -679,7 +676,7 @@ static int cmd_generate(options *o) {
     if (o->nstop && !s.print_text) die("--stop ends the printed text: not with --print-ids or without a tokenizer");
     if (tok && !s.dec) die("out of memory");
     if (s.print_text && text && !o->chat) out_write(text, strlen(text));
-    if (o->logits) dump_logits(k, pk_model_logits(m), ids, n, c.max_tokens_per_step == 1, o->logits);
+    if (o->logits) dump_logits(k, pk_model_logits(m), ids, n, T == 1, o->logits);
     double t_run = now_s();
     if (pk_run(k, &req, 1, on_token, &s) != PK_OK) die("%s", pk_kernel_error(k));
     if (s.print_text) {
@@ -779,11 +776,8 @@ static int cmd_bench(options *o) {
     pk_config c = make_config(o, P, &info);
     c.max_seq_length = o->max_seq ? o->max_seq : (int)need;
     c.max_requests = B;
-    if (c.max_tokens_per_step < B) {
-        if (o->step_tokens)
-            die("--step-tokens %d is less than --batch %d: a decode step carries one row per request", o->step_tokens, B);
-        c.max_tokens_per_step = B;
-    }
+    if (o->step_tokens && o->step_tokens < B) /* 0: the backend's, at least B (pk.h) */
+        die("--step-tokens %d is less than --batch %d: a decode step carries one row per request", o->step_tokens, B);
     pk_model *m = load_model(o, &c);
     info = *pk_model_get_info(m); /* now with the weight bytes the loaded graph reads */
     pk_kernel *k = pk_model_kernel(m);

@@ -119,7 +119,7 @@ class Model:
         cfg = lib.pk_config_default()
         cfg.backend = BACKENDS[backend]
         cfg.num_workers = (os.cpu_count() or 1) if backend == "cpu" else 0  # as `pk generate`
-        cfg.max_tokens_per_step = 64 if backend == "cpu" else 512  # as `pk generate`
+        cfg.max_tokens_per_step = 0  # the backend's choice (pk.h), as `pk generate`
         cfg.max_requests = 1
         cfg.max_seq_length = min(cfg.max_seq_length, info["max_position_embeddings"])
         for key in CONFIG_KEYS & set(config):

@@ -53,7 +53,7 @@ pk_config pk_config_default(void) {
     c.num_remote_schedulers = 0;
     c.max_seq_length = 512;
     c.max_requests = 4;
-    c.max_tokens_per_step = 64;
+    c.max_tokens_per_step = 0; /* the backend's pk_backend_i.default_step_tokens */
     c.page_size = 16;
     c.num_pages = 0; /* 0: enough for max_requests full-length requests */
     c.prefix_cache = 1;
@@ -171,6 +171,10 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
         /* In 64 bits: out-of-range values are checked below, after this. */
         int64_t pages = (int64_t)c.max_requests * (((int64_t)c.max_seq_length + c.page_size - 1) / c.page_size);
         c.num_pages = pages > INT32_MAX ? INT32_MAX : (int)pages;
+    }
+    if (c.max_tokens_per_step == 0 && pk_backend_find(c.backend)) { /* auto: at least one row per request */
+        const int t = pk_backend_find(c.backend)->default_step_tokens;
+        c.max_tokens_per_step = t > c.max_requests ? t : c.max_requests;
     }
     if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
     const pk_backend_i *backend = pk_backend_find(c.backend);

@@ -292,7 +292,7 @@ int cmd_serve(options *o) {
      * same steps, so the kernel holds them all; the CUDA backend runs one at a time so far. */
     if (c.backend == PK_BACKEND_CPU) {
         c.max_requests = o->max_requests;
-        if (c.max_tokens_per_step < c.max_requests) c.max_tokens_per_step = c.max_requests;
+        if (c.max_tokens_per_step && c.max_tokens_per_step < c.max_requests) c.max_tokens_per_step = c.max_requests;
     }
     pk_model *m = load_model(o, &c);
     pk_kernel *k = pk_model_kernel(m);

@@ -96,6 +96,7 @@ static void cpu_free(pk_kernel *k) { (void)k; /* the threads of a run end with i
 const pk_backend_i pk_cpu_backend = {
     .name = "cpu",
     .default_workers = cpu_default_workers,
+    .default_step_tokens = 64,
     .device_figures = cpu_device_figures,
     .attention_reach = cpu_attention_reach,
     .compile = cpu_compile,
