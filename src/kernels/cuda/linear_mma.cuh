@@ -2,7 +2,8 @@
 /* linear_mma.cuh — the linear family's steps of more than one row on tensor cores (sm_80+
  * mma.sync m16n8k16, bf16 in, fp32 accumulate): out[t, j] = bf16(acc) or bf16(bf16(acc) +
  * residual), acc = Σ_k xn[t, k] · W[n0 + j, k], xn as linear.cuh builds it (x, the rmsnorm of x,
- * or silu(gate) · up, rounded to bf16 as the CPU does).
+ * or silu(gate) · up, rounded to bf16 as the CPU does). sm_90a builds run the PLAIN and RMSNORM
+ * blocks on wgmma instead (linear_wgmma.cuh: the same loads, transform, tiles and epilogue).
  *
  * A task's tile is n_tok rows × ncols columns, cut into blocks of PK_MMA_BM rows (outer loop: a
  * block's rmsnorm scales are computed once) × BN columns (64, or 128 for tiles wider than 64: x is
@@ -33,6 +34,7 @@
 #define PK_CUDA_LINEAR_MMA_CUH
 
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 #define PK_MMA_BM 128
 #define PK_MMA_BK 32
@@ -56,6 +58,21 @@ __device__ constexpr int pk_mma_smem() {
 static_assert(pk_mma_smem<PK_LIN_PLAIN, 128>() <= PK_CUDA_SMEM_BYTES &&
                   pk_mma_smem<PK_LIN_SILU_MUL, 128>() <= PK_CUDA_SMEM_BYTES,
               "the mma stages fit the kernels' shared memory");
+/* wgmma's stages (linear_wgmma.cuh) start on a 1024-byte boundary after scale_s: up to this much
+ * padding */
+#define PK_WG_ALIGN 1024
+/* wgmma's ring (PLAIN and RMSNORM blocks; SILU_MUL's keep mma.sync: with Us beside As a 128-wide
+ * block's ring holds 3 stages, one slice in flight, and its 64-wide blocks read x twice as
+ * often): as many 64-byte-row stages as fit, at most 6 */
+template <int XN, int BN>
+__device__ constexpr int pk_wg_stages() {
+    constexpr int bytes = ((XN == PK_LIN_SILU_MUL ? 2 : 1) * PK_MMA_BM + BN) * PK_MMA_BK * 2;
+    constexpr int fit = (PK_CUDA_SMEM_BYTES - PK_MMA_BM * 4 - PK_WG_ALIGN) / bytes;
+    return fit > 6 ? 6 : fit;
+}
+static_assert(pk_wg_stages<PK_LIN_PLAIN, 128>() >= 4, "two slices in flight for the blocks wgmma runs");
+static_assert(pk_mma_smem<PK_LIN_SILU_MUL, 128>() + PK_WG_ALIGN <= PK_CUDA_SMEM_BYTES,
+              "mma.sync's stages fit after wgmma builds' alignment of them");
 
 /* scale_s[r] for rows [t0, t0 + nt): warp w takes rows w, w + 8, ..., four at a time, so a lane has
  * 16 loads in flight (the 128 x 4096 block of the 8B is 1 MB from L2: a dependent load per chunk
@@ -129,17 +146,28 @@ __device__ __forceinline__ void pk_mma_chunk(pk_bf16 *dst, const pk_bf16 *src, i
     *(uint4 *)dst = v;
 }
 
-/* A block's pipeline: the thread's rows of the A and B slices, resolved once per block. */
-template <int XN, int BN>
+/* A block's pipeline: the thread's rows of the A and B slices, resolved once per block. A stage
+ * holds As [BM] rows, Us [BM] (SILU_MUL) and Bs [BN], each row one K slice: SW false, rows LD
+ * elements apart (mma.sync's ldmatrix layout); SW true, rows 32 elements (64 bytes) apart in
+ * wgmma's 64-byte swizzle (wgmma.cuh pk_sw64_off; the stage on a 512-byte boundary). */
+template <int XN, int BN, bool SW>
 struct pk_mma_block {
     static constexpr int B_CHUNKS = BN * PK_MMA_CPR / PK_CUDA_THREADS;
     static_assert(B_CHUNKS * PK_CUDA_THREADS == BN * PK_MMA_CPR, "whole B chunks per thread");
+    static constexpr int NA = XN == PK_LIN_SILU_MUL ? 2 : 1; /* A-side buffers: As (and Us) */
+    static constexpr int RE = SW ? PK_MMA_BK : PK_MMA_LD;    /* elements a stage row takes */
+    static constexpr int BOFF = NA * PK_MMA_BM * RE;         /* Bs's offset in the stage */
+    static constexpr int STAGE = BOFF + BN * RE;             /* elements of one stage */
     const pk_bf16 *xa[PK_MMA_A_CHUNKS]; /* the chunk's x row (nullptr: a row past n_tok) */
     const pk_bf16 *wb[B_CHUNKS];        /* the chunk's weight row (nullptr: past ncols) */
     bool a_vec, b_vec[B_CHUNKS];
 
     __device__ __forceinline__ static int row_of(int i) { return (threadIdx.x + i * PK_CUDA_THREADS) / PK_MMA_CPR; }
     __device__ __forceinline__ static int col_of() { return 8 * (threadIdx.x % PK_MMA_CPR); }
+    /* element offset of column c (a multiple of 8) of stage row r */
+    __device__ __forceinline__ static int off(int r, int c) {
+        return SW ? (int)(pk_sw64_off(r, c / 8) / 2) : r * PK_MMA_LD + c;
+    }
 
     __device__ __forceinline__ void init(const pk_lin_args &a, int t0, int nt, int j0) {
         /* x + acc is made in registers (the transform), so with acc the raw x may take cp.async */
@@ -157,33 +185,46 @@ struct pk_mma_block {
     /* Slice k0's copies into stage st (As, Us, Bs of that stage). Call cp.async.commit after. */
     __device__ __forceinline__ void issue(const pk_lin_args &a, int k0, pk_bf16 *stage) const {
         const int c = col_of(), left = a.K - (k0 + c);
-        pk_bf16 *As = stage, *Us = stage + PK_MMA_BM * PK_MMA_LD;
-        pk_bf16 *Bs = stage + (XN == PK_LIN_SILU_MUL ? 2 : 1) * PK_MMA_BM * PK_MMA_LD;
+        pk_bf16 *As = stage, *Us = stage + PK_MMA_BM * RE, *Bs = stage + BOFF;
 #pragma unroll
         for (int i = 0; i < PK_MMA_A_CHUNKS; i++) {
             const int r = row_of(i), n = xa[i] ? left : 0;
-            pk_mma_chunk<true>(As + r * PK_MMA_LD + c, xa[i] + k0 + c, n, a_vec);
-            if (XN == PK_LIN_SILU_MUL) pk_mma_chunk<true>(Us + r * PK_MMA_LD + c, xa[i] + a.K + k0 + c, n, a_vec);
+            pk_mma_chunk<true>(As + off(r, c), xa[i] + k0 + c, n, a_vec);
+            if (XN == PK_LIN_SILU_MUL) pk_mma_chunk<true>(Us + off(r, c), xa[i] + a.K + k0 + c, n, a_vec);
         }
 #pragma unroll
         for (int i = 0; i < B_CHUNKS; i++)
-            pk_mma_chunk<false>(Bs + row_of(i) * PK_MMA_LD + c, wb[i] + k0 + c, wb[i] ? left : 0, b_vec[i]);
+            pk_mma_chunk<false>(Bs + off(row_of(i), c), wb[i] + k0 + c, wb[i] ? left : 0, b_vec[i]);
     }
 
-    /* xn of slice k0 in stage st, in place (the thread's own chunks; after the barrier that made
-     * every thread's copies of the slice visible). With acc: x + acc, and the task's columns of
-     * that sum into sum (pk_lin_x8's rule). */
+    /* RMSNORM: norm_w's 8 elements at the thread's column of slice k0 (zeros past K), one per
+     * thread (its chunks share the column). Loaded a slice ahead of its transform, so the load's
+     * latency hides behind a product instead of sitting between two barriers. */
+    __device__ __forceinline__ static uint4 norm_chunk(const pk_lin_args &a, int k0) {
+        if (XN != PK_LIN_RMSNORM) return make_uint4(0, 0, 0, 0);
+        const int k = k0 + col_of(), left = a.K - k;
+        if (left >= 8) return pk_dev_load8_norm(a.norm_w + k);
+        pk_bf16 e[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) e[q] = q < left ? pk_dev_ldw_bf16(a.norm_w + k + q) : (pk_bf16)0;
+        return make_uint4(pk_dev_pack2(e[0], e[1]), pk_dev_pack2(e[2], e[3]), pk_dev_pack2(e[4], e[5]),
+                          pk_dev_pack2(e[6], e[7]));
+    }
+
+    /* xn of slice k0 in stage st, in place: the thread's own chunks, once its copies of them
+     * landed (cp.async.wait_group is per thread; no barrier needed). g: norm_chunk(a, k0). With
+     * acc: x + acc, and the task's columns of that sum into sum (pk_lin_x8's rule). */
     __device__ __forceinline__ void transform(const pk_lin_args &a, int t0, int k0, pk_bf16 *stage,
-                                              const float *scale_s) const {
+                                              const float *scale_s, uint4 g) const {
         if (XN == PK_LIN_PLAIN) return;
         const int c = col_of(), k = k0 + c, left = a.K - k;
         if (left <= 0) return; /* zeros stay zeros */
-        pk_bf16 *As = stage, *Us = stage + PK_MMA_BM * PK_MMA_LD;
+        pk_bf16 *As = stage, *Us = stage + PK_MMA_BM * RE;
 #pragma unroll
         for (int i = 0; i < PK_MMA_A_CHUNKS; i++) {
             if (!xa[i]) continue;
             const int r = row_of(i), n = left < 8 ? left : 8;
-            uint4 *p = (uint4 *)(As + r * PK_MMA_LD + c);
+            uint4 *p = (uint4 *)(As + off(r, c));
             uint4 fv = *p, gv;
             if (XN == PK_LIN_RMSNORM) {
                 if (a.acc) {
@@ -196,17 +237,9 @@ struct pk_mma_block {
                             if (k + q >= a.sum0 && k + q < a.sum1) a.sum[t * a.sum_stride + k + q] = e[q];
                     }
                 }
-                if (n == 8) {
-                    gv = pk_dev_load8_norm(a.norm_w + k);
-                } else {
-                    pk_bf16 e[8];
-#pragma unroll
-                    for (int q = 0; q < 8; q++) e[q] = q < n ? pk_dev_ldw_bf16(a.norm_w + k + q) : (pk_bf16)0;
-                    gv = make_uint4(pk_dev_pack2(e[0], e[1]), pk_dev_pack2(e[2], e[3]), pk_dev_pack2(e[4], e[5]),
-                                    pk_dev_pack2(e[6], e[7]));
-                }
+                gv = g;
             } else {
-                gv = *(const uint4 *)(Us + r * PK_MMA_LD + c);
+                gv = *(const uint4 *)(Us + off(r, c));
             }
             float f[8], g[8], h[8];
             pk_dev_unpack8(fv, f);
@@ -255,12 +288,13 @@ __device__ __forceinline__ void pk_mma_slice(const pk_bf16 *As, const pk_bf16 *B
 template <int XN, int BN>
 __device__ inline void pk_mma_block_run(const pk_lin_args &a, int t0, int nt, int j0, const float *scale_s,
                                         pk_bf16 *stages) {
-    constexpr int S = pk_mma_stages<XN>(), SE = pk_mma_stage_elems<XN, BN>(), NI = BN / 16;
-    constexpr int BOFF = (XN == PK_LIN_SILU_MUL ? 2 : 1) * PK_MMA_BM * PK_MMA_LD;
+    using block = pk_mma_block<XN, BN, false>;
+    constexpr int S = pk_mma_stages<XN>(), SE = block::STAGE, NI = BN / 16, BOFF = block::BOFF;
+    static_assert(SE == pk_mma_stage_elems<XN, BN>(), "the stage pk_mma_smem counts");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * (BN / 2);
     const int ns = (a.K + PK_MMA_BK - 1) / PK_MMA_BK;
-    pk_mma_block<XN, BN> blk;
+    block blk;
     blk.init(a, t0, nt, j0);
     float acc[2][NI][4];
 #pragma unroll
@@ -274,17 +308,18 @@ __device__ inline void pk_mma_block_run(const pk_lin_args &a, int t0, int nt, in
         if (s < ns) blk.issue(a, s * PK_MMA_BK, stages + s * SE);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
+    uint4 g = block::norm_chunk(a, 0);
     asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory"); /* slice 0 */
-    pk_cta_sync();
-    blk.transform(a, t0, 0, stages, scale_s);
+    blk.transform(a, t0, 0, stages, scale_s, g);
     for (int s = 0; s < ns; s++) {
         pk_bf16 *cur = stages + (s % S) * SE;
         asm volatile("cp.async.wait_group %0;" ::"n"(S - 3) : "memory"); /* slice s + 1 */
         pk_cta_sync(); /* slices s (transformed) and s + 1 in place; slice s - 1's stage is free */
         if (s + S - 1 < ns) blk.issue(a, (s + S - 1) * PK_MMA_BK, stages + ((s + S - 1) % S) * SE);
         asm volatile("cp.async.commit_group;" ::: "memory");
+        if (s + 1 < ns) g = block::norm_chunk(a, (s + 1) * PK_MMA_BK);
         pk_mma_slice<BN>(cur, cur + BOFF, wm, wn, acc);
-        if (s + 1 < ns) blk.transform(a, t0, (s + 1) * PK_MMA_BK, stages + ((s + 1) % S) * SE, scale_s);
+        if (s + 1 < ns) blk.transform(a, t0, (s + 1) * PK_MMA_BK, stages + ((s + 1) % S) * SE, scale_s, g);
     }
     /* epilogue: lane holds rows g, g + 8 (g = lane / 4) and columns 2 (lane % 4) + {0, 1} of
      * each m16n8 tile */
@@ -305,6 +340,8 @@ __device__ inline void pk_mma_block_run(const pk_lin_args &a, int t0, int nt, in
     asm volatile("cp.async.wait_all;" ::: "memory"); /* only empty groups are left; no copy outlives us */
     pk_cta_sync(); /* every warp is done with the stages */
 }
+
+#include "kernels/cuda/linear_wgmma.cuh" /* the block on wgmma: needs pk_mma_block */
 
 /* A chunk's tiles (pk_lin_chunk): ceil(n_tok / BM) row blocks x ceil(cn / cw) column blocks of cw
  * columns (the mma block's bn, or its largest multiple of ch.unit), row block major; task `rank`
@@ -338,8 +375,10 @@ __device__ __forceinline__ int pk_chunk_bn(const pk_lin_chunk &ch, int n_tok) {
  * bits do not depend on the chunking. Whole CTA; ends with a barrier (shared memory is free). */
 template <int XN, int BN>
 __device__ inline void pk_lin_mma_chunk(const pk_lin_args &a_in, char *smem) {
-    float *scale_s = (float *)smem;                      /* [BM] */
-    pk_bf16 *stages = (pk_bf16 *)(smem + PK_MMA_BM * 4); /* [S][stage] */
+    float *scale_s = (float *)smem; /* [BM] */
+    /* [S][stage]; wgmma's from a 1024-byte boundary of the shared address space */
+    const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem) + PK_MMA_BM * 4;
+    pk_bf16 *stages = (pk_bf16 *)(smem + PK_MMA_BM * 4 + (PK_HAVE_WGMMA ? (PK_WG_ALIGN - s0 % PK_WG_ALIGN) % PK_WG_ALIGN : 0));
     pk_lin_args a = a_in;
     a.n0 += a.ch.dc0;
     a.out += a.ch.dc0;
@@ -354,7 +393,10 @@ __device__ inline void pk_lin_mma_chunk(const pk_lin_args &a_in, char *smem) {
             scaled = t0;
         }
         a.ncols = tl.col1(id, a.ch.cn); /* the block stops at the tile's last column */
-        pk_mma_block_run<XN, BN>(a, t0, nt, tl.col0(id), scale_s, stages);
+        if constexpr (PK_HAVE_WGMMA && XN != PK_LIN_SILU_MUL)
+            pk_wg_block_run<XN, BN>(a, t0, nt, tl.col0(id), scale_s, stages);
+        else
+            pk_mma_block_run<XN, BN>(a, t0, nt, tl.col0(id), scale_s, stages);
     }
 }
 
