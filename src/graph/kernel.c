@@ -172,12 +172,12 @@ pk_kernel *pk_kernel_new(const pk_config *cfg) {
         int64_t pages = (int64_t)c.max_requests * (((int64_t)c.max_seq_length + c.page_size - 1) / c.page_size);
         c.num_pages = pages > INT32_MAX ? INT32_MAX : (int)pages;
     }
-    if (c.max_tokens_per_step == 0 && pk_backend_find(c.backend)) { /* auto: at least one row per request */
-        const int t = pk_backend_find(c.backend)->default_step_tokens;
+    const pk_backend_i *backend = pk_backend_find(c.backend); /* NULL: check_config says so */
+    if (c.max_tokens_per_step == 0 && backend) { /* auto: at least one row per request */
+        const int t = backend->default_step_tokens;
         c.max_tokens_per_step = t > c.max_requests ? t : c.max_requests;
     }
     if (check_config(k, &c) != PK_OK) return k; /* cfg.world_size stays 0: sticky */
-    const pk_backend_i *backend = pk_backend_find(c.backend);
     if (c.num_workers == 0) {
         pk_status s = backend->default_workers(c.rank, &c.num_workers, k->err, sizeof k->err);
         if (s != PK_OK) {

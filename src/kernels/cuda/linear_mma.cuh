@@ -61,16 +61,6 @@ static_assert(pk_mma_smem<PK_LIN_PLAIN, 128>() <= PK_CUDA_SMEM_BYTES &&
 /* wgmma's stages (linear_wgmma.cuh) start on a 1024-byte boundary after scale_s: up to this much
  * padding */
 #define PK_WG_ALIGN 1024
-/* wgmma's ring (PLAIN and RMSNORM blocks; SILU_MUL's keep mma.sync: with Us beside As a 128-wide
- * block's ring holds 3 stages, one slice in flight, and its 64-wide blocks read x twice as
- * often): as many 64-byte-row stages as fit, at most 6 */
-template <int XN, int BN>
-__device__ constexpr int pk_wg_stages() {
-    constexpr int bytes = ((XN == PK_LIN_SILU_MUL ? 2 : 1) * PK_MMA_BM + BN) * PK_MMA_BK * 2;
-    constexpr int fit = (PK_CUDA_SMEM_BYTES - PK_MMA_BM * 4 - PK_WG_ALIGN) / bytes;
-    return fit > 6 ? 6 : fit;
-}
-static_assert(pk_wg_stages<PK_LIN_PLAIN, 128>() >= 4, "two slices in flight for the blocks wgmma runs");
 static_assert(pk_mma_smem<PK_LIN_SILU_MUL, 128>() + PK_WG_ALIGN <= PK_CUDA_SMEM_BYTES,
               "mma.sync's stages fit after wgmma builds' alignment of them");
 
@@ -144,6 +134,15 @@ __device__ __forceinline__ void pk_mma_chunk(pk_bf16 *dst, const pk_bf16 *src, i
         v = make_uint4(pk_dev_pack2(e[0], e[1]), pk_dev_pack2(e[2], e[3]), pk_dev_pack2(e[4], e[5]), pk_dev_pack2(e[6], e[7]));
     }
     *(uint4 *)dst = v;
+}
+
+/* Output (r, j) of a block starting at row t0 (nt rows): bf16(acc), or bf16(bf16(acc) + residual);
+ * nothing past the block's rows or the tile's columns. Both block loops' epilogue. */
+__device__ __forceinline__ void pk_mma_store(const pk_lin_args &a, int t0, int nt, int r, int j, float y) {
+    if (r >= nt || j >= a.ncols) return;
+    const int t = t0 + r;
+    if (a.residual) y = pk_dev_round_bf16(y) + pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
+    a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
 }
 
 /* A block's pipeline: the thread's rows of the A and B slices, resolved once per block. A stage
@@ -328,15 +327,9 @@ __device__ inline void pk_mma_block_run(const pk_lin_args &a, int t0, int nt, in
 #pragma unroll
         for (int ni = 0; ni < NI; ni++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int r = wm + 16 * mi + lane / 4 + (q / 2) * 8, j = j0 + wn + 8 * ni + 2 * (lane % 4) + q % 2;
-                if (r >= nt || j >= a.ncols) continue;
-                const int t = t0 + r;
-                float y = acc[mi][ni][q];
-                if (a.residual)
-                    y = pk_dev_round_bf16(y) + pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
-                a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
-            }
+            for (int q = 0; q < 4; q++)
+                pk_mma_store(a, t0, nt, wm + 16 * mi + lane / 4 + (q / 2) * 8,
+                             j0 + wn + 8 * ni + 2 * (lane % 4) + q % 2, acc[mi][ni][q]);
     asm volatile("cp.async.wait_all;" ::: "memory"); /* only empty groups are left; no copy outlives us */
     pk_cta_sync(); /* every warp is done with the stages */
 }

@@ -20,6 +20,16 @@
 #ifndef PK_CUDA_LINEAR_WGMMA_CUH
 #define PK_CUDA_LINEAR_WGMMA_CUH
 
+/* wgmma's ring: as many stages as fit, at most 6. PLAIN and RMSNORM blocks only: SILU_MUL's keep
+ * mma.sync (with Us beside As a 128-wide block's ring holds 3 stages, one slice in flight, and
+ * its 64-wide blocks read x twice as often). */
+template <int XN, int BN>
+__device__ constexpr int pk_wg_stages() {
+    constexpr int fit = (PK_CUDA_SMEM_BYTES - PK_MMA_BM * 4 - PK_WG_ALIGN) / (pk_mma_block<XN, BN, true>::STAGE * 2);
+    return fit > 6 ? 6 : fit;
+}
+static_assert(pk_wg_stages<PK_LIN_PLAIN, 128>() >= 4, "two slices in flight for the blocks wgmma runs");
+
 template <int BN>
 __device__ __forceinline__ void pk_wg_product(float (&acc)[BN / 2], uint32_t a_addr, uint32_t b_addr) {
     pk_wgmma_fence();
@@ -37,6 +47,7 @@ template <int XN, int BN>
 __device__ inline void pk_wg_block_run(const pk_lin_args &a, int t0, int nt, int j0, const float *scale_s,
                                        pk_bf16 *stages) {
     static_assert(BN == 64 || BN == 128, "wgmma's n of a block");
+    static_assert(XN != PK_LIN_SILU_MUL, "SILU_MUL blocks run on mma.sync (pk_wg_stages)");
     using block = pk_mma_block<XN, BN, true>;
     constexpr int S = pk_wg_stages<XN, BN>(), SE = block::STAGE;
     static_assert(S >= 3 && (SE * 2) % 1024 == 0, "stages on 1024-byte boundaries, one slice in flight");
@@ -73,15 +84,9 @@ __device__ inline void pk_wg_block_run(const pk_lin_args &a, int t0, int nt, int
 #pragma unroll
     for (int i = 0; i < BN / 8; i++)
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int r = wg * 64 + warp * 16 + lane / 4 + (q / 2) * 8, j = j0 + 8 * i + 2 * (lane % 4) + q % 2;
-            if (r >= nt || j >= a.ncols) continue;
-            const int t = t0 + r;
-            float y = acc[4 * i + q];
-            if (a.residual)
-                y = pk_dev_round_bf16(y) + pk_dev_bf16_to_f32(pk_dev_ldcg_bf16(a.residual + t * a.res_stride + j));
-            a.out[t * a.out_stride + j] = pk_dev_f32_to_bf16(y);
-        }
+        for (int q = 0; q < 4; q++)
+            pk_mma_store(a, t0, nt, wg * 64 + warp * 16 + lane / 4 + (q / 2) * 8, j0 + 8 * i + 2 * (lane % 4) + q % 2,
+                         acc[4 * i + q]);
     asm volatile("cp.async.wait_all;" ::: "memory"); /* only empty groups are left; no copy outlives us */
     pk_cta_sync(); /* every warp is done with the stages */
 }
