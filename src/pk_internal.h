@@ -171,11 +171,21 @@ pk_status pk_enter(pk_kernel *k);
  * group's tasks to finish, which it learns from a per-group completion counter (64-bit,
  * monotonic, zeroed at the start of every run like the event counters; a task is the last of
  * its step when its increment makes the count a multiple of kv_splits). The counters of layer l
- * are [pk_graph_group_counter0(k, l), + grid / kv_splits) of the kernel's
- * pk_graph_group_counter0(k, k->nlayers) counters, after the events in the backends' arrays.
+ * are [pk_graph_group_counter0(k, l), + grid / kv_splits · pk_graph_attn_group_counters(k, l))
+ * of the kernel's pk_graph_group_counter0(k, k->nlayers) counters, after the events in the
+ * backends' arrays: per group its completion counter, then (CUDA, kv fold 2) one per Q block.
  * A split-K layer (LINEAR_SPLITK_RESIDUAL) has one such counter: its last task per step (count a
  * multiple of grid) writes out from the accumulator. */
 int pk_graph_group_counter0(const pk_kernel *k, int layer);
+
+/* A split attention layer's direct steps on the GPU (pk_abi.h PK_ATTN_DIRECT_ROWS) with each Q
+ * block over two tasks, folded per Q block (attention_prefill.cuh pk_att_fold): 2 where a full
+ * step's Q blocks fill at most half of a group's kv_splits tasks (the rest would be idle), S is
+ * even and the partial tensor holds two partials per row; else 1. */
+int pk_graph_attn_kv_fold(const pk_kernel *k, int layer);
+/* Counters per KV-head group of layer `layer` (pk_graph_group_counter0): 1, plus one per
+ * possible Q block of a step (T: a Q block has at least one row) where the kv fold is 2. */
+int pk_graph_attn_group_counters(const pk_kernel *k, int layer);
 
 /* "[2, 3, 4]" into buf. */
 const char *pk_dims_str(const int64_t *dims, int ndim, char *buf, size_t len);

@@ -665,11 +665,25 @@ pk_status pk_attention_layer(pk_kernel *k, pk_tensor *qkv, pk_tensor *k_cache, p
     return PK_OK;
 }
 
+int pk_graph_attn_kv_fold(const pk_kernel *k, int layer) {
+    const pk_layer *L = &k->layers[layer];
+    const int64_t S = L->params.kv_splits, Hq = L->params.num_q_heads, Hkv = L->params.num_kv_heads;
+    if (L->kind != PK_TASK_ATTENTION_PARTIAL || S < 2 || S % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0) return 1;
+    const int64_t G = Hq / Hkv, T = T_of(k), direct = PK_ATTN_DIRECT_ROWS(S, G);
+    const int64_t R = T < direct ? T : direct; /* the partial tensor's rows */
+    const int64_t qblocks = (T * G + 2 * PK_ATTN_DIRECT_QROWS - 1) / (2 * PK_ATTN_DIRECT_QROWS); /* of a full step */
+    return T >= direct && 2 * qblocks <= S && 2 * T <= R * S ? 2 : 1;
+}
+
+int pk_graph_attn_group_counters(const pk_kernel *k, int layer) {
+    return 1 + (pk_graph_attn_kv_fold(k, layer) == 2 ? (int)T_of(k) : 0);
+}
+
 int pk_graph_group_counter0(const pk_kernel *k, int layer) {
     int n = 0;
     for (int l = 0; l < layer && l < k->nlayers; l++)
         if (k->layers[l].kind == PK_TASK_ATTENTION_PARTIAL)
-            n += k->layers[l].grid / k->layers[l].params.kv_splits;
+            n += k->layers[l].grid / k->layers[l].params.kv_splits * pk_graph_attn_group_counters(k, l);
         else if (k->layers[l].kind == PK_TASK_LINEAR_SPLITK_RESIDUAL || k->layers[l].kind == PK_TASK_ARGMAX_PARTIAL ||
                  k->layers[l].kind == PK_TASK_RMSNORM_LINEAR_ARGMAX)
             n += 1; /* one counter: the layer's last task writes out */

@@ -209,15 +209,22 @@ WRAP k_attention_partial(pk_layer_params p, pk_attn_step s, int nsplit, const pk
 }
 /* Steps of many rows as the persistent kernel runs a split layer (dispatch.cuh): CTA b is KV head
  * b / nsplit and takes Q blocks b % nsplit, b % nsplit + nsplit, ... over the whole KV length,
- * writing out directly (every CTA of a head writes all its rows' K / V, the same values). */
+ * writing out directly (every CTA of a head writes all its rows' K / V, the same values).
+ * fpart != NULL: the kv fold (dispatch.cuh, kv_fold 2): CTAs 2i, 2i + 1 of a head share Q blocks
+ * i, i + nsplit / 2, ..., each half of the positions, partials in fpart [rows][Hkv][nsplit][G][D +
+ * 2] (the split layer's layout) and fctrs [Hkv][rows] (zeroed before the first launch). */
 WRAP k_attention_qsplit(pk_layer_params p, pk_attn_step s, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
                         pk_bf16 *k_cache, pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm, pk_bf16 *out,
-                        int64_t out_stride) {
+                        int64_t out_stride, float *fpart = NULL, int64_t fstride = 0,
+                        unsigned long long *fctrs = NULL, int frows = 0) {
     SMEM;
-    const int b = blockIdx.x;
+    const int b = blockIdx.x, g = b / nsplit, sp = b % nsplit, G = p.num_q_heads / p.num_kv_heads;
+    const pk_att_fold f = {fpart + (int64_t)g * nsplit * G * (p.head_dim + 2), fstride, nsplit, fctrs + (int64_t)g * frows};
+    const bool fold = fpart != NULL;
 #define PK_T_QS(NP)                                                                                                  \
-    pk_dev_attention_split<NP>(&p, NULL, &s, b / nsplit, 1, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm, k_norm, \
-                               out, out_stride, nullptr, 0, smem_, b % nsplit, nsplit)
+    pk_dev_attention_split<NP>(&p, NULL, &s, g, 1, fold ? sp % 2 : 0, fold ? 2 : 1, qkv, qkv_stride, k_cache, v_cache, \
+                               q_norm, k_norm, out, out_stride, nullptr, 0, smem_, fold ? sp / 2 : sp,           \
+                               fold ? nsplit / 2 : nsplit, fold ? &f : nullptr)
     switch (pk_att_pairs(p.head_dim)) {
     case 1: PK_T_QS(1); break;
     case 2: PK_T_QS(2); break;
@@ -1049,11 +1056,14 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
     res_init(&rs, "attention_split", sshape);
     res_init(&rsd, "attn_split_decode", sshape);
     res_init(&rq, "attention_qsplit", sshape);
-    bool ran_q = false;
+    result rf;
+    res_init(&rf, "attention_kv_fold", sshape);
+    bool ran_q = false, ran_f = false;
     const int S = nsplit;
     const int64_t pcols = (int64_t)Hkv * S * G * (D + 2); /* part [T][Hkv][S][G][D + 2] */
     pk_bf16 *dkc2 = NULL, *dvc2 = NULL, *dout2 = NULL;
     float *dpart = NULL;
+    unsigned long long *dfctr = NULL; /* the kv fold's Q-block counters [Hkv][T] */
     int *dused2 = NULL, used2 = 0;
     if (S > 1) {
         dkc2 = dalloc<pk_bf16>(cache_n);
@@ -1063,6 +1073,8 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
         dout2 = dalloc<pk_bf16>((size_t)T * ocols);
         dpart = dalloc<float>((size_t)T * pcols);
         dused2 = dalloc<int>(Hkv * S);
+        dfctr = dalloc<unsigned long long>((size_t)Hkv * T);
+        CU(cudaMemset(dfctr, 0, (size_t)Hkv * T * 8));
     }
     std::vector<pk_bf16> split_k, split_v;
     std::vector<pk_bf16> last_k, last_v;
@@ -1163,6 +1175,20 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
                 res_bf16(&rq, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
                 ran_q = true;
             }
+            if (n_tok > 1 && S % 2 == 0) { /* the kv fold: every Q block over two CTAs, folded by the second */
+                for (int run = 0; run < 2; run++) { /* run 1: the counters as run 0 left them (even) */
+                    dpoison(dout2, (size_t)T * ocols * 2);
+                    CU(cudaMemset(dpart, 0xff, (size_t)T * pcols * 4)); /* NaN */
+                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(
+                        p, ds, S, dqkv, cols, dkc2, dvc2, dqn, dkn, dout2, ocols, dpart, pcols, dfctr, T);
+                    CU(cudaGetLastError());
+                    CU(cudaDeviceSynchronize());
+                    gs[run] = get(dout2, (size_t)T * ocols);
+                }
+                rf.repro = rf.repro && gs[0] == gs[1];
+                res_bf16(&rf, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+                ran_f = true;
+            }
             if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
                 const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +
                                      token_pos[0] % page;
@@ -1211,6 +1237,7 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
         res_end(&rs);
         res_end(&rsd);
         if (ran_q) res_end(&rq);
+        if (ran_f) res_end(&rf);
     }
     res_end(&rk);
     res_end(&rv);
@@ -1515,9 +1542,12 @@ static void bench_mma(int sms) {
         {"8B down", 2, 12288, 4096},       {"0.6B qkv", 1, 1024, 4096},     {"0.6B o", 0, 2048, 1024},
         {"0.6B gate_up", 1, 1024, 6144},   {"0.6B down", 2, 3072, 1024}};
     static const int ntoks[] = {512, 2048};
+    /* PK_BENCH_MMA_SHAPE=i: shape i only (one profiler target, e.g. ncu -k regex:k_chunk_grid) */
+    const char *only = getenv("PK_BENCH_MMA_SHAPE");
     uint64_t seed = 77;
     printf("\n%-16s %5s %6s %6s %10s %9s\n", "bench mma", "n_tok", "grid", "tile", "us", "TFLOP/s");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if (only && (size_t)atoi(only) != si) continue;
         const int K = shapes[si].K, N = shapes[si].N, xn = shapes[si].xn, xcols = xn == 2 ? 2 * K : K;
         std::vector<pk_bf16> hw((size_t)N * K), pat = rand_bf16(1 << 20, -1.0f, 1.0f, &seed);
         for (size_t i = 0; i < hw.size(); i++) hw[i] = pat[(i * 7) & ((1 << 20) - 1)];
@@ -1626,6 +1656,10 @@ static void bench_attention_prefill(void) {
         pk_bf16 *dn = dup(rand_bf16(D, 0.5f, 1.5f, &seed));
         pk_bf16 *dout = dalloc<pk_bf16>((size_t)2048 * ocols);
         int32_t *dpt = dup(pt), *dreq = dup(std::vector<int32_t>(2048, 0)), *dpos = dalloc<int32_t>(2048);
+        const int64_t fcols = (int64_t)Hkv * S * G * (D + 2); /* the kv fold's partials [2048][fcols] */
+        float *dfp = dalloc<float>((size_t)2048 * fcols);
+        unsigned long long *dfc = dalloc<unsigned long long>((size_t)Hkv * 2048);
+        CU(cudaMemset(dfc, 0, (size_t)Hkv * 2048 * 8));
         for (int T : Ts)
             for (int ctx : ctxs) {
                 if (ctx < T) continue;
@@ -1642,6 +1676,11 @@ static void bench_attention_prefill(void) {
                                                                                          dn, dn, dout, ocols);
                 });
                 printf("%-22s %5d %6d %6d %10.1f %9.1f\n", "attention prefill", G, T, ctx, us, flops / us * 1e-6);
+                const double usf = time_launches_us([&](int) {
+                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(
+                        p, ds, S, dqkv, cols, dkc, dvc, dn, dn, dout, ocols, dfp, fcols, dfc, 2048);
+                });
+                printf("%-22s %5d %6d %6d %10.1f %9.1f\n", "attention prefill fold", G, T, ctx, usf, flops / usf * 1e-6);
             }
         dfree_all();
     }

@@ -440,14 +440,16 @@ __device__ __forceinline__ void pk_att_put(pk_bf16 *orow, float *prow, int i, in
  * partial result of the split (pk_cpu_attention_partial) into part, fp32 [acc D, m, l] per
  * (row, head of the task) at ((g - kv0) · G + h) · (D + 2); a split without positions leaves
  * (0, -inf, 0). Phase A writes the K / V of the rows whose position is in the split. qsplit /
- * nqsplit: the tensor-core path's share of the Q blocks (attention_prefill.cuh; 0 / 1: all). */
+ * nqsplit: the tensor-core path's share of the Q blocks (attention_prefill.cuh; 0 / 1: all);
+ * fold (that path only, nsplit 2): each Q block's two splits folded into out (pk_att_fold). */
 template <int NP>
 __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const float *inv_freq,
                                               const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
                                               const pk_bf16 *qkv, int64_t qkv_stride, pk_bf16 *k_cache,
                                               pk_bf16 *v_cache, const pk_bf16 *q_norm, const pk_bf16 *k_norm,
                                               pk_bf16 *out, int64_t out_stride, float *part, int64_t part_stride,
-                                              char *smem, int qsplit = 0, int nqsplit = 1) {
+                                              char *smem, int qsplit = 0, int nqsplit = 1,
+                                              const pk_att_fold *fold = nullptr) {
     static_assert(PK_ATTN_SPLIT_BLOCK == 32, "a split block is one warp's block of positions");
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads;
     if (D <= 0 || D > 64 * NP || D % 2 != 0 || Hkv <= 0 || Hq % Hkv != 0 || kv0 < 0 ||
@@ -486,7 +488,7 @@ __device__ inline void pk_dev_attention_split(const pk_layer_params *p, const fl
         pk_att_kv_rows<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, k_norm,
                            (int *)(smem + PK_ATT_HDR));
         pk_att_prefill<NP>(p, inv, s, kv0, nkv, split, nsplit, qkv, qkv_stride, k_cache, v_cache, q_norm, out,
-                           out_stride, part, part_stride, smem, qsplit, nqsplit);
+                           out_stride, part, part_stride, smem, qsplit, nqsplit, fold);
         return;
     }
 

@@ -7,7 +7,10 @@
  * position. A Q block is up to PK_APF_QROWS q-rows of consecutive tokens of one request (it ends
  * where the request changes), h fastest; warp w takes its q-rows [16 w, 16 w + 16).
  * With nqsplit > 1 the task takes only head g's Q blocks qsplit, qsplit + nqsplit, ... (steps of
- * many rows: the Q blocks spread over a group's tasks instead of the KV length).
+ * many rows: the Q blocks spread over a group's tasks instead of the KV length). With a fold
+ * (pk_att_fold: steps whose Q blocks fill at most half the group's tasks) two tasks share each Q
+ * block, split (0 or 1) of the two taking every other block of positions: each writes its (O, m,
+ * l) per q-row into the fold's partials, and the block's second finisher folds both into out.
  *  1. the request's first unmapped page (all threads, one round trip); a thread per q-row puts
  *     its position into qpos_s, -1 for a row outside the page table (it sees nothing: zeros out,
  *     or (0, -inf, 0) for a partial); a warp per q-row, 4 in flight, rotates it (RoPE after
@@ -24,8 +27,8 @@
  *     with ldmatrix.trans);
  *  4. l summed over the quad; out = bf16(O / l), or (O, m · ln 2, l) into the partial.
  * A row's arithmetic is its own (the mma's per-element sums, its softmax state, the same blocks
- * in the same order; a block past its position adds exact zeros), so its result does not depend
- * on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
+ * in the same order; a block past its position adds exact zeros; with a fold, the same two halves
+ * folded in the same order), so its result does not depend on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
  * (P in bf16; bf16 tolerance).
  * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [MAX_NST][32] i32,
  * then Qs [QROWS][LD] during steps 1-2 and the stages [nst][K, V][32][LD] bf16 in step 3, LD = D + 8
@@ -80,14 +83,57 @@ __device__ __forceinline__ uint32_t pk_apf_pack(float lo, float hi) {
     return pk_dev_pack2(pk_dev_f32_to_bf16(lo), pk_dev_f32_to_bf16(hi));
 }
 
+/* A Q block's positions over two tasks (attention_prefill's fold): the partial of q-row (t, head
+ * i of the task's nkv · G) of split u in {0, 1} is "virtual row" v = 2 t + u of part, at row v /
+ * slots, column ((v % slots) · nkv · G + i) · (D + 2): [acc D, m · ln 2, l] fp32, as the split
+ * layer's partials (the layer's partial tensor, two per row instead of S: its R · S slots hold
+ * 2 · T, layers.c pk_graph_attn_kv_fold). ctrs: one per Q block of the KV head (counted from the
+ * step's first row), each +2 a step that has the block: the second increment folds. */
+struct pk_att_fold {
+    float *part;
+    int64_t part_stride;
+    int slots;
+    unsigned long long *ctrs;
+};
+
+__device__ __forceinline__ float *pk_att_fold_row(const pk_att_fold &f, int t, int u, int nheads, int D) {
+    const int64_t v = 2 * (int64_t)t + u;
+    return f.part + (v / f.slots) * f.part_stride + (v % f.slots) * (int64_t)nheads * (D + 2);
+}
+
+/* The Q block's rows [ta, tb) of KV head g once both halves are written: out = (Σ e^(m_u - M)
+ * acc_u) / (Σ e^(m_u - M) l_u), halves in order 0, 1 (pk_dev_attention_combine's arithmetic);
+ * zeros for a row no half saw a position of. Called by the block's second finisher after its
+ * barrier: the other half's writes are read through L2. */
+__device__ inline void pk_att_fold_block(const pk_att_fold &f, int ta, int tb, int g, int kv0, int nkv, int G, int D,
+                                         pk_bf16 *out, int64_t out_stride) {
+    const int nheads = nkv * G, per = G * D;
+    for (int e = threadIdx.x; e < (tb - ta) * per; e += PK_CUDA_THREADS) {
+        const int t = ta + e / per, h = e % per / D, d = e % D, i = (g - kv0) * G + h;
+        const float *p0 = pk_att_fold_row(f, t, 0, nheads, D) + (int64_t)i * (D + 2);
+        const float *p1 = pk_att_fold_row(f, t, 1, nheads, D) + (int64_t)i * (D + 2);
+        const float m0 = pk_dev_ldcg_f32(p0 + D), m1 = pk_dev_ldcg_f32(p1 + D), M = fmaxf(m0, m1);
+        pk_bf16 y = (pk_bf16)0;
+        if (M != -INFINITY) {
+            const float f0 = expf(m0 - M), f1 = expf(m1 - M);
+            const float num = fmaf(f1, pk_dev_ldcg_f32(p1 + d), fmaf(f0, pk_dev_ldcg_f32(p0 + d), 0.0f));
+            const float den = fmaf(f1, pk_dev_ldcg_f32(p1 + D + 1), fmaf(f0, pk_dev_ldcg_f32(p0 + D + 1), 0.0f));
+            y = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        }
+        out[t * out_stride + ((int64_t)g * G + h) * D + d] = y;
+    }
+}
+
 /* Phase 3 (header) for KV heads [kv0, kv0 + nkv), split `split` of `nsplit`. out / part as
- * pk_dev_attention_split's. Whole CTA. */
+ * pk_dev_attention_split's. fold (nsplit 2): the Q block's halves as pk_att_fold says, out the
+ * folded result. Whole CTA. */
 template <int NP>
 __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv, const pk_attn_step *s, int kv0,
                                       int nkv, int split, int nsplit, const pk_bf16 *qkv, int64_t qkv_stride,
                                       const pk_bf16 *k_cache, const pk_bf16 *v_cache, const pk_bf16 *q_norm,
                                       pk_bf16 *out, int64_t out_stride, float *part, int64_t part_stride,
-                                      char *smem, int qsplit = 0, int nqsplit = 1) {
+                                      char *smem, int qsplit = 0, int nqsplit = 1,
+                                      const pk_att_fold *fold = nullptr) {
     constexpr int DM = 64 * NP;           /* the largest D of this instance */
     constexpr int KS = DM / 16, NT = DM / 8; /* k steps of S, n8 tiles of O */
     const int D = p->head_dim, Hq = p->num_q_heads, Hkv = p->num_kv_heads, G = Hq / Hkv, half = D / 2;
@@ -101,7 +147,7 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
     int *slot_s = qpos_s + PK_APF_QROWS;                        /* [MAX_NST][KB] */
     pk_bf16 *Qs = (pk_bf16 *)(slot_s + PK_APF_MAX_NST * PK_APF_KB); /* [QROWS][LD], then: */
     pk_bf16 *stages = Qs;                                       /* [nst][K, V][KB][LD] */
-    __shared__ int blk_s[3]; /* the Q block's token end, largest position, request's first unmapped page */
+    __shared__ int blk_s[4]; /* the Q block's token end, largest position, request's first unmapped page; fold: last */
     const bool vec = pk_dev_aligned16(k_cache) && pk_dev_aligned16(v_cache); /* D % 8 == 0: rows aligned */
     const int per_block = PK_APF_QROWS / G; /* tokens a Q block holds at most */
 
@@ -120,8 +166,8 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
             for (int i = 1 + threadIdx.x; i < per_block && ta + i < n_tok; i += PK_CUDA_THREADS)
                 if (pk_dev_ldcg_i32(s->token_req + ta + i) != req0) atomicMin(&blk_s[0], ta + i);
             pk_cta_sync();
-            const int tb = blk_s[0], nrows = (tb - ta) * G;
-            if (qb++ % nqsplit != qsplit) { /* another task's block */
+            const int tb = blk_s[0], nrows = (tb - ta) * G, qbi = qb++;
+            if (qbi % nqsplit != qsplit) { /* another task's block */
                 pk_cta_sync(); /* everyone has read blk_s */
                 ta = tb;
                 continue;
@@ -349,8 +395,9 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                     if (r >= nrows) continue;
                     const int t = ta + r / G, h = r % G;
                     const float l = half_i ? l_b : l_a, m = half_i ? m_b : m_a;
-                    pk_bf16 *orow = out ? out + t * out_stride + ((int64_t)g * G + h) * D : nullptr;
-                    float *prow = part ? part + t * part_stride + ((int64_t)(g - kv0) * G + h) * (D + 2) : nullptr;
+                    pk_bf16 *orow = out && !fold ? out + t * out_stride + ((int64_t)g * G + h) * D : nullptr;
+                    float *prow = fold ? pk_att_fold_row(*fold, t, split, nkv * G, D) + ((int64_t)(g - kv0) * G + h) * (D + 2)
+                                  : part ? part + t * part_stride + ((int64_t)(g - kv0) * G + h) * (D + 2) : nullptr;
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
                         if (8 * nt >= D) break;
@@ -369,6 +416,16 @@ __device__ inline void pk_att_prefill(const pk_layer_params *p, const float *inv
                         prow[D + 1] = l;
                     }
                 }
+            }
+            if (fold) { /* the block's second finisher folds (pk_last_of's ordering, in the kernel) */
+                pk_cta_sync(); /* every thread's partial writes are issued */
+                if (threadIdx.x == 0) {
+                    __threadfence();
+                    blk_s[3] = atomicAdd(fold->ctrs + qbi, 1ull) % 2 == 1;
+                    __threadfence();
+                }
+                pk_cta_sync();
+                if (blk_s[3]) pk_att_fold_block(*fold, ta, tb, g, kv0, nkv, G, D, out, out_stride);
             }
             pk_cta_sync(); /* Qs and qpos_s are the next block's */
             ta = tb;

@@ -619,7 +619,8 @@ static void emit_case(pk_strbuf *o, const pk_kernel *k, int l) {
                      (int64_t)S * nheads * (D + 2));
         pk_sb_printf(o, "%s + (idx / %d) * %" PRId64 ", %" PRIu64 ", %d, ", base_expr(&v[PK_V_ATTP_COMBINED], 0, b, sizeof b),
                      S, (int64_t)nheads * D, v[PK_V_ATTP_COMBINED].rs, nheads);
-        pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d);\n", pk_graph_group_counter0(k, l), S);
+        pk_sb_printf(o, "pk_group_ctrs(S) + %d + idx / %d * %d, %d);\n", pk_graph_group_counter0(k, l), S,
+                     pk_graph_attn_group_counters(k, l), pk_graph_attn_kv_fold(k, l));
         break;
     }
     case PK_TASK_ARGMAX_REDUCE:

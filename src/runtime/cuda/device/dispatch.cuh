@@ -220,7 +220,9 @@ __device__ __noinline__ void pk_gen_call_attention(const pk_layer_params *p, con
  * the group's nsplit tiles (group_part [T][nsplit][nheads][D + 2], row stride part_stride) into
  * group_out [T][nheads · D]. Ordering as the runtime's event signal: the CTA's writes, a barrier,
  * thread 0's acq_rel increment; the last task's thread 0 has acquired every other task's
- * increment before its barrier, and the fold reads the tiles through L2. */
+ * increment before its barrier, and the fold reads the tiles through L2. kv_fold 2 (layers.c
+ * pk_graph_attn_kv_fold): a direct step's Q blocks each over two tasks, folded per Q block
+ * (pk_att_fold), its counters the group's after counter. */
 template <int NP, int GC>
 __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params *p, const float *inv_freq,
                                                           const pk_attn_step *s, int kv0, int nkv, int split, int nsplit,
@@ -229,7 +231,8 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
                                                           float *part, int64_t part_stride, char *smem,
                                                           uint32_t att_off, int staged,
                                                           const float *group_part, pk_bf16 *group_out,
-                                                          int64_t out_stride, int nheads, pk_u64 *counter) {
+                                                          int64_t out_stride, int nheads, pk_u64 *counter,
+                                                          int kv_fold) {
     const int G = p->num_kv_heads > 0 ? p->num_q_heads / p->num_kv_heads : 0;
     static_assert(PK_ATTN_DIRECT_QROWS == PK_APF_QROWS / 2, "a task's q-rows of a direct step: half a Q block");
     if (staged <= 0 && s->n_tok > 1 && G > 0 && s->n_tok >= PK_ATTN_DIRECT_ROWS(nsplit, G)) {
@@ -241,12 +244,20 @@ __device__ __noinline__ void pk_gen_call_attention_partial(const pk_layer_params
          * step). Each writes every row's K / V (the same values) and reads only its own writes.
          * group_out is out's columns of head kv0; the kernel indexes out by absolute head. Head
          * sizes without the tensor-core path: split 0 takes the group alone. No task of such a step
-         * calls pk_last_of, so the counter stays whole. */
+         * calls pk_last_of, so the counter stays whole. With kv_fold 2 (the group's Q blocks of
+         * a full step would leave half its tasks idle) tasks 2i and 2i + 1 take Q blocks i, i +
+         * nsplit / 2, ..., each half of the block's positions, and fold per Q block. */
         const bool mma = pk_att_prefill_ok<NP>(p->head_dim, G);
+        pk_bf16 *out = group_out - (int64_t)kv0 * G * p->head_dim;
+        if (mma && kv_fold == 2) {
+            const pk_att_fold f = {part - (int64_t)split * nheads * (p->head_dim + 2), part_stride, nsplit, counter + 1};
+            pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, split % 2, 2, qkv, qkv_stride, k_cache, v_cache, q_norm,
+                                       k_norm, out, out_stride, nullptr, 0, smem, split / 2, nsplit / 2, &f);
+            return;
+        }
         if (mma || split == 0)
             pk_dev_attention_split<NP>(p, inv_freq, s, kv0, nkv, 0, 1, qkv, qkv_stride, k_cache, v_cache, q_norm,
-                                       k_norm, group_out - (int64_t)kv0 * G * p->head_dim, out_stride, nullptr, 0,
-                                       smem, mma ? split : 0, mma ? nsplit : 1);
+                                       k_norm, out, out_stride, nullptr, 0, smem, mma ? split : 0, mma ? nsplit : 1);
         return;
     }
     if (staged > 0)
