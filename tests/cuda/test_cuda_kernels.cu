@@ -1162,32 +1162,23 @@ static void attention_case(int D, int G, int Hkv, int qk_norm, int llama3, int p
             }
             rs.repro = rs.repro && gs[0] == gs[1];
             res_bf16(&rs, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
-            if (n_tok > 1) { /* the Q-block split of steps of many rows, on the same caches (same K / V) */
+            /* steps of many rows, on the same caches (same K / V): the Q-block split, then (S even)
+             * the kv fold, every Q block over two CTAs and folded by the second; its run 1 starts
+             * from the counters as run 0 left them (even) */
+            for (int fold = 0; n_tok > 1 && fold <= (S % 2 == 0); fold++) {
+                result *rr = fold ? &rf : &rq;
                 for (int run = 0; run < 2; run++) {
                     dpoison(dout2, (size_t)T * ocols * 2);
-                    k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(p, ds, S, dqkv, cols, dkc2, dvc2,
-                                                                                         dqn, dkn, dout2, ocols);
-                    CU(cudaGetLastError());
-                    CU(cudaDeviceSynchronize());
-                    gs[run] = get(dout2, (size_t)T * ocols);
-                }
-                rq.repro = rq.repro && gs[0] == gs[1];
-                res_bf16(&rq, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
-                ran_q = true;
-            }
-            if (n_tok > 1 && S % 2 == 0) { /* the kv fold: every Q block over two CTAs, folded by the second */
-                for (int run = 0; run < 2; run++) { /* run 1: the counters as run 0 left them (even) */
-                    dpoison(dout2, (size_t)T * ocols * 2);
-                    CU(cudaMemset(dpart, 0xff, (size_t)T * pcols * 4)); /* NaN */
+                    if (fold) CU(cudaMemset(dpart, 0xff, (size_t)T * pcols * 4)); /* NaN */
                     k_attention_qsplit<<<Hkv * S, PK_CUDA_THREADS, PK_CUDA_SMEM_BYTES>>>(
-                        p, ds, S, dqkv, cols, dkc2, dvc2, dqn, dkn, dout2, ocols, dpart, pcols, dfctr, T);
+                        p, ds, S, dqkv, cols, dkc2, dvc2, dqn, dkn, dout2, ocols, fold ? dpart : NULL, pcols, dfctr, T);
                     CU(cudaGetLastError());
                     CU(cudaDeviceSynchronize());
                     gs[run] = get(dout2, (size_t)T * ocols);
                 }
-                rf.repro = rf.repro && gs[0] == gs[1];
-                res_bf16(&rf, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
-                ran_f = true;
+                rr->repro = rr->repro && gs[0] == gs[1];
+                res_bf16(rr, gs[0], cpu, T, ocols, n_tok, 0, ocols, 0);
+                (fold ? ran_f : ran_q) = true;
             }
             if (n_tok == 1 && token_req[0] < MAXREQ && token_pos[0] / page < ppr) {
                 const int32_t slot = page_table[(size_t)token_req[0] * ppr + token_pos[0] / page] * page +

@@ -324,6 +324,25 @@ __device__ __forceinline__ void pk_att_store_q(const pk_bf16 *qx, const pk_bf16 
     }
 }
 
+/* One output of a fold of split partials (pk_cpu_attention_combine's arithmetic): split sp's
+ * (acc [D], m · ln 2, l) of the head at pr + sp · split_cols; bf16(Σ_s f_s · acc_s[d] / Σ_s f_s ·
+ * l_s), f_s = exp(m_s - max_s m_s), splits in order; zero where no split has a position. CG: the
+ * partials are read through L2 (another CTA wrote them), else from shared memory. */
+template <bool CG>
+__device__ __forceinline__ pk_bf16 pk_att_combine1(const float *pr, int64_t split_cols, int nsplit, int D, int d) {
+    auto ld = [](const float *q) { return CG ? pk_dev_ldcg_f32(q) : *q; };
+    float M = -INFINITY;
+    for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, ld(pr + sp * split_cols + D));
+    float num = 0.0f, den = 0.0f;
+    for (int sp = 0; sp < nsplit && M != -INFINITY; sp++) {
+        const float *q = pr + sp * split_cols;
+        const float f = expf(ld(q + D) - M); /* 0 for a split without positions */
+        num = fmaf(f, ld(q + d), num);
+        den = fmaf(f, ld(q + D + 1), den);
+    }
+    return M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+}
+
 #include "kernels/cuda/attention_prefill.cuh"
 
 /* Whether position j is in split `split` of `nsplit` (pk_cpu_attention_partial's blocks: block
@@ -720,9 +739,8 @@ __device__ inline void pk_dev_attention_np(const pk_layer_params *p, const float
 }
 
 /* The fold of a split attention (pk_cpu_attention_combine; the last partial task of each KV-head
- * group runs it, dispatch.cuh): out[t][h · D + d] = bf16(Σ_s f_s ·
- * acc_s[d] / Σ_s f_s · l_s), f_s = exp(m_s - max_s m_s), splits in order; zeros where no split
- * has a position. part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Per row, when the
+ * group runs it, dispatch.cuh): out[t][h · D + d] by pk_att_combine1.
+ * part [n_tok][nsplit][nheads][D + 2] (row stride part_stride). Per row, when the
  * row's partials fit smem_bytes: one wave of 8-byte loads brings them into shared memory (one L2
  * round trip, not one per split: the loads of the direct loop below depend on nothing but are
  * issued a few at a time), barrier, thread per (h, d) from shared memory; else thread per output
@@ -742,33 +760,14 @@ __device__ inline void pk_dev_attention_combine(int n_tok, int nheads, int D, in
         pk_cta_sync();
         for (int64_t e = threadIdx.x; e < per_row; e += PK_CUDA_THREADS) {
             const int h = (int)(e / D), d = (int)(e % D);
-            const float *pr = ps + (int64_t)h * (D + 2);
-            float M = -INFINITY;
-            for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, pr[sp * split_cols + D]);
-            float num = 0.0f, den = 0.0f;
-            for (int sp = 0; sp < nsplit && M != -INFINITY; sp++) {
-                const float *q = pr + sp * split_cols;
-                const float f = expf(q[D] - M); /* 0 for a split without positions */
-                num = fmaf(f, q[d], num);
-                den = fmaf(f, q[D + 1], den);
-            }
-            out[t * out_stride + e] = M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+            out[t * out_stride + e] = pk_att_combine1<false>(ps + (int64_t)h * (D + 2), split_cols, nsplit, D, d);
         }
         pk_cta_sync(); /* ps is the next row's */
     }
     for (int64_t e = threadIdx.x; e < (staged ? 0 : n_tok * per_row); e += PK_CUDA_THREADS) {
         const int t = (int)(e / per_row), h = (int)(e % per_row) / D, d = (int)(e % D);
         const float *pr = part + t * part_stride + (int64_t)h * (D + 2); /* split 0's (acc, m, l) */
-        float M = -INFINITY;
-        for (int sp = 0; sp < nsplit; sp++) M = fmaxf(M, pk_dev_ldcg_f32(pr + sp * split_cols + D));
-        float num = 0.0f, den = 0.0f;
-        for (int sp = 0; sp < nsplit && M != -INFINITY; sp++) {
-            const float *q = pr + sp * split_cols;
-            const float f = expf(pk_dev_ldcg_f32(q + D) - M); /* 0 for a split without positions */
-            num = fmaf(f, pk_dev_ldcg_f32(q + d), num);
-            den = fmaf(f, pk_dev_ldcg_f32(q + D + 1), den);
-        }
-        out[t * out_stride + (int64_t)h * D + d] = M == -INFINITY ? (pk_bf16)0 : pk_dev_f32_to_bf16(__fdiv_rn(num, den));
+        out[t * out_stride + (int64_t)h * D + d] = pk_att_combine1<true>(pr, split_cols, nsplit, D, d);
     }
 }
 

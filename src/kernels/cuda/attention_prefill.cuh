@@ -28,8 +28,8 @@
  *  4. l summed over the quad; out = bf16(O / l), or (O, m · ln 2, l) into the partial.
  * A row's arithmetic is its own (the mma's per-element sums, its softmax state, the same blocks
  * in the same order; a block past its position adds exact zeros; with a fold, the same two halves
- * folded in the same order), so its result does not depend on the other rows of the step. It differs from the CPU's two-pass fp32 softmax by rounding
- * (P in bf16; bf16 tolerance).
+ * folded in the same order), so its result does not depend on the other rows of the step. It
+ * differs from the CPU's two-pass fp32 softmax by rounding (P in bf16; bf16 tolerance).
  * Shared memory (after attention.cuh's PK_ATT_HDR): qpos_s [QROWS] i32, slot_s [MAX_NST][32] i32,
  * then Qs [QROWS][LD] during steps 1-2 and the stages [nst][K, V][32][LD] bf16 in step 3, LD = D + 8
  * (ldmatrix rows 16 bytes apart in bank terms). Needs D % 16 == 0, D <= 64 · NP, G <= QROWS,
@@ -101,26 +101,16 @@ __device__ __forceinline__ float *pk_att_fold_row(const pk_att_fold &f, int t, i
     return f.part + (v / f.slots) * f.part_stride + (v % f.slots) * (int64_t)nheads * (D + 2);
 }
 
-/* The Q block's rows [ta, tb) of KV head g once both halves are written: out = (Σ e^(m_u - M)
- * acc_u) / (Σ e^(m_u - M) l_u), halves in order 0, 1 (pk_dev_attention_combine's arithmetic);
- * zeros for a row no half saw a position of. Called by the block's second finisher after its
- * barrier: the other half's writes are read through L2. */
+/* The Q block's rows [ta, tb) of KV head g once both halves are written (pk_att_combine1 over
+ * the two: slots is even, so a row's half 1 is the slot after its half 0). Called by the block's
+ * second finisher after its barrier: the other half's writes are read through L2. */
 __device__ inline void pk_att_fold_block(const pk_att_fold &f, int ta, int tb, int g, int kv0, int nkv, int G, int D,
                                          pk_bf16 *out, int64_t out_stride) {
     const int nheads = nkv * G, per = G * D;
     for (int e = threadIdx.x; e < (tb - ta) * per; e += PK_CUDA_THREADS) {
-        const int t = ta + e / per, h = e % per / D, d = e % D, i = (g - kv0) * G + h;
-        const float *p0 = pk_att_fold_row(f, t, 0, nheads, D) + (int64_t)i * (D + 2);
-        const float *p1 = pk_att_fold_row(f, t, 1, nheads, D) + (int64_t)i * (D + 2);
-        const float m0 = pk_dev_ldcg_f32(p0 + D), m1 = pk_dev_ldcg_f32(p1 + D), M = fmaxf(m0, m1);
-        pk_bf16 y = (pk_bf16)0;
-        if (M != -INFINITY) {
-            const float f0 = expf(m0 - M), f1 = expf(m1 - M);
-            const float num = fmaf(f1, pk_dev_ldcg_f32(p1 + d), fmaf(f0, pk_dev_ldcg_f32(p0 + d), 0.0f));
-            const float den = fmaf(f1, pk_dev_ldcg_f32(p1 + D + 1), fmaf(f0, pk_dev_ldcg_f32(p0 + D + 1), 0.0f));
-            y = pk_dev_f32_to_bf16(__fdiv_rn(num, den));
-        }
-        out[t * out_stride + ((int64_t)g * G + h) * D + d] = y;
+        const int t = ta + e / per, h = e % per / D, d = e % D;
+        const float *p0 = pk_att_fold_row(f, t, 0, nheads, D) + (int64_t)((g - kv0) * G + h) * (D + 2);
+        out[t * out_stride + ((int64_t)g * G + h) * D + d] = pk_att_combine1<true>(p0, (int64_t)nheads * (D + 2), 2, D, d);
     }
 }
 
